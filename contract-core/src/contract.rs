@@ -1,0 +1,533 @@
+//! The [`Contract`] trait and the intermediate representation ([`ContractSpec`]) that every
+//! rendering is computed from.
+//!
+//! `#[derive(Contract)]` builds one [`ContractSpec`] per type; `json_schema()`, `strict_schema()`,
+//! `signature()`, `docs_markdown()` and the validators are plain functions of it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Number, Value};
+
+use crate::schema::StrictSchemaError;
+use crate::validate::{Violation, Violations};
+
+/// A type a language model can be asked to fill.
+///
+/// Implemented by `#[derive(Contract)]`, which also implements `schemars::JsonSchema` (call
+/// `<T as Contract>::json_schema()` when both traits are in scope); every method except [`Contract::contract_spec`] has a
+/// default computed from the IR, so a derived contract and a hand-written one behave alike.
+pub trait Contract: FieldType + Serialize + DeserializeOwned + Sized {
+    /// The IR every rendering is computed from.
+    fn contract_spec() -> &'static ContractSpec;
+
+    /// Runs the custom `check = path::to::fn` functions of this contract and of every nested
+    /// contract value, pushing what they report (paths prefixed with `pointer`).
+    ///
+    /// The derive implements it; a hand-written contract without custom checks keeps the default.
+    fn run_checks(&self, pointer: &str, out: &mut Violations) {
+        let _ = (pointer, out);
+    }
+
+    /// JSON Schema draft 2020-12 for this contract (`$schema` set, nested contracts in `$defs`).
+    fn json_schema() -> Value {
+        crate::schema::root_schema::<Self>()
+    }
+
+    /// The OpenAI strict structured-outputs subset of [`Contract::json_schema`].
+    ///
+    /// # Panics
+    ///
+    /// When the contract breaks a limit of the subset (root not an object, nesting, property or
+    /// enum counts). That is a property of the type, not of any input; use
+    /// [`Contract::try_strict_schema`] to get the error as a value.
+    fn strict_schema() -> Value {
+        match Self::try_strict_schema() {
+            Ok(schema) => schema,
+            Err(e) => panic!("`{}` has no strict schema: {e}", Self::contract_spec().name),
+        }
+    }
+
+    /// The OpenAI strict subset, or why this contract cannot be expressed in it.
+    fn try_strict_schema() -> Result<Value, StrictSchemaError> {
+        crate::schema::strict_schema(&Self::json_schema()).map(|s| s.schema)
+    }
+
+    /// One line a model reads: every field with its type, constraints and unit, nested inline.
+    fn signature() -> String {
+        crate::signature::signature(Self::contract_spec())
+    }
+
+    /// A field reference in Markdown for humans.
+    fn docs_markdown() -> String {
+        crate::docs::docs_markdown(Self::contract_spec())
+    }
+
+    /// Strict parse plus every check; all violations are reported at once.
+    fn from_json(text: &str) -> Result<Self, Violations> {
+        crate::validate::from_json::<Self>(text)
+    }
+
+    /// Checks a JSON value against the contract and, when it passes, deserializes it.
+    fn from_value(value: &Value) -> Result<Self, Violations> {
+        crate::validate::from_value::<Self>(value)
+    }
+
+    /// Checks a typed value: field constraints, cross-field rules and custom checks.
+    fn validate(&self) -> Result<(), Violations> {
+        crate::validate::validate_typed(self)
+    }
+}
+
+/// A type that can be a field of a contract: it knows its [`TypeSpec`].
+///
+/// Implemented for `bool`, the integer and float types, `String`, `Option<T>`, `Vec<T>`,
+/// `Box<T>` and every contract.
+pub trait FieldType {
+    /// The type as the IR sees it.
+    fn type_spec() -> TypeSpec;
+
+    /// Runs the custom checks of contract values inside `self` (nested contracts, lists of
+    /// them); `pointer` is the JSON pointer of `self`.
+    fn run_nested_checks(&self, pointer: &str, out: &mut Violations) {
+        let _ = (pointer, out);
+    }
+}
+
+/// The IR of one contract: a closed object with fields and rules, or a string enum.
+#[derive(Debug, Clone)]
+pub struct ContractSpec {
+    /// The Rust type name, also the schema name (`Guidance`, `Evidenced_for_Amount`).
+    pub name: String,
+    /// From the doc comment or `#[contract(description = "..")]`.
+    pub description: Option<String>,
+    /// Object or enum.
+    pub kind: SpecKind,
+}
+
+/// What a contract is.
+#[derive(Debug, Clone)]
+pub enum SpecKind {
+    /// A closed JSON object.
+    Object(ObjectSpec),
+    /// A JSON string with one of a fixed set of values.
+    Enum(EnumSpec),
+}
+
+/// The fields and rules of an object contract.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectSpec {
+    /// Fields in declaration order (the order keys are asked in).
+    pub fields: Vec<FieldSpec>,
+    /// Cross-field rules, checked after decoding (and during it, by the local backend).
+    pub rules: Vec<Rule>,
+    /// Names of the custom `check` functions, for the docs.
+    pub checks: Vec<String>,
+    /// JSON names of fields present in the Rust type but not asked of the model.
+    pub skipped: Vec<String>,
+}
+
+/// The values of an enum contract.
+#[derive(Debug, Clone, Default)]
+pub struct EnumSpec {
+    /// Variants in declaration order.
+    pub variants: Vec<VariantSpec>,
+}
+
+/// One value of an enum contract.
+#[derive(Debug, Clone)]
+pub struct VariantSpec {
+    /// The JSON string (after serde renames).
+    pub name: String,
+    /// From the variant's doc comment.
+    pub description: Option<String>,
+}
+
+/// One field of an object contract.
+#[derive(Debug, Clone)]
+pub struct FieldSpec {
+    /// The JSON key (after serde renames).
+    pub name: String,
+    /// The Rust field name.
+    pub rust_name: String,
+    /// The field's type.
+    pub ty: TypeSpec,
+    /// From the doc comment.
+    pub description: Option<String>,
+    /// Value constraints.
+    pub constraints: Constraints,
+    /// The unit the value is written in (`USD millions`).
+    pub unit: Option<String>,
+}
+
+/// A field type in the IR.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum TypeSpec {
+    /// `true` / `false`.
+    Bool,
+    /// An integer within the Rust type's bounds.
+    Integer {
+        /// Smallest value of the Rust type.
+        min: i128,
+        /// Largest value of the Rust type.
+        max: i128,
+    },
+    /// A JSON number (`f32`, `f64`).
+    Number,
+    /// A JSON string.
+    String,
+    /// `Option<T>`: required, but may be `null`.
+    Nullable(Box<TypeSpec>),
+    /// `Vec<T>`: a JSON array.
+    List(Box<TypeSpec>),
+    /// A nested contract.
+    Contract(ContractRef),
+    /// Any other `schemars::JsonSchema` type, used through its own schema.
+    External(ExternalRef),
+}
+
+impl TypeSpec {
+    /// The type with `Nullable` peeled off, and whether it was there.
+    pub fn strip_nullable(&self) -> (&TypeSpec, bool) {
+        match self {
+            TypeSpec::Nullable(inner) => (inner.strip_nullable().0, true),
+            other => (other, false),
+        }
+    }
+
+    /// The scalar at the bottom of `Nullable` and `List` wrappers.
+    pub fn innermost(&self) -> &TypeSpec {
+        match self {
+            TypeSpec::Nullable(inner) | TypeSpec::List(inner) => inner.innermost(),
+            other => other,
+        }
+    }
+
+    /// Whether values of this type (after `Nullable`) are numbers.
+    pub fn is_numeric(&self) -> bool {
+        matches!(
+            self.strip_nullable().0,
+            TypeSpec::Integer { .. } | TypeSpec::Number
+        )
+    }
+}
+
+/// A reference to a nested contract, resolved lazily so recursive contracts work.
+#[derive(Clone, Copy)]
+pub struct ContractRef {
+    spec: fn() -> &'static ContractSpec,
+    schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+impl ContractRef {
+    /// The reference to contract `C`.
+    pub fn of<C: Contract + schemars::JsonSchema>() -> Self {
+        ContractRef {
+            spec: C::contract_spec,
+            schema: |generator| generator.subschema_for::<C>(),
+        }
+    }
+
+    /// The nested contract's IR.
+    pub fn spec(&self) -> &'static ContractSpec {
+        (self.spec)()
+    }
+
+    /// The nested contract's schema in `generator` (a `$ref` into its definitions).
+    pub fn subschema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.schema)(generator)
+    }
+}
+
+impl fmt::Debug for ContractRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ContractRef").field(&self.spec().name).finish()
+    }
+}
+
+/// A field type that is not a contract but implements `schemars::JsonSchema`.
+///
+/// Its schema is used as schemars renders it; values are checked by deserialization only.
+#[derive(Clone)]
+pub struct ExternalRef {
+    name: fn() -> Cow<'static, str>,
+    schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+impl ExternalRef {
+    /// The reference to the schemars type `T`.
+    pub fn of<T: schemars::JsonSchema>() -> Self {
+        ExternalRef {
+            name: T::schema_name,
+            schema: |generator| generator.subschema_for::<T>(),
+        }
+    }
+
+    /// The type's schema name.
+    pub fn name(&self) -> Cow<'static, str> {
+        (self.name)()
+    }
+
+    /// The type's schema in `generator`.
+    pub fn subschema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.schema)(generator)
+    }
+
+    /// The type's schema as a standalone draft 2020-12 document.
+    pub fn standalone_schema(&self) -> Value {
+        let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+            .with(|s| s.meta_schema = None)
+            .into_generator();
+        let schema = self.subschema(&mut generator);
+        let mut value = schema.to_value();
+        let defs = generator.take_definitions(true);
+        if !defs.is_empty() {
+            if let Value::Object(map) = &mut value {
+                map.insert("$defs".into(), Value::Object(defs));
+            }
+        }
+        value
+    }
+}
+
+impl fmt::Debug for ExternalRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ExternalRef").field(&self.name()).finish()
+    }
+}
+
+/// Value constraints of a field.
+///
+/// Numeric bounds, `pattern`, `format` and `one_of` apply to the scalar inside `Option` and
+/// `Vec`; `len` applies to the string or list itself.
+#[derive(Debug, Clone, Default)]
+pub struct Constraints {
+    /// `value >= minimum`.
+    pub minimum: Option<Number>,
+    /// `value <= maximum`.
+    pub maximum: Option<Number>,
+    /// `value > exclusive_minimum`.
+    pub exclusive_minimum: Option<Number>,
+    /// `value < exclusive_maximum`.
+    pub exclusive_maximum: Option<Number>,
+    /// Shortest string (in characters) or list.
+    pub min_len: Option<u64>,
+    /// Longest string (in characters) or list.
+    pub max_len: Option<u64>,
+    /// A regular expression the string must contain a match of (JSON Schema semantics:
+    /// unanchored; anchor it with `^...$`).
+    pub pattern: Option<Pattern>,
+    /// The allowed values.
+    pub one_of: Option<Vec<Value>>,
+    /// A string format.
+    pub format: Option<Format>,
+}
+
+impl Constraints {
+    /// Whether no constraint is set.
+    pub fn is_empty(&self) -> bool {
+        self.minimum.is_none()
+            && self.maximum.is_none()
+            && self.exclusive_minimum.is_none()
+            && self.exclusive_maximum.is_none()
+            && self.min_len.is_none()
+            && self.max_len.is_none()
+            && self.pattern.is_none()
+            && self.one_of.is_none()
+            && self.format.is_none()
+    }
+}
+
+/// A compiled `pattern`.
+#[derive(Clone)]
+pub struct Pattern {
+    source: String,
+    regex: regex::Regex,
+}
+
+impl Pattern {
+    /// Compiles `source`.
+    pub fn new(source: &str) -> Result<Self, regex::Error> {
+        Ok(Pattern {
+            source: source.to_owned(),
+            regex: regex::Regex::new(source)?,
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `text` contains a match.
+    pub fn is_match(&self, text: &str) -> bool {
+        self.regex.is_match(text)
+    }
+}
+
+impl fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pattern({:?})", self.source)
+    }
+}
+
+/// String formats a contract field may require.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// `2024-03-15` (RFC 3339 full-date).
+    Date,
+    /// `2024-03-15T10:00:00Z` (RFC 3339 date-time).
+    DateTime,
+    /// `10:00:00Z` (RFC 3339 full-time).
+    Time,
+    /// An e-mail address.
+    Email,
+    /// A hyphenated UUID.
+    Uuid,
+    /// An IPv4 address.
+    Ipv4,
+    /// An IPv6 address.
+    Ipv6,
+    /// A DNS host name.
+    Hostname,
+}
+
+impl Format {
+    /// Every supported format, in the order the docs list them.
+    pub const ALL: [Format; 8] = [
+        Format::Date,
+        Format::DateTime,
+        Format::Time,
+        Format::Email,
+        Format::Uuid,
+        Format::Ipv4,
+        Format::Ipv6,
+        Format::Hostname,
+    ];
+
+    /// The JSON Schema name (`date-time`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Date => "date",
+            Format::DateTime => "date-time",
+            Format::Time => "time",
+            Format::Email => "email",
+            Format::Uuid => "uuid",
+            Format::Ipv4 => "ipv4",
+            Format::Ipv6 => "ipv6",
+            Format::Hostname => "hostname",
+        }
+    }
+
+    /// The format with this JSON Schema name.
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+}
+
+/// A comparison operator of a `rule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl CmpOp {
+    /// The operator as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        }
+    }
+
+    /// Parses an operator.
+    pub fn parse(text: &str) -> Option<CmpOp> {
+        Some(match text {
+            "<" => CmpOp::Lt,
+            "<=" => CmpOp::Le,
+            ">" => CmpOp::Gt,
+            ">=" => CmpOp::Ge,
+            "==" => CmpOp::Eq,
+            "!=" => CmpOp::Ne,
+            _ => return None,
+        })
+    }
+
+    /// Whether `ordering` (left compared with right) satisfies the operator.
+    pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            CmpOp::Lt => ordering == Less,
+            CmpOp::Le => ordering != Greater,
+            CmpOp::Gt => ordering == Greater,
+            CmpOp::Ge => ordering != Less,
+            CmpOp::Eq => ordering == Equal,
+            CmpOp::Ne => ordering != Equal,
+        }
+    }
+}
+
+/// A cross-field rule. Fields are JSON names of the same object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rule {
+    /// `left op right`; holds when either side is null.
+    Compare {
+        /// Left field.
+        left: String,
+        /// Operator.
+        op: CmpOp,
+        /// Right field.
+        right: String,
+    },
+    /// All of the fields are null, or none is.
+    BothOrNeither(Vec<String>),
+    /// At least one of the fields is not null.
+    AtLeastOne(Vec<String>),
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rule::Compare { left, op, right } => write!(f, "{left} {} {right}", op.as_str()),
+            Rule::BothOrNeither(fields) => write!(f, "both_or_neither({})", fields.join(", ")),
+            Rule::AtLeastOne(fields) => write!(f, "at_least_one({})", fields.join(", ")),
+        }
+    }
+}
+
+impl ContractSpec {
+    /// The object part, when this is an object contract.
+    pub fn object(&self) -> Option<&ObjectSpec> {
+        match &self.kind {
+            SpecKind::Object(o) => Some(o),
+            SpecKind::Enum(_) => None,
+        }
+    }
+
+    /// The field with JSON name `name`.
+    pub fn field(&self, name: &str) -> Option<&FieldSpec> {
+        self.object()?.fields.iter().find(|f| f.name == name)
+    }
+}
+
+/// A custom check's result, as written by users: `fn(&Self) -> CheckResult`.
+pub type CheckResult = Result<(), Violation>;

@@ -1,0 +1,45 @@
+//! `contract`: make a language model fill a typed contract instead of writing an answer.
+//!
+//! `#[derive(Contract)]` on an annotated struct gives a JSON Schema, the OpenAI strict subset, a
+//! one-line prompt signature, field docs and validators, all computed from one IR
+//! ([`ContractSpec`]).
+//!
+//! ```
+//! use contract_core::Contract;
+//!
+//! /// Next-quarter revenue guidance stated in an earnings release.
+//! #[derive(Contract, serde::Serialize, serde::Deserialize)]
+//! #[contract(rule = "low <= high", both_or_neither(low, high))]
+//! struct Guidance {
+//!     #[contract(range = 1..=4)]
+//!     quarter: Option<u8>,
+//!     #[contract(exclusive_min = 0, unit = "USD millions")]
+//!     low: Option<f64>,
+//!     #[contract(exclusive_min = 0, unit = "USD millions")]
+//!     high: Option<f64>,
+//! }
+//!
+//! let g = Guidance::from_json(r#"{"quarter": 3, "low": 7230, "high": 7650}"#).unwrap();
+//! assert_eq!(g.quarter, Some(3));
+//! let err = Guidance::from_json(r#"{"quarter": 5, "low": 9, "high": 7}"#).unwrap_err();
+//! assert_eq!(err.len(), 2); // quarter out of range, and low > high
+//! ```
+
+extern crate self as contract_core;
+
+mod contract;
+pub mod docs;
+mod field;
+pub mod schema;
+pub mod signature;
+pub mod validate;
+pub mod values;
+
+pub use contract::*;
+pub use contract_derive::Contract;
+pub use schema::{StrictSchema, StrictSchemaError};
+pub use validate::{Violation, ViolationKind, Violations};
+// values re-exported once written: pub use values::{Amount, DateValue, Evidenced, Feedback, Scale, ScaleError, Span, TableValue};
+
+#[doc(hidden)]
+pub mod __private;

@@ -1,0 +1,1 @@
+//! Built-in value types, each itself a contract.

@@ -1,0 +1,1 @@
+//! Example contracts shared by the demos.
