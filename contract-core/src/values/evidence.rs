@@ -1,0 +1,72 @@
+use serde::{Deserialize, Serialize};
+
+use crate::Contract;
+
+/// Where a value was found: a range of 1-based source lines, plus an optional quote.
+///
+/// The quote is only a checksum: it must be a substring of the cited lines (which catches a
+/// wrong line number); the text shown as evidence is always taken from the source itself.
+#[derive(Contract, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[contract(rule = "start_line <= end_line")]
+pub struct Span {
+    /// First cited line (1-based).
+    #[contract(min = 1)]
+    pub start_line: u32,
+    /// Last cited line (1-based, inclusive).
+    #[contract(min = 1)]
+    pub end_line: u32,
+    /// A short quote from the cited lines, or null.
+    pub quote: Option<String>,
+}
+
+/// A value with the lines it came from. One answer whose evidence sits in two places is one
+/// `Evidenced` with two spans; a list answer is a `Vec<Evidenced<T>>`.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidenced<T> {
+    /// The value.
+    pub value: T,
+    /// The source lines that support it.
+    #[contract(len = 1..)]
+    pub evidence: Vec<Span>,
+}
+
+/// Feedback fields that route the pipeline.
+#[derive(Contract, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Feedback {
+    /// Whether the document contains an answer at all.
+    pub answer_found: bool,
+    /// Whether the answer is complete in the text given.
+    pub complete_answer_found: bool,
+    /// Whether parts of the document disagree.
+    pub conflicting_evidence: bool,
+    /// A question for the user when the document is ambiguous, or null.
+    pub suggested_clarification: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::Amount;
+    use crate::ViolationKind;
+
+    #[test]
+    fn span_order_is_a_rule() {
+        let err = Span::from_json(r#"{"start_line": 9, "end_line": 3, "quote": null}"#).unwrap_err();
+        assert_eq!(err.0[0].kind, ViolationKind::CrossField);
+        let err = Span::from_json(r#"{"start_line": 0, "end_line": 3, "quote": null}"#).unwrap_err();
+        assert_eq!(err.0[0].kind, ViolationKind::OutOfRange);
+    }
+
+    #[test]
+    fn evidenced_amount_nests() {
+        let text = r#"{"value": {"value": 7.23, "currency": "USD", "unit": "billion"},
+                       "evidence": [{"start_line": 5, "end_line": 5, "quote": "7.23 billion"},
+                                    {"start_line": 23, "end_line": 24, "quote": null}]}"#;
+        let e = Evidenced::<Amount>::from_json(text).unwrap();
+        assert_eq!(e.evidence.len(), 2);
+        let bad = r#"{"value": {"value": 7.23, "currency": "usd", "unit": null}, "evidence": []}"#;
+        let err = Evidenced::<Amount>::from_json(bad).unwrap_err();
+        let paths: Vec<&str> = err.iter().map(|v| v.path.as_str()).collect();
+        assert_eq!(paths, ["/value/currency", "/evidence"]);
+    }
+}
