@@ -8,6 +8,8 @@ pub use schemars;
 pub use serde;
 pub use serde_json;
 pub use std::borrow::Cow;
+pub use std::boxed::Box;
+pub use std::default::Default;
 pub use std::option::Option::{self, None, Some};
 pub use std::sync::OnceLock as Lazy;
 pub use std::vec::Vec;
@@ -146,4 +148,135 @@ pub fn push_check(result: CheckResult, pointer: &str, out: &mut Violations) {
     if let Err(violation) = result {
         out.push(violation.prefixed(pointer));
     }
+}
+
+/// `left op right` (JSON names).
+pub fn rule_compare(left: &str, op: CmpOp, right: &str) -> Rule {
+    Rule::Compare {
+        left: left.to_owned(),
+        op,
+        right: right.to_owned(),
+    }
+}
+
+/// `both_or_neither(..)` (JSON names).
+pub fn rule_both_or_neither(fields: &[&str]) -> Rule {
+    Rule::BothOrNeither(fields.iter().map(|s| (*s).to_owned()).collect())
+}
+
+/// `at_least_one(..)` (JSON names).
+pub fn rule_at_least_one(fields: &[&str]) -> Rule {
+    Rule::AtLeastOne(fields.iter().map(|s| (*s).to_owned()).collect())
+}
+
+// What the derive asks the compiler about field types it cannot recognise by their syntax
+// (aliases, contracts, type parameters); each assertion is spanned at the attribute.
+
+/// Numbers, also inside `Option`, `Vec` and `Box`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a numeric type",
+    label = "`range`, `min`, `max`, `exclusive_min` and `exclusive_max` need a numeric field"
+)]
+pub trait Numeric {}
+
+/// Strings, also inside `Option`, `Vec` and `Box`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `String`",
+    label = "`pattern` and `format` need a string field"
+)]
+pub trait Text {}
+
+/// Strings and lists, also inside `Option` and `Box`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is neither `String` nor `Vec`",
+    label = "`len` needs a string or list field"
+)]
+pub trait HasLen {}
+
+/// Strings and integers, also inside `Option`, `Vec` and `Box`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is neither `String` nor an integer",
+    label = "`one_of` needs a string or integer field"
+)]
+pub trait OneOfValue {}
+
+/// `Option<T>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an `Option`",
+    label = "`both_or_neither` and `at_least_one` need `Option` fields"
+)]
+pub trait IsOption {}
+
+/// Values a `rule` can compare; both sides must have the same `Kind`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be compared in a rule",
+    label = "rules compare numbers with numbers or strings with strings"
+)]
+pub trait Comparable {
+    /// [`NumberKind`] or [`StringKind`].
+    type Kind;
+}
+
+/// The kind of numbers in a rule.
+pub struct NumberKind;
+/// The kind of strings in a rule.
+pub struct StringKind;
+
+macro_rules! numeric {
+    ($($t:ty),*) => {$(
+        impl Numeric for $t {}
+        impl Comparable for $t { type Kind = NumberKind; }
+    )*};
+}
+numeric!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64);
+
+macro_rules! integer_one_of {
+    ($($t:ty),*) => {$( impl OneOfValue for $t {} )*};
+}
+integer_one_of!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+impl Text for String {}
+impl HasLen for String {}
+impl OneOfValue for String {}
+impl Comparable for String {
+    type Kind = StringKind;
+}
+
+impl<T: Numeric> Numeric for Option<T> {}
+impl<T: Numeric> Numeric for Vec<T> {}
+impl<T: Numeric> Numeric for Box<T> {}
+impl<T: Text> Text for Option<T> {}
+impl<T: Text> Text for Vec<T> {}
+impl<T: Text> Text for Box<T> {}
+impl<T: HasLen> HasLen for Option<T> {}
+impl<T> HasLen for Vec<T> {}
+impl<T: HasLen> HasLen for Box<T> {}
+impl<T: OneOfValue> OneOfValue for Option<T> {}
+impl<T: OneOfValue> OneOfValue for Vec<T> {}
+impl<T: OneOfValue> OneOfValue for Box<T> {}
+impl<T> IsOption for Option<T> {}
+impl<T: IsOption> IsOption for Box<T> {}
+impl<T: Comparable> Comparable for Option<T> {
+    type Kind = T::Kind;
+}
+impl<T: Comparable> Comparable for Box<T> {
+    type Kind = T::Kind;
+}
+
+/// Asserts that a field can take numeric bounds.
+pub fn assert_numeric<T: ?Sized + Numeric>() {}
+/// Asserts that a field can take `pattern` and `format`.
+pub fn assert_text<T: ?Sized + Text>() {}
+/// Asserts that a field can take `len`.
+pub fn assert_has_len<T: ?Sized + HasLen>() {}
+/// Asserts that a field can take `one_of`.
+pub fn assert_one_of_value<T: ?Sized + OneOfValue>() {}
+/// Asserts that a field can be in `both_or_neither` / `at_least_one`.
+pub fn assert_option<T: ?Sized + IsOption>() {}
+/// Asserts that a rule's sides can be compared with each other.
+pub fn assert_comparable<A, B, K>()
+where
+    A: ?Sized + Comparable<Kind = K>,
+    B: ?Sized + Comparable<Kind = K>,
+{
 }

@@ -1,0 +1,366 @@
+//! The impls of `Contract`, `FieldType` and `schemars::JsonSchema`, from checked nodes only.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+
+use crate::fallback;
+use crate::internals::ast::{Container, Data, Field, Variant, Wrapper};
+use crate::internals::attr::{respan, Num, OneOfValue};
+use crate::internals::check::{self, Assertion};
+use crate::internals::Ctxt;
+
+pub fn derive(input: &syn::DeriveInput) -> syn::Result<TokenStream> {
+    let cx = Ctxt::new();
+    let cont = Container::from_ast(&cx, input);
+    let assertions = match &cont {
+        Some(cont) => check::check(&cx, cont),
+        None => Vec::new(),
+    };
+    if let Err(err) = cx.check() {
+        let errors = err.into_compile_error();
+        let stub = fallback::stub(input);
+        return Ok(quote!(#errors #stub));
+    }
+    let cont = cont.expect("no errors, so the shape is supported");
+    Ok(expand(&cont, &assertions))
+}
+
+/// The input's generics with the bounds every emitted impl needs on each type parameter.
+pub fn bounded_generics(generics: &syn::Generics) -> syn::Generics {
+    let mut generics = generics.clone();
+    let params: Vec<syn::Ident> = generics.type_params().map(|p| p.ident.clone()).collect();
+    let where_clause = generics.make_where_clause();
+    for param in params {
+        where_clause.predicates.push(syn::parse_quote! {
+            #param: ::contract_core::__private::FieldType
+                + ::contract_core::__private::schemars::JsonSchema
+                + ::contract_core::__private::serde::Serialize
+                + ::contract_core::__private::serde::de::DeserializeOwned
+                + 'static
+        });
+    }
+    generics
+}
+
+fn opt_str(value: Option<&str>) -> TokenStream {
+    match value {
+        Some(s) => quote!(::contract_core::__private::Some(#s)),
+        None => quote!(::contract_core::__private::None),
+    }
+}
+
+fn expand(cont: &Container, assertions: &[Assertion]) -> TokenStream {
+    let ident = cont.ident;
+    let generics = bounded_generics(cont.generics);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let type_params: Vec<&syn::Ident> = cont.generics.type_params().map(|p| &p.ident).collect();
+
+    let rust_name = ident.to_string();
+    let name = cont
+        .attrs
+        .rename
+        .clone()
+        .unwrap_or_else(|| rust_name.clone());
+    let (schema_name, schema_id) = if type_params.is_empty() {
+        (
+            quote!(::contract_core::__private::Cow::Borrowed(#name)),
+            quote!(::contract_core::__private::Cow::Borrowed(
+                ::core::concat!(::core::module_path!(), "::", #rust_name)
+            )),
+        )
+    } else {
+        let name_fmt = format!("{name}_for_{}", vec!["{}"; type_params.len()].join("_and_"));
+        let id_fmt = format!(
+            "{{}}::{rust_name}<{}>",
+            vec!["{}"; type_params.len()].join(", ")
+        );
+        (
+            quote!(::contract_core::__private::Cow::Owned(::std::format!(
+                #name_fmt,
+                #(<#type_params as ::contract_core::__private::schemars::JsonSchema>::schema_name()),*
+            ))),
+            quote!(::contract_core::__private::Cow::Owned(::std::format!(
+                #id_fmt,
+                ::core::module_path!(),
+                #(<#type_params as ::contract_core::__private::schemars::JsonSchema>::schema_id()),*
+            ))),
+        )
+    };
+
+    let description = opt_str(cont.attrs.description.as_deref());
+    let asserts = assertions.iter().map(assertion);
+    let (build, run_checks) = match &cont.data {
+        Data::Struct(fields) => (
+            object_spec(cont, fields, &description),
+            run_checks(cont, fields),
+        ),
+        Data::Enum(variants) => (enum_spec(variants, &description), TokenStream::new()),
+    };
+    let build = quote! {
+        || {
+            #(#asserts)*
+            #build
+        }
+    };
+    let spec = if type_params.is_empty() {
+        quote! {
+            static SPEC: ::contract_core::__private::Lazy<::contract_core::__private::ContractSpec> =
+                ::contract_core::__private::Lazy::new();
+            SPEC.get_or_init(#build)
+        }
+    } else {
+        quote!(::contract_core::__private::spec_cache::<Self>(#build))
+    };
+
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics ::contract_core::__private::Contract for #ident #ty_generics #where_clause {
+                fn contract_spec() -> &'static ::contract_core::__private::ContractSpec {
+                    #spec
+                }
+
+                #run_checks
+            }
+
+            #[automatically_derived]
+            impl #impl_generics ::contract_core::__private::FieldType for #ident #ty_generics #where_clause {
+                fn type_spec() -> ::contract_core::__private::TypeSpec {
+                    ::contract_core::__private::TypeSpec::Contract(
+                        ::contract_core::__private::ContractRef::of::<Self>(),
+                    )
+                }
+
+                fn run_nested_checks(
+                    &self,
+                    pointer: &str,
+                    out: &mut ::contract_core::__private::Violations,
+                ) {
+                    ::contract_core::__private::Contract::run_checks(self, pointer, out)
+                }
+            }
+
+            #[automatically_derived]
+            impl #impl_generics ::contract_core::__private::schemars::JsonSchema for #ident #ty_generics #where_clause {
+                fn schema_name() -> ::contract_core::__private::Cow<'static, str> {
+                    #schema_name
+                }
+
+                fn schema_id() -> ::contract_core::__private::Cow<'static, str> {
+                    #schema_id
+                }
+
+                fn json_schema(
+                    generator: &mut ::contract_core::__private::schemars::SchemaGenerator,
+                ) -> ::contract_core::__private::schemars::Schema {
+                    ::contract_core::__private::schema_for_spec(
+                        <Self as ::contract_core::__private::Contract>::contract_spec(),
+                        generator,
+                    )
+                }
+            }
+        };
+    }
+}
+
+/// A compile-time question about a type the derive could not recognise, asked at the attribute.
+fn assertion(a: &Assertion) -> TokenStream {
+    let span = a.span;
+    let func = format_ident!("{}", a.func, span = span);
+    let types = a.types.iter().map(|ty| respan(ty.to_token_stream(), span));
+    quote_spanned!(span=> ::contract_core::__private::#func::<#(#types),*>();)
+}
+
+fn object_spec(cont: &Container, fields: &[Field], description: &TokenStream) -> TokenStream {
+    let json_name = |rust: &str| -> String {
+        fields
+            .iter()
+            .find(|f| f.rust_name == rust)
+            .map(|f| f.json_name.clone())
+            .expect("checked rule field")
+    };
+    let field_specs = fields.iter().filter(|f| !f.skipped()).map(field_spec);
+    let mut rules = Vec::new();
+    for rule in &cont.attrs.rules {
+        let left = json_name(&rule.left);
+        let right = json_name(&rule.right);
+        let op = format_ident!(
+            "{}",
+            match rule.op {
+                "<" => "Lt",
+                "<=" => "Le",
+                ">" => "Gt",
+                ">=" => "Ge",
+                "==" => "Eq",
+                _ => "Ne",
+            }
+        );
+        rules.push(quote! {
+            ::contract_core::__private::rule_compare(#left, ::contract_core::__private::CmpOp::#op, #right)
+        });
+    }
+    for group in &cont.attrs.groups {
+        let names = group.fields.iter().map(|f| json_name(&f.to_string()));
+        let func = format_ident!("rule_{}", group.key);
+        rules.push(quote!(::contract_core::__private::#func(&[#(#names),*])));
+    }
+    let checks = cont.attrs.checks.iter().map(path_text);
+    let skipped = fields
+        .iter()
+        .filter(|f| f.skipped() && f.attrs.serde.skip_serializing.is_none())
+        .map(|f| &f.json_name);
+    quote! {
+        ::contract_core::__private::object_spec(
+            &<Self as ::contract_core::__private::schemars::JsonSchema>::schema_name(),
+            #description,
+            ::contract_core::__private::Vec::from([#(#field_specs),*]),
+            ::contract_core::__private::Vec::from([#(#rules),*]),
+            &[#(#checks),*],
+            &[#(#skipped),*],
+        )
+    }
+}
+
+fn path_text(path: &syn::Path) -> String {
+    path.to_token_stream().to_string().replace(' ', "")
+}
+
+fn field_spec(field: &Field) -> TokenStream {
+    let json = &field.json_name;
+    let rust = &field.rust_name;
+    let ty = field.ty;
+    let type_spec = if field.attrs.json_schema.is_some() {
+        let inner = field.info.inner;
+        let mut spec = quote_spanned! {inner.span()=>
+            ::contract_core::__private::TypeSpec::External(
+                ::contract_core::__private::ExternalRef::of::<#inner>(),
+            )
+        };
+        for wrapper in field.info.wrappers.iter().rev() {
+            let variant = match wrapper {
+                Wrapper::Option => quote!(Nullable),
+                Wrapper::Vec => quote!(List),
+            };
+            spec = quote! {
+                ::contract_core::__private::TypeSpec::#variant(::contract_core::__private::Box::new(#spec))
+            };
+        }
+        spec
+    } else {
+        quote_spanned!(ty.span()=> <#ty as ::contract_core::__private::FieldType>::type_spec())
+    };
+    let description = opt_str(field.attrs.description.as_deref());
+    let unit = opt_str(field.attrs.unit.as_deref());
+    let constraints = constraints(field);
+    quote! {
+        ::contract_core::__private::field(#json, #rust, #type_spec, #description, #unit, #constraints)
+    }
+}
+
+fn num(n: Num) -> TokenStream {
+    match n {
+        Num::Int(i) => {
+            let lit = Literal::i128_suffixed(i);
+            quote!(::contract_core::__private::int(#lit))
+        }
+        Num::Float(f) => {
+            let lit = Literal::f64_suffixed(f);
+            quote!(::contract_core::__private::float(#lit))
+        }
+    }
+}
+
+fn constraints(field: &Field) -> TokenStream {
+    let a = &field.attrs;
+    let mut items = Vec::new();
+    let b = &a.bounds;
+    for (name, bound) in [
+        ("minimum", b.minimum),
+        ("maximum", b.maximum),
+        ("exclusive_minimum", b.exclusive_minimum),
+        ("exclusive_maximum", b.exclusive_maximum),
+    ] {
+        if let Some(bound) = bound {
+            let name = format_ident!("{}", name);
+            let value = num(bound.value);
+            items.push(quote!(#name: ::contract_core::__private::Some(#value)));
+        }
+    }
+    if let Some(len) = &a.len {
+        if let Some(min) = len.min {
+            items.push(quote!(min_len: ::contract_core::__private::Some(#min)));
+        }
+        if let Some(max) = len.max {
+            items.push(quote!(max_len: ::contract_core::__private::Some(#max)));
+        }
+    }
+    if let Some(pattern) = &a.pattern {
+        items.push(quote!(pattern: ::contract_core::__private::Some(::contract_core::__private::pattern(#pattern))));
+    }
+    if let Some(format) = &a.format {
+        items.push(quote!(format: ::contract_core::__private::Some(::contract_core::__private::format(#format))));
+    }
+    if let Some(one_of) = &a.one_of {
+        let values = one_of.values.iter().map(|v| match v {
+            OneOfValue::Str(s) => quote!(::contract_core::__private::str_value(#s)),
+            OneOfValue::Int(i) => quote!(::contract_core::__private::serde_json::Value::from(#i)),
+        });
+        items.push(quote! {
+            one_of: ::contract_core::__private::Some(::contract_core::__private::Vec::from([#(#values),*]))
+        });
+    }
+    if items.is_empty() {
+        return quote!(<::contract_core::__private::Constraints as ::contract_core::__private::Default>::default());
+    }
+    quote! {
+        ::contract_core::__private::Constraints {
+            #(#items,)*
+            ..<::contract_core::__private::Constraints as ::contract_core::__private::Default>::default()
+        }
+    }
+}
+
+fn run_checks(cont: &Container, fields: &[Field]) -> TokenStream {
+    let checks = cont.attrs.checks.iter().map(|path| {
+        quote_spanned! {path.span()=>
+            ::contract_core::__private::push_check(#path(self), pointer, out);
+        }
+    });
+    let nested = fields
+        .iter()
+        .filter(|f| !f.skipped() && f.attrs.json_schema.is_none())
+        .map(|f| {
+            let ident = f.ident;
+            let json = &f.json_name;
+            quote! {
+                ::contract_core::__private::FieldType::run_nested_checks(
+                    &self.#ident,
+                    &::contract_core::__private::join_pointer(pointer, #json),
+                    out,
+                );
+            }
+        });
+    quote! {
+        fn run_checks(&self, pointer: &str, out: &mut ::contract_core::__private::Violations) {
+            let _ = (pointer, &out);
+            #(#checks)*
+            #(#nested)*
+        }
+    }
+}
+
+fn enum_spec(variants: &[Variant], description: &TokenStream) -> TokenStream {
+    let items = variants.iter().filter(|v| !v.attrs.skip).map(|v| {
+        let name = &v.json_name;
+        let desc = opt_str(v.attrs.description.as_deref());
+        quote!((#name, #desc))
+    });
+    quote! {
+        ::contract_core::__private::enum_spec(
+            &<Self as ::contract_core::__private::schemars::JsonSchema>::schema_name(),
+            #description,
+            &[#(#items),*],
+        )
+    }
+}

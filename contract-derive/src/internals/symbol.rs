@@ -1,0 +1,130 @@
+use std::fmt::{self, Display};
+
+use syn::{Ident, Path};
+
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub struct Symbol(pub &'static str);
+
+// Attribute paths.
+pub const CONTRACT: Symbol = Symbol("contract");
+pub const SERDE: Symbol = Symbol("serde");
+pub const DOC: Symbol = Symbol("doc");
+
+// Container keys of `#[contract(..)]`.
+
+// #[contract(description = "Next-quarter revenue guidance")]
+pub const DESCRIPTION: Symbol = Symbol("description");
+// #[contract(rule = "low <= high")]
+pub const RULE: Symbol = Symbol("rule");
+// #[contract(both_or_neither(low, high))]
+pub const BOTH_OR_NEITHER: Symbol = Symbol("both_or_neither");
+// #[contract(at_least_one(email, phone))]
+pub const AT_LEAST_ONE: Symbol = Symbol("at_least_one");
+// #[contract(check = path::to::check_fn)]
+pub const CHECK: Symbol = Symbol("check");
+
+// Field keys of `#[contract(..)]`.
+
+// #[contract(range = 1..=4)], #[contract(range = 0.0..1.0)], #[contract(range = 5..)]
+pub const RANGE: Symbol = Symbol("range");
+// #[contract(min = 0)]
+pub const MIN: Symbol = Symbol("min");
+// #[contract(max = 10)]
+pub const MAX: Symbol = Symbol("max");
+// #[contract(exclusive_min = 0)]
+pub const EXCLUSIVE_MIN: Symbol = Symbol("exclusive_min");
+// #[contract(exclusive_max = 1.5)]
+pub const EXCLUSIVE_MAX: Symbol = Symbol("exclusive_max");
+// #[contract(len = 1..=80)], #[contract(len = 3)], #[contract(len = ..=10)]
+pub const LEN: Symbol = Symbol("len");
+// #[contract(pattern = "^[A-Z]{3}$")]
+pub const PATTERN: Symbol = Symbol("pattern");
+// #[contract(one_of = ["USD", "EUR"])], #[contract(one_of = [1, 2, 3])]
+pub const ONE_OF: Symbol = Symbol("one_of");
+// #[contract(format = "date")]
+pub const FORMAT: Symbol = Symbol("format");
+// #[contract(unit = "USD millions")]
+pub const UNIT: Symbol = Symbol("unit");
+// #[contract(skip)]
+pub const SKIP: Symbol = Symbol("skip");
+// #[contract(json_schema)]
+pub const JSON_SCHEMA: Symbol = Symbol("json_schema");
+
+// Keys of `#[serde(..)]` the derive understands.
+
+// #[serde(rename = "name")], #[serde(rename(serialize = "a", deserialize = "a"))]
+pub const RENAME: Symbol = Symbol("rename");
+// #[serde(rename_all = "camelCase")]
+pub const RENAME_ALL: Symbol = Symbol("rename_all");
+// #[serde(deny_unknown_fields)]
+pub const DENY_UNKNOWN_FIELDS: Symbol = Symbol("deny_unknown_fields");
+// #[serde(bound = "T: MyTrait")]
+pub const BOUND: Symbol = Symbol("bound");
+// #[serde(crate = "path::to::serde")]
+pub const CRATE: Symbol = Symbol("crate");
+// #[serde(expecting = "a guidance object")]
+pub const EXPECTING: Symbol = Symbol("expecting");
+// #[serde(skip)] (also `skip` of `#[contract(..)]`)
+pub const SERDE_SKIP: Symbol = Symbol("skip");
+// #[serde(skip_serializing)]
+pub const SKIP_SERIALIZING: Symbol = Symbol("skip_serializing");
+// #[serde(skip_deserializing)]
+pub const SKIP_DESERIALIZING: Symbol = Symbol("skip_deserializing");
+// #[serde(default)], #[serde(default = "path::to::fn")]
+pub const DEFAULT: Symbol = Symbol("default");
+// rename(serialize = "..", deserialize = "..")
+pub const SERIALIZE: Symbol = Symbol("serialize");
+pub const DESERIALIZE: Symbol = Symbol("deserialize");
+
+/// The container keys of `#[contract(..)]`, for "did you mean" hints.
+pub const CONTAINER_KEYS: &[Symbol] = &[DESCRIPTION, RULE, BOTH_OR_NEITHER, AT_LEAST_ONE, CHECK];
+
+/// The field keys of `#[contract(..)]`.
+pub const FIELD_KEYS: &[Symbol] = &[
+    DESCRIPTION,
+    RANGE,
+    MIN,
+    MAX,
+    EXCLUSIVE_MIN,
+    EXCLUSIVE_MAX,
+    LEN,
+    PATTERN,
+    ONE_OF,
+    FORMAT,
+    UNIT,
+    SKIP,
+    JSON_SCHEMA,
+];
+
+/// The variant keys of `#[contract(..)]`.
+pub const VARIANT_KEYS: &[Symbol] = &[DESCRIPTION];
+
+impl PartialEq<Symbol> for Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        self == word.0
+    }
+}
+
+impl PartialEq<Symbol> for &Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        *self == word.0
+    }
+}
+
+impl PartialEq<Symbol> for Path {
+    fn eq(&self, word: &Symbol) -> bool {
+        self.is_ident(word.0)
+    }
+}
+
+impl PartialEq<Symbol> for &Path {
+    fn eq(&self, word: &Symbol) -> bool {
+        self.is_ident(word.0)
+    }
+}
+
+impl Display for Symbol {
+    fn fmt(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str(self.0)
+    }
+}

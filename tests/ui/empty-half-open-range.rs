@@ -1,0 +1,10 @@
+use contract_core::Contract;
+use serde::{Deserialize, Serialize};
+
+#[derive(Contract, Serialize, Deserialize)]
+struct Guidance {
+    #[contract(range = 3..3)]
+    quarter: u8,
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use contract_core::Contract;
+
+#[derive(Contract)]
+struct Quote<'a> {
+    text: &'a str,
+}
+
+fn main() {}
