@@ -128,11 +128,9 @@ pub fn spec_cache<T: 'static>(build: fn() -> ContractSpec) -> &'static ContractS
     }
     // Built outside the lock: building may ask for the specs of nested generic contracts.
     let spec: &'static ContractSpec = Box::leak(Box::new(build()));
-    *cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(key)
-        .or_insert(spec)
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    let stored: &'static ContractSpec = map.entry(key).or_insert(spec);
+    stored
 }
 
 /// The schema of a contract inside a schemars generator (what `impl JsonSchema` returns).
