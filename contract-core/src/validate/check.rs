@@ -1,30 +1,1614 @@
 //! Checking JSON values against the IR.
+//!
+//! One walk over the value reports every violation in document order: unknown keys and field
+//! values as they come, then missing fields, then the object's cross-field rules. JSON pointers
+//! and messages are built only when a violation is pushed, so a valid document costs no
+//! allocation beyond its parse.
 
-use serde_json::Value;
+use std::cmp::Ordering;
+use std::fmt::Display;
 
-use super::Violations;
-use crate::contract::{Contract, ContractSpec};
+use serde_json::{Number, Value};
 
-/// `C::from_json`.
+use super::doc::{Doc, Json, JsonMap, View};
+use super::format::format_ok;
+use super::{join_pointer, Violation, ViolationKind, Violations};
+use crate::contract::{
+    Constraints, Contract, ContractSpec, FieldSpec, ObjectSpec, Rule, SpecKind, TypeSpec,
+};
+
+/// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
+///
+/// Text that is not one JSON value gives a single `json_invalid` violation whose message carries
+/// the line and column. The text is parsed into a tree that borrows its strings (no
+/// `serde_json::Value`), which makes this about as fast as a plain typed parse plus the checks.
+/// A key written twice in one object is an `extra_field` (a `Value` would keep the last one
+/// silently).
 pub fn from_json<C: Contract>(text: &str) -> Result<C, Violations> {
-    let _ = text;
-    todo!()
+    let mut doc: Doc<'_> = match serde_json::from_str(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            return Err(Violations::one(Violation::new(
+                "",
+                ViolationKind::JsonInvalid,
+                format!("invalid JSON: {e}"),
+            )))
+        }
+    };
+    let spec = C::contract_spec();
+    let mut out = Violations::new();
+    let mut checker = Checker::new(&mut out, false);
+    checker.check_root(spec, &doc);
+    if checker.normalise {
+        normalise_doc(spec, &mut doc);
+    }
+    if has_field_level(&out) {
+        return Err(out);
+    }
+    finish(C::deserialize(&doc), out)
 }
 
-/// `C::from_value`.
+/// `C::from_value`: checks `value` against `C::contract_spec()` and, when no field-level
+/// violation was found, deserializes it and runs the custom checks.
+///
+/// An integer field accepts a number with a zero fraction (`3.0`), as JSON Schema does; such
+/// values are normalised to integers before deserializing (the value is cloned only then).
+/// Cross-field violations are reported together with field-level ones; custom checks need a
+/// typed value, so they run only when the value deserializes.
 pub fn from_value<C: Contract>(value: &Value) -> Result<C, Violations> {
-    let _ = value;
-    todo!()
+    let spec = C::contract_spec();
+    let mut out = Violations::new();
+    let mut checker = Checker::new(&mut out, false);
+    checker.check_root(spec, value);
+    let normalise = checker.normalise;
+    if has_field_level(&out) {
+        return Err(out);
+    }
+    if normalise {
+        let mut owned = value.clone();
+        normalise_value(spec, &mut owned);
+        finish(C::deserialize(&owned), out)
+    } else {
+        finish(C::deserialize(value), out)
+    }
 }
 
-/// `value.validate()`.
+fn has_field_level(out: &Violations) -> bool {
+    out.iter().any(|v| v.kind.is_field_level())
+}
+
+/// Runs the custom checks on a decoded value, or reports why it did not decode.
+fn finish<C: Contract, E: Display>(
+    decoded: Result<C, E>,
+    mut out: Violations,
+) -> Result<C, Violations> {
+    match decoded {
+        Ok(typed) => {
+            typed.run_checks("", &mut out);
+            if out.is_empty() {
+                Ok(typed)
+            } else {
+                Err(out)
+            }
+        }
+        Err(e) => {
+            out.push(Violation::new(
+                "",
+                ViolationKind::TypeMismatch,
+                format!("the value does not deserialize: {e}"),
+            ));
+            Err(out)
+        }
+    }
+}
+
+/// `value.validate()`: field constraints, cross-field rules and custom checks of a typed value.
+///
+/// The value is serialized with `serde_json::to_value` (a failure is one `type_mismatch`) and
+/// checked like model output, except that the keys of fields marked `skip` (listed in
+/// [`ObjectSpec::skipped`]) are ignored at every level, in nested contracts too: code fills
+/// them, so they are not extra here.
 pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
-    let _ = value;
-    todo!()
+    let mut out = Violations::new();
+    match serde_json::to_value(value) {
+        Ok(json) => Checker::new(&mut out, true).check_root(C::contract_spec(), &json),
+        Err(e) => out.push(Violation::new(
+            "",
+            ViolationKind::TypeMismatch,
+            format!("the value does not serialize: {e}"),
+        )),
+    }
+    value.run_checks("", &mut out);
+    out.into_result()
 }
 
-/// Checks `value` (at JSON pointer `pointer`) against `spec`: field constraints and rules.
+/// Checks `value` (at JSON pointer `pointer`) against `spec`: field constraints and rules,
+/// pushing every violation into `out` in document order.
+///
+/// This is the check of model output: keys of skipped fields are `extra_field`.
 pub fn check_value(spec: &ContractSpec, value: &Value, pointer: &str, out: &mut Violations) {
-    let _ = (spec, value, pointer, out);
-    todo!()
+    Checker::new(out, false).check_spec(spec, value, &Path::Root(pointer, &spec.name), false);
+}
+
+/// Where a value sits, kept on the stack; turned into a JSON pointer or a display name only
+/// when a violation is reported.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// The checked value: its pointer and the contract's name.
+    Root(&'a str, &'a str),
+    /// A key of an object.
+    Key(&'a Path<'a>, &'a str),
+    /// An item of an array.
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn pointer(&self) -> String {
+        match self {
+            Path::Root(pointer, _) => (*pointer).to_owned(),
+            Path::Key(parent, key) => join_pointer(&parent.pointer(), key),
+            Path::Index(parent, i) => join_pointer(&parent.pointer(), &i.to_string()),
+        }
+    }
+
+    /// The name messages use: `low`, `items[2]`, or the contract's name for the root.
+    fn label(&self) -> String {
+        match self {
+            Path::Root(_, name) => (*name).to_owned(),
+            Path::Key(_, key) => (*key).to_owned(),
+            Path::Index(parent, i) => format!("{}[{i}]", parent.label()),
+        }
+    }
+}
+
+/// A JSON number, compared exactly with any other.
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    fn of(n: &Number) -> Num {
+        if let Some(i) = n.as_i64() {
+            Num::Int(i128::from(i))
+        } else if let Some(u) = n.as_u64() {
+            Num::Int(i128::from(u))
+        } else {
+            Num::Float(n.as_f64().unwrap_or(f64::NAN))
+        }
+    }
+
+    /// Exact comparison; `None` only for NaN, which JSON cannot hold.
+    fn cmp(self, other: Num) -> Option<Ordering> {
+        match (self, other) {
+            (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
+            (Num::Float(a), Num::Float(b)) => a.partial_cmp(&b),
+            (Num::Int(a), Num::Float(b)) => cmp_int_float(a, b),
+            (Num::Float(a), Num::Int(b)) => cmp_int_float(b, a).map(Ordering::reverse),
+        }
+    }
+
+    /// Whether the number has no fraction (`3`, `3.0`, `1e30`).
+    fn is_integral(self) -> bool {
+        match self {
+            Num::Int(_) => true,
+            Num::Float(f) => f.fract() == 0.0,
+        }
+    }
+}
+
+/// Compares an integer with a float without rounding either.
+fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
+    // 2^127: every float below it (and at or above its negation) converts to i128 exactly
+    // once its fraction is dropped.
+    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+    if f.is_nan() {
+        return None;
+    }
+    if f >= LIMIT {
+        return Some(Ordering::Less);
+    }
+    if f < -LIMIT {
+        return Some(Ordering::Greater);
+    }
+    let floor = f.floor();
+    Some(match i.cmp(&(floor as i128)) {
+        Ordering::Equal if f > floor => Ordering::Less,
+        other => other,
+    })
+}
+
+/// A short description of a value, for messages.
+fn describe<J: Json>(value: &J) -> String {
+    match value.view() {
+        View::Null => "null".to_owned(),
+        View::Bool(b) => b.to_string(),
+        View::Number(n) => n.to_string(),
+        View::String(s) => format!("a string ({})", quoted(s)),
+        View::Array(_) => "an array".to_owned(),
+        View::Object(_) => "an object".to_owned(),
+    }
+}
+
+/// A scalar as JSON text, long strings cut.
+fn scalar<J: Json>(value: &J) -> String {
+    match value.view() {
+        View::String(s) => quoted(s),
+        _ => describe(value),
+    }
+}
+
+fn quoted(s: &str) -> String {
+    const MAX: usize = 60;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", Value::String(s[..cut].to_owned())),
+        None => Value::String(s.to_owned()).to_string(),
+    }
+}
+
+/// `one_of` values as the message lists them: strings bare, others as JSON, in backticks.
+fn list_values(values: &[Value]) -> String {
+    let shown: Vec<String> = values
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => format!("`{s}`"),
+            other => format!("`{other}`"),
+        })
+        .collect();
+    shown.join(", ")
+}
+
+fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let shown: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
+    shown.join(", ")
+}
+
+/// The Rust integer type with these bounds, for messages.
+fn integer_type_name(min: i128, max: i128) -> Option<&'static str> {
+    Some(match (min, max) {
+        (-128, 127) => "i8",
+        (-32_768, 32_767) => "i16",
+        (-2_147_483_648, 2_147_483_647) => "i32",
+        (-9_223_372_036_854_775_808, 9_223_372_036_854_775_807) => "i64",
+        (0, 255) => "u8",
+        (0, 65_535) => "u16",
+        (0, 4_294_967_295) => "u32",
+        (0, 18_446_744_073_709_551_615) => "u64",
+        _ => return None,
+    })
+}
+
+/// Which fields of an object were seen, without allocating for up to 64 fields.
+enum Seen {
+    Small(u64),
+    Large(Vec<bool>),
+}
+
+impl Seen {
+    fn new(len: usize) -> Seen {
+        if len <= 64 {
+            Seen::Small(0)
+        } else {
+            Seen::Large(vec![false; len])
+        }
+    }
+
+    /// Marks field `i`; false when it was already seen (a repeated key).
+    fn set(&mut self, i: usize) -> bool {
+        match self {
+            Seen::Small(bits) => {
+                let fresh = *bits & (1 << i) == 0;
+                *bits |= 1 << i;
+                fresh
+            }
+            Seen::Large(flags) => !std::mem::replace(&mut flags[i], true),
+        }
+    }
+
+    fn get(&self, i: usize) -> bool {
+        match self {
+            Seen::Small(bits) => bits & (1 << i) != 0,
+            Seen::Large(flags) => flags[i],
+        }
+    }
+}
+
+struct Checker<'o> {
+    out: &'o mut Violations,
+    /// Checking a serialized typed value: keys of skipped fields are expected.
+    typed: bool,
+    /// An integer field holds a float with a zero fraction.
+    normalise: bool,
+}
+
+impl<'o> Checker<'o> {
+    fn new(out: &'o mut Violations, typed: bool) -> Self {
+        Checker {
+            out,
+            typed,
+            normalise: false,
+        }
+    }
+
+    fn push(&mut self, path: &Path<'_>, kind: ViolationKind, message: String) {
+        self.out.push(Violation::new(path.pointer(), kind, message));
+    }
+
+    fn mismatch<J: Json>(&mut self, path: &Path<'_>, expected: &str, nullable: bool, value: &J) {
+        let or_null = if nullable { " or null" } else { "" };
+        let message = format!(
+            "`{}` must be {expected}{or_null}, got {}",
+            path.label(),
+            describe(value)
+        );
+        self.push(path, ViolationKind::TypeMismatch, message);
+    }
+
+    fn check_root<J: Json>(&mut self, spec: &ContractSpec, value: &J) {
+        self.check_spec(spec, value, &Path::Root("", &spec.name), false);
+    }
+
+    fn check_spec<J: Json>(
+        &mut self,
+        spec: &ContractSpec,
+        value: &J,
+        path: &Path<'_>,
+        nullable: bool,
+    ) {
+        match (&spec.kind, value.view()) {
+            (SpecKind::Object(object), View::Object(map)) => {
+                self.check_object::<J>(object, map, path)
+            }
+            (SpecKind::Object(_), _) => self.mismatch(path, "an object", nullable, value),
+            (SpecKind::Enum(e), View::String(s)) => {
+                if !e.variants.iter().any(|v| v.name == s) {
+                    let message = format!(
+                        "`{}` must be one of {}, got {}",
+                        path.label(),
+                        list_names(e.variants.iter().map(|v| v.name.as_str())),
+                        quoted(s)
+                    );
+                    self.push(path, ViolationKind::EnumMismatch, message);
+                }
+            }
+            (SpecKind::Enum(_), _) => self.mismatch(path, "a string", nullable, value),
+        }
+    }
+
+    fn check_object<J: Json>(&mut self, object: &ObjectSpec, map: &J::Map, path: &Path<'_>) {
+        let fields = &object.fields;
+        let mut seen = Seen::new(fields.len());
+        for (key, value) in map.entries() {
+            let child = Path::Key(path, key);
+            match fields.iter().position(|f| f.name == key) {
+                Some(i) if seen.set(i) => self.check_field(&fields[i], value, &child),
+                Some(_) => {
+                    let message = format!("field `{key}` is given more than once");
+                    self.push(&child, ViolationKind::ExtraField, message);
+                }
+                None => {
+                    let skipped = object.skipped.iter().any(|s| s == key);
+                    if skipped && self.typed {
+                        continue;
+                    }
+                    let message = if skipped {
+                        format!("unknown field `{key}`: it is filled in by code, not given")
+                    } else {
+                        format!(
+                            "unknown field `{key}`, expected one of {}",
+                            list_names(fields.iter().map(|f| f.name.as_str()))
+                        )
+                    };
+                    self.push(&child, ViolationKind::ExtraField, message);
+                }
+            }
+        }
+        for (i, field) in fields.iter().enumerate() {
+            if !seen.get(i) {
+                let hint = if matches!(field.ty, TypeSpec::Nullable(_)) {
+                    " (give null when there is no value)"
+                } else {
+                    ""
+                };
+                let message = format!("missing field `{}`{hint}", field.name);
+                self.push(
+                    &Path::Key(path, &field.name),
+                    ViolationKind::MissingField,
+                    message,
+                );
+            }
+        }
+        for rule in &object.rules {
+            self.check_rule::<J>(object, map, rule, path);
+        }
+    }
+
+    fn check_field<J: Json>(&mut self, field: &FieldSpec, value: &J, path: &Path<'_>) {
+        self.check_type(&field.ty, &field.constraints, value, path, true, false);
+    }
+
+    /// `len_applies`: `len` is about this value (false for list items); `nullable`: the type
+    /// was wrapped in `Option` (for messages).
+    fn check_type<J: Json>(
+        &mut self,
+        ty: &TypeSpec,
+        c: &Constraints,
+        value: &J,
+        path: &Path<'_>,
+        len_applies: bool,
+        nullable: bool,
+    ) {
+        match (ty, value.view()) {
+            (TypeSpec::Nullable(_), View::Null) => {}
+            (TypeSpec::Nullable(inner), _) => {
+                self.check_type(inner, c, value, path, len_applies, true);
+            }
+            (TypeSpec::Bool, View::Bool(_)) => self.check_one_of(c, value, path),
+            (TypeSpec::Bool, _) => self.mismatch(path, "a boolean", nullable, value),
+            (TypeSpec::Integer { min, max }, View::Number(n)) if Num::of(n).is_integral() => {
+                let num = Num::of(n);
+                if let Num::Float(_) = num {
+                    self.normalise = true;
+                }
+                self.check_bounds(num, Some((*min, *max)), c, n, path);
+                self.check_one_of(c, value, path);
+            }
+            (TypeSpec::Integer { .. }, _) => self.mismatch(path, "an integer", nullable, value),
+            (TypeSpec::Number, View::Number(n)) => {
+                self.check_bounds(Num::of(n), None, c, n, path);
+                self.check_one_of(c, value, path);
+            }
+            (TypeSpec::Number, _) => self.mismatch(path, "a number", nullable, value),
+            (TypeSpec::String, View::String(s)) => {
+                self.check_string(c, s, value, path, len_applies);
+            }
+            (TypeSpec::String, _) => self.mismatch(path, "a string", nullable, value),
+            (TypeSpec::List(inner), View::Array(items)) => {
+                if len_applies {
+                    self.check_len(c, items.len() as u64, "items", path);
+                }
+                for (i, item) in items.iter().enumerate() {
+                    self.check_type(inner, c, item, &Path::Index(path, i), false, false);
+                }
+            }
+            (TypeSpec::List(_), _) => self.mismatch(path, "an array", nullable, value),
+            (TypeSpec::Contract(r), _) => self.check_spec(r.spec(), value, path, nullable),
+            (TypeSpec::External(_), _) => {}
+        }
+    }
+
+    fn check_bounds(
+        &mut self,
+        num: Num,
+        type_bounds: Option<(i128, i128)>,
+        c: &Constraints,
+        value: &Number,
+        path: &Path<'_>,
+    ) {
+        if let Some((min, max)) = type_bounds {
+            let (op, bound, which) = if num.cmp(Num::Int(min)) == Some(Ordering::Less) {
+                (">=", min, "smallest")
+            } else if num.cmp(Num::Int(max)) == Some(Ordering::Greater) {
+                ("<=", max, "largest")
+            } else {
+                ("", 0, "")
+            };
+            if !op.is_empty() {
+                let ty = match integer_type_name(min, max) {
+                    Some(name) => format!(", the {which} `{name}`"),
+                    None => String::new(),
+                };
+                let message = format!("`{}` ({value}) must be {op} {bound}{ty}", path.label());
+                self.push(path, ViolationKind::OutOfRange, message);
+                return;
+            }
+        }
+        let bounds = [
+            (&c.minimum, ">=", Ordering::Less, true),
+            (&c.maximum, "<=", Ordering::Greater, true),
+            (&c.exclusive_minimum, ">", Ordering::Less, false),
+            (&c.exclusive_maximum, "<", Ordering::Greater, false),
+        ];
+        for (bound, op, bad, inclusive) in bounds {
+            let Some(bound) = bound else { continue };
+            let Some(ord) = num.cmp(Num::of(bound)) else {
+                continue;
+            };
+            if ord == bad || (!inclusive && ord == Ordering::Equal) {
+                let message = format!("`{}` ({value}) must be {op} {bound}", path.label());
+                self.push(path, ViolationKind::OutOfRange, message);
+                return;
+            }
+        }
+    }
+
+    fn check_len(&mut self, c: &Constraints, len: u64, unit: &str, path: &Path<'_>) {
+        let (least, bound) = match (c.min_len, c.max_len) {
+            (Some(min), _) if len < min => (true, min),
+            (_, Some(max)) if len > max => (false, max),
+            _ => return,
+        };
+        let which = if least { "at least" } else { "at most" };
+        let message = format!(
+            "`{}` must have {which} {bound} {unit}, has {len}",
+            path.label()
+        );
+        self.push(path, ViolationKind::Length, message);
+    }
+
+    fn check_string<J: Json>(
+        &mut self,
+        c: &Constraints,
+        s: &str,
+        value: &J,
+        path: &Path<'_>,
+        len_applies: bool,
+    ) {
+        if len_applies && (c.min_len.is_some() || c.max_len.is_some()) {
+            self.check_len(c, s.chars().count() as u64, "characters", path);
+        }
+        if let Some(pattern) = &c.pattern {
+            if !pattern.is_match(s) {
+                let message = format!(
+                    "`{}` ({}) must match the pattern `{}`",
+                    path.label(),
+                    quoted(s),
+                    pattern.as_str()
+                );
+                self.push(path, ViolationKind::PatternMismatch, message);
+            }
+        }
+        if let Some(format) = c.format {
+            if !format_ok(format, s) {
+                let message = format!(
+                    "`{}` ({}) is not a valid `{}`",
+                    path.label(),
+                    quoted(s),
+                    format.as_str()
+                );
+                self.push(path, ViolationKind::FormatMismatch, message);
+            }
+        }
+        self.check_one_of(c, value, path);
+    }
+
+    fn check_one_of<J: Json>(&mut self, c: &Constraints, value: &J, path: &Path<'_>) {
+        let Some(allowed) = &c.one_of else { return };
+        if !allowed.iter().any(|a| json_eq(a, value)) {
+            let message = format!(
+                "`{}` ({}) must be one of {}",
+                path.label(),
+                scalar(value),
+                list_values(allowed)
+            );
+            self.push(path, ViolationKind::EnumMismatch, message);
+        }
+    }
+
+    /// Rules are skipped when one of their fields is missing (already a `missing_field`);
+    /// a comparison also when a side is null or not of its field's type.
+    fn check_rule<J: Json>(
+        &mut self,
+        object: &ObjectSpec,
+        map: &J::Map,
+        rule: &Rule,
+        path: &Path<'_>,
+    ) {
+        let is_null = |v: &J| matches!(v.view(), View::Null);
+        match rule {
+            Rule::Compare { left, op, right } => {
+                let (Some(l), Some(r)) = (map.get(left), map.get(right)) else {
+                    return;
+                };
+                let field_type = |name: &str| {
+                    object
+                        .fields
+                        .iter()
+                        .find(|f| f.name == name)
+                        .map(|f| f.ty.strip_nullable().0)
+                };
+                let (Some(lt), Some(rt)) = (field_type(left), field_type(right)) else {
+                    return;
+                };
+                if !fits(lt, l) || !fits(rt, r) {
+                    return;
+                }
+                let Some(ord) = compare(l, r) else { return };
+                if !op.holds(ord) {
+                    let message = format!(
+                        "`{left}` ({}) must be {} `{right}` ({})",
+                        scalar(l),
+                        op.as_str(),
+                        scalar(r)
+                    );
+                    self.push(&Path::Key(path, right), ViolationKind::CrossField, message);
+                }
+            }
+            Rule::BothOrNeither(names) => {
+                let mut nulls = 0;
+                for name in names {
+                    match map.get(name) {
+                        None => return,
+                        Some(v) if is_null(v) => nulls += 1,
+                        Some(_) => {}
+                    }
+                }
+                if nulls == 0 || nulls == names.len() {
+                    return;
+                }
+                let given = list_names(
+                    names
+                        .iter()
+                        .filter(|n| map.get(n).is_some_and(|v| !is_null(v)))
+                        .map(String::as_str),
+                );
+                let verb = if names.len() - nulls == 1 {
+                    "is"
+                } else {
+                    "are"
+                };
+                let advice = if names.len() == 2 {
+                    "give both or neither".to_owned()
+                } else {
+                    format!(
+                        "give all of {} or none",
+                        list_names(names.iter().map(String::as_str))
+                    )
+                };
+                for name in names {
+                    if map.get(name).is_some_and(is_null) {
+                        let message = format!("`{name}` is null but {given} {verb} not: {advice}");
+                        self.push(&Path::Key(path, name), ViolationKind::CrossField, message);
+                    }
+                }
+            }
+            Rule::AtLeastOne(names) => {
+                let mut all_null = true;
+                for name in names {
+                    match map.get(name) {
+                        None => return,
+                        Some(v) => all_null &= is_null(v),
+                    }
+                }
+                if all_null {
+                    let message = if names.len() == 1 {
+                        format!("`{}` must not be null", names[0])
+                    } else {
+                        format!(
+                            "at least one of {} must be given (not null)",
+                            list_names(names.iter().map(String::as_str))
+                        )
+                    };
+                    self.push(path, ViolationKind::CrossField, message);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `value` has the JSON type of scalar field type `ty`.
+fn fits<J: Json>(ty: &TypeSpec, value: &J) -> bool {
+    match (ty, value.view()) {
+        (TypeSpec::Integer { .. }, View::Number(n)) => Num::of(n).is_integral(),
+        (TypeSpec::Number, View::Number(_))
+        | (TypeSpec::String, View::String(_))
+        | (TypeSpec::Bool, View::Bool(_)) => true,
+        _ => false,
+    }
+}
+
+/// Numbers exactly, strings lexicographically, booleans `false < true`.
+fn compare<J: Json>(l: &J, r: &J) -> Option<Ordering> {
+    match (l.view(), r.view()) {
+        (View::Number(a), View::Number(b)) => Num::of(a).cmp(Num::of(b)),
+        (View::String(a), View::String(b)) => Some(a.cmp(b)),
+        (View::Bool(a), View::Bool(b)) => Some(a.cmp(&b)),
+        _ => None,
+    }
+}
+
+/// Whether scalar `value` equals `allowed`, numbers compared by value (`1 == 1.0`) as in JSON
+/// Schema's `enum`.
+fn json_eq<J: Json>(allowed: &Value, value: &J) -> bool {
+    match (allowed, value.view()) {
+        (Value::Number(x), View::Number(y)) => Num::of(x).cmp(Num::of(y)) == Some(Ordering::Equal),
+        (Value::String(x), View::String(y)) => x == y,
+        (Value::Bool(x), View::Bool(y)) => *x == y,
+        (Value::Null, View::Null) => true,
+        _ => false,
+    }
+}
+
+/// The integer a float with a zero fraction stands for, when it fits `i64` or `u64`.
+fn as_integer(n: &Number) -> Option<Number> {
+    // 2^63 and 2^64: the first floats past i64 and u64.
+    const I64_END: f64 = 9_223_372_036_854_775_808.0;
+    const U64_END: f64 = 18_446_744_073_709_551_616.0;
+    let f = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0)?;
+    if (-I64_END..I64_END).contains(&f) {
+        Some(Number::from(f as i64))
+    } else if (0.0..U64_END).contains(&f) {
+        Some(Number::from(f as u64))
+    } else {
+        None
+    }
+}
+
+/// Rewrites floats with a zero fraction in integer fields as integers, so serde accepts them.
+fn normalise_value(spec: &ContractSpec, value: &mut Value) {
+    fn walk(ty: &TypeSpec, value: &mut Value) {
+        match (ty, value) {
+            (TypeSpec::Nullable(inner), value) => walk(inner, value),
+            (TypeSpec::Integer { .. }, Value::Number(n)) => {
+                if let Some(int) = as_integer(n) {
+                    *n = int;
+                }
+            }
+            (TypeSpec::List(inner), Value::Array(items)) => {
+                items.iter_mut().for_each(|item| walk(inner, item));
+            }
+            (TypeSpec::Contract(r), value) => normalise_value(r.spec(), value),
+            _ => {}
+        }
+    }
+    if let (SpecKind::Object(object), Value::Object(map)) = (&spec.kind, value) {
+        for field in &object.fields {
+            if let Some(v) = map.get_mut(&field.name) {
+                walk(&field.ty, v);
+            }
+        }
+    }
+}
+
+/// [`normalise_value`] for a parsed document.
+fn normalise_doc(spec: &ContractSpec, doc: &mut Doc<'_>) {
+    fn walk(ty: &TypeSpec, doc: &mut Doc<'_>) {
+        match (ty, doc) {
+            (TypeSpec::Nullable(inner), doc) => walk(inner, doc),
+            (TypeSpec::Integer { .. }, Doc::Number(n)) => {
+                if let Some(int) = as_integer(n) {
+                    *n = int;
+                }
+            }
+            (TypeSpec::List(inner), Doc::Array(items)) => {
+                items.iter_mut().for_each(|item| walk(inner, item));
+            }
+            (TypeSpec::Contract(r), doc) => normalise_doc(r.spec(), doc),
+            _ => {}
+        }
+    }
+    if let (SpecKind::Object(object), Doc::Object(entries)) = (&spec.kind, doc) {
+        for (key, value) in entries.iter_mut() {
+            if let Some(field) = object.fields.iter().find(|f| f.name == *key) {
+                walk(&field.ty, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::sync::OnceLock;
+
+    use serde::{Deserialize, Serialize};
+    use serde_json::{json, Value};
+
+    use crate::__private::{
+        enum_spec, field, float, format, int, object_spec, pattern, push_check,
+    };
+    use crate::contract::{
+        CheckResult, CmpOp, Constraints, Contract, ContractRef, ContractSpec, FieldType, Rule,
+        TypeSpec,
+    };
+    use crate::validate::{check_value, join_pointer, Violation, ViolationKind, Violations};
+
+    /// Implements `FieldType` and `JsonSchema` the way the derive does.
+    macro_rules! contract_glue {
+        ($t:ty) => {
+            impl FieldType for $t {
+                fn type_spec() -> TypeSpec {
+                    TypeSpec::Contract(ContractRef::of::<$t>())
+                }
+                fn run_nested_checks(&self, pointer: &str, out: &mut Violations) {
+                    self.run_checks(pointer, out);
+                }
+            }
+            impl schemars::JsonSchema for $t {
+                fn schema_name() -> Cow<'static, str> {
+                    stringify!($t).into()
+                }
+                fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                    schemars::json_schema!({})
+                }
+            }
+        };
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    enum Status {
+        #[serde(rename = "open")]
+        Open,
+        #[serde(rename = "closed")]
+        Closed,
+    }
+
+    impl Contract for Status {
+        fn contract_spec() -> &'static ContractSpec {
+            static SPEC: OnceLock<ContractSpec> = OnceLock::new();
+            SPEC.get_or_init(|| {
+                enum_spec("Status", None, &[("open", None), ("closed", Some("done"))])
+            })
+        }
+    }
+    contract_glue!(Status);
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Line {
+        sku: String,
+        qty: u32,
+        currency: String,
+        note: Option<String>,
+    }
+
+    impl Contract for Line {
+        fn contract_spec() -> &'static ContractSpec {
+            static SPEC: OnceLock<ContractSpec> = OnceLock::new();
+            SPEC.get_or_init(|| {
+                object_spec(
+                    "Line",
+                    None,
+                    vec![
+                        field(
+                            "sku",
+                            "sku",
+                            String::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                pattern: Some(pattern("^[A-Z]+-[0-9]+$")),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "qty",
+                            "qty",
+                            u32::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                minimum: Some(int(1)),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "currency",
+                            "currency",
+                            String::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                one_of: Some(vec![json!("USD"), json!("EUR")]),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "note",
+                            "note",
+                            <Option<String>>::type_spec(),
+                            None,
+                            None,
+                            Constraints::default(),
+                        ),
+                    ],
+                    vec![],
+                    &[],
+                    &[],
+                )
+            })
+        }
+
+        fn run_checks(&self, pointer: &str, out: &mut Violations) {
+            push_check(line_check(self), pointer, out);
+        }
+    }
+    contract_glue!(Line);
+
+    fn line_check(line: &Line) -> CheckResult {
+        if line.sku == "BAD-0" {
+            return Err(Violation::new(
+                "/sku",
+                ViolationKind::Custom,
+                "`sku` is blocked",
+            ));
+        }
+        Ok(())
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Order {
+        id: String,
+        day: String,
+        status: Status,
+        quarter: Option<u8>,
+        low: Option<f64>,
+        high: Option<f64>,
+        items: Vec<Line>,
+        tags: Vec<String>,
+        big: Option<i64>,
+        #[serde(default)]
+        internal: String,
+    }
+
+    impl Contract for Order {
+        fn contract_spec() -> &'static ContractSpec {
+            static SPEC: OnceLock<ContractSpec> = OnceLock::new();
+            SPEC.get_or_init(|| {
+                let positive = Constraints {
+                    exclusive_minimum: Some(int(0)),
+                    ..Constraints::default()
+                };
+                object_spec(
+                    "Order",
+                    Some("An order."),
+                    vec![
+                        field(
+                            "id",
+                            "id",
+                            String::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                min_len: Some(5),
+                                max_len: Some(12),
+                                pattern: Some(pattern("^ORD-")),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "day",
+                            "day",
+                            String::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                format: Some(format("date")),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "status",
+                            "status",
+                            Status::type_spec(),
+                            None,
+                            None,
+                            Constraints::default(),
+                        ),
+                        field(
+                            "quarter",
+                            "quarter",
+                            <Option<u8>>::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                minimum: Some(int(1)),
+                                maximum: Some(int(4)),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "low",
+                            "low",
+                            <Option<f64>>::type_spec(),
+                            None,
+                            Some("USD"),
+                            positive.clone(),
+                        ),
+                        field(
+                            "high",
+                            "high",
+                            <Option<f64>>::type_spec(),
+                            None,
+                            Some("USD"),
+                            Constraints {
+                                maximum: Some(float(1e6)),
+                                ..positive
+                            },
+                        ),
+                        field(
+                            "items",
+                            "items",
+                            <Vec<Line>>::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                min_len: Some(1),
+                                max_len: Some(3),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "tags",
+                            "tags",
+                            <Vec<String>>::type_spec(),
+                            None,
+                            None,
+                            Constraints {
+                                max_len: Some(2),
+                                pattern: Some(pattern("^[a-z]+$")),
+                                ..Constraints::default()
+                            },
+                        ),
+                        field(
+                            "big",
+                            "big",
+                            <Option<i64>>::type_spec(),
+                            None,
+                            None,
+                            Constraints::default(),
+                        ),
+                    ],
+                    vec![
+                        Rule::Compare {
+                            left: "low".into(),
+                            op: CmpOp::Le,
+                            right: "high".into(),
+                        },
+                        Rule::BothOrNeither(vec!["low".into(), "high".into()]),
+                    ],
+                    &["order_check"],
+                    &["internal"],
+                )
+            })
+        }
+
+        fn run_checks(&self, pointer: &str, out: &mut Violations) {
+            push_check(order_check(self), pointer, out);
+            self.items
+                .run_nested_checks(&join_pointer(pointer, "items"), out);
+        }
+    }
+    contract_glue!(Order);
+
+    fn order_check(order: &Order) -> CheckResult {
+        if order.id == "ORD-000" {
+            return Err(Violation::new(
+                "/id",
+                ViolationKind::Custom,
+                "`id` is reserved",
+            ));
+        }
+        Ok(())
+    }
+
+    fn valid() -> Value {
+        json!({
+            "id": "ORD-17",
+            "day": "2024-02-29",
+            "status": "open",
+            "quarter": 3,
+            "low": 7230,
+            "high": 7650.5,
+            "items": [
+                {"sku": "A-1", "qty": 2, "currency": "USD", "note": null},
+                {"sku": "B-22", "qty": 1, "currency": "EUR", "note": "gift"}
+            ],
+            "tags": ["x", "y"],
+            "big": null
+        })
+    }
+
+    fn with(patch: Value) -> Value {
+        let mut doc = valid();
+        if let (Value::Object(doc_map), Value::Object(patch)) = (&mut doc, patch) {
+            for (k, v) in patch {
+                doc_map.insert(k, v);
+            }
+        }
+        doc
+    }
+
+    /// (path, kind) of every violation, in order.
+    fn errors(value: &Value) -> Vec<(String, &'static str)> {
+        match Order::from_value(value) {
+            Ok(_) => vec![],
+            Err(v) => v
+                .iter()
+                .map(|v| (v.path.clone(), v.kind.as_str()))
+                .collect(),
+        }
+    }
+
+    fn pairs(expected: &[(&str, &'static str)]) -> Vec<(String, &'static str)> {
+        expected
+            .iter()
+            .map(|(p, k)| ((*p).to_owned(), *k))
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_document_decodes() {
+        let order = Order::from_value(&valid()).unwrap();
+        assert_eq!(order.quarter, Some(3));
+        assert_eq!(order.items[1].note.as_deref(), Some("gift"));
+        assert_eq!(order.status, Status::Open);
+        let text = valid().to_string();
+        assert_eq!(Order::from_json(&text).unwrap(), order);
+        assert!(order.validate().is_ok());
+    }
+
+    #[test]
+    fn every_violation_at_once_in_document_order() {
+        let doc = json!({
+            "zzz": 1,
+            "id": "X",
+            "day": "2023-02-29",
+            "status": "shipped",
+            "quarter": 5,
+            "low": 9,
+            "high": 7,
+            "items": [],
+            "tags": ["ok", "Not", "b", 4],
+            "extra/key": true
+        });
+        let got = Order::from_value(&doc).unwrap_err();
+        let kinds: Vec<_> = got
+            .iter()
+            .map(|v| (v.path.as_str(), v.kind.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("/zzz", "extra_field"),
+                ("/id", "length"),
+                ("/id", "pattern_mismatch"),
+                ("/day", "format_mismatch"),
+                ("/status", "enum_mismatch"),
+                ("/quarter", "out_of_range"),
+                ("/items", "length"),
+                ("/tags", "length"),
+                ("/tags/1", "pattern_mismatch"),
+                ("/tags/3", "type_mismatch"),
+                ("/extra~1key", "extra_field"),
+                ("/big", "missing_field"),
+                ("/high", "cross_field"),
+            ]
+        );
+        let messages: Vec<_> = got.iter().map(|v| v.message.as_str()).collect();
+        assert_eq!(messages[1], "`id` must have at least 5 characters, has 1");
+        assert_eq!(messages[2], "`id` (\"X\") must match the pattern `^ORD-`");
+        assert_eq!(messages[3], "`day` (\"2023-02-29\") is not a valid `date`");
+        assert_eq!(
+            messages[4],
+            "`status` must be one of `open`, `closed`, got \"shipped\""
+        );
+        assert_eq!(messages[5], "`quarter` (5) must be <= 4");
+        assert_eq!(messages[6], "`items` must have at least 1 items, has 0");
+        assert_eq!(messages[9], "`tags[3]` must be a string, got 4");
+        assert_eq!(
+            messages[11],
+            "missing field `big` (give null when there is no value)"
+        );
+        assert_eq!(messages[12], "`low` (9) must be <= `high` (7)");
+        assert!(messages[0].starts_with("unknown field `zzz`, expected one of `id`, `day`"));
+    }
+
+    #[test]
+    fn the_lib_example_reports_two() {
+        let err = Order::from_value(&with(json!({"quarter": 5, "low": 9, "high": 7}))).unwrap_err();
+        assert_eq!(err.len(), 2);
+    }
+
+    #[test]
+    fn an_integral_float_is_an_integer() {
+        let doc = with(json!({"quarter": 3.0, "big": -0.0, "items": [
+            {"sku": "A-1", "qty": 2.0, "currency": "USD", "note": null}
+        ]}));
+        let order = Order::from_value(&doc).unwrap();
+        assert_eq!(order.quarter, Some(3));
+        assert_eq!(order.big, Some(0));
+        assert_eq!(order.items[0].qty, 2);
+        assert_eq!(Order::from_json(&doc.to_string()).unwrap(), order);
+        assert_eq!(
+            errors(&with(json!({"quarter": 3.5}))),
+            pairs(&[("/quarter", "type_mismatch")])
+        );
+        let err = Order::from_value(&with(json!({"quarter": 2.5}))).unwrap_err();
+        assert_eq!(
+            err.0[0].message,
+            "`quarter` must be an integer or null, got 2.5"
+        );
+    }
+
+    #[test]
+    fn huge_and_edge_integers() {
+        for q in [
+            json!(0),
+            json!(-1),
+            json!(256),
+            json!(1e30),
+            json!(u64::MAX),
+            json!(i64::MIN),
+        ] {
+            assert_eq!(
+                errors(&with(json!({ "quarter": q }))),
+                pairs(&[("/quarter", "out_of_range")]),
+                "{q}"
+            );
+        }
+        let err = Order::from_value(&with(json!({"quarter": 300}))).unwrap_err();
+        assert_eq!(
+            err.0[0].message,
+            "`quarter` (300) must be <= 255, the largest `u8`"
+        );
+        // i64 bounds, exactly: 2^63 - 1 fits, 2^63 (as u64 or as float) does not.
+        assert!(errors(&with(json!({"big": i64::MAX}))).is_empty());
+        assert!(errors(&with(json!({"big": i64::MIN}))).is_empty());
+        assert!(errors(&with(json!({"big": -(2f64.powi(63))}))).is_empty());
+        for big in [
+            json!(9_223_372_036_854_775_808u64),
+            json!(2f64.powi(63)),
+            json!(-1e19),
+        ] {
+            assert_eq!(
+                errors(&with(json!({ "big": big }))),
+                pairs(&[("/big", "out_of_range")]),
+                "{big}"
+            );
+        }
+        let text = valid()
+            .to_string()
+            .replace("\"big\":null", "\"big\":123456789012345678901234567890");
+        let err = Order::from_json(&text).unwrap_err();
+        assert_eq!(err.0[0].path, "/big");
+        assert_eq!(err.0[0].kind, ViolationKind::OutOfRange);
+    }
+
+    #[test]
+    fn number_bounds_are_exact() {
+        assert_eq!(
+            errors(&with(json!({"low": 0, "high": 0.0}))),
+            pairs(&[("/low", "out_of_range"), ("/high", "out_of_range")])
+        );
+        assert!(errors(&with(json!({"low": 1e-300, "high": 1e6}))).is_empty());
+        assert_eq!(
+            errors(&with(json!({"low": 1, "high": 1000000.0000001}))),
+            pairs(&[("/high", "out_of_range")])
+        );
+        let err = Order::from_value(&with(json!({"low": -2}))).unwrap_err();
+        assert_eq!(err.0[0].message, "`low` (-2) must be > 0");
+    }
+
+    #[test]
+    fn nested_paths() {
+        let doc = with(json!({"items": [
+            {"sku": "A-1", "qty": 2, "currency": "USD", "note": null},
+            {"sku": "A-2", "qty": 0, "currency": "USD", "note": null},
+            {"sku": "a-3", "qty": 1, "currency": "GBP", "note": 5, "x": 1},
+            {"qty": 1, "currency": "USD", "note": null},
+            "not an object"
+        ]}));
+        assert_eq!(
+            errors(&doc),
+            pairs(&[
+                ("/items", "length"),
+                ("/items/1/qty", "out_of_range"),
+                ("/items/2/sku", "pattern_mismatch"),
+                ("/items/2/currency", "enum_mismatch"),
+                ("/items/2/note", "type_mismatch"),
+                ("/items/2/x", "extra_field"),
+                ("/items/3/sku", "missing_field"),
+                ("/items/4", "type_mismatch"),
+            ])
+        );
+        let err = Order::from_value(&doc).unwrap_err();
+        assert_eq!(
+            err.0[3].message,
+            "`currency` (\"GBP\") must be one of `USD`, `EUR`"
+        );
+        assert_eq!(
+            err.0[7].message,
+            "`items[4]` must be an object, got a string (\"not an object\")"
+        );
+    }
+
+    #[test]
+    fn rules_with_nulls() {
+        assert!(errors(&with(json!({"low": null, "high": null}))).is_empty());
+        assert!(errors(&with(json!({"low": 5, "high": 5}))).is_empty());
+        let err = Order::from_value(&with(json!({"low": 5, "high": null}))).unwrap_err();
+        assert_eq!(
+            err.0,
+            vec![Violation::cross_field(
+                "/high",
+                "`high` is null but `low` is not: give both or neither"
+            )]
+        );
+        assert_eq!(
+            errors(&with(json!({"low": null, "high": 5}))),
+            pairs(&[("/low", "cross_field")])
+        );
+        // An ill-typed side: only the type is reported, the comparison is skipped.
+        assert_eq!(
+            errors(&with(json!({"low": "9", "high": 7}))),
+            pairs(&[("/low", "type_mismatch")])
+        );
+        // A missing side: only the missing field.
+        let mut doc = with(json!({"low": 9}));
+        if let Value::Object(map) = &mut doc {
+            map.remove("high");
+        }
+        assert_eq!(errors(&doc), pairs(&[("/high", "missing_field")]));
+        // Out of range but well typed: both reported.
+        assert_eq!(
+            errors(&with(json!({"low": 2e6, "high": 7}))),
+            pairs(&[("/high", "cross_field")])
+        );
+        assert_eq!(
+            errors(&with(json!({"low": 9e6, "high": 2e6}))),
+            pairs(&[("/high", "out_of_range"), ("/high", "cross_field")])
+        );
+    }
+
+    #[test]
+    fn other_rules() {
+        let spec = object_spec(
+            "Pair",
+            None,
+            vec![
+                field(
+                    "a",
+                    "a",
+                    <Option<String>>::type_spec(),
+                    None,
+                    None,
+                    Constraints::default(),
+                ),
+                field(
+                    "b",
+                    "b",
+                    <Option<String>>::type_spec(),
+                    None,
+                    None,
+                    Constraints::default(),
+                ),
+                field(
+                    "c",
+                    "c",
+                    <Option<bool>>::type_spec(),
+                    None,
+                    None,
+                    Constraints::default(),
+                ),
+            ],
+            vec![
+                Rule::Compare {
+                    left: "a".into(),
+                    op: CmpOp::Lt,
+                    right: "b".into(),
+                },
+                Rule::AtLeastOne(vec!["a".into(), "b".into()]),
+                Rule::BothOrNeither(vec!["a".into(), "b".into(), "c".into()]),
+            ],
+            &[],
+            &[],
+        );
+        let check = |v: Value| {
+            let mut out = Violations::new();
+            check_value(&spec, &v, "/pair", &mut out);
+            out.0
+        };
+        assert!(check(json!({"a": "apple", "b": "banana", "c": true})).is_empty());
+        assert!(check(json!({"a": "b", "b": "a", "c": false}))[0]
+            .message
+            .contains("`a` (\"b\") must be < `b` (\"a\")"));
+        let v = check(json!({"a": null, "b": null, "c": null}));
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].path, "/pair");
+        assert_eq!(
+            v[0].message,
+            "at least one of `a`, `b` must be given (not null)"
+        );
+        let v = check(json!({"a": "x", "b": null, "c": null}));
+        assert_eq!(
+            v.iter().map(|v| v.path.as_str()).collect::<Vec<_>>(),
+            ["/pair/b", "/pair/c"]
+        );
+        assert_eq!(
+            v[0].message,
+            "`b` is null but `a` is not: give all of `a`, `b`, `c` or none"
+        );
+    }
+
+    #[test]
+    fn skipped_fields() {
+        assert_eq!(
+            errors(&with(json!({"internal": "x"}))),
+            pairs(&[("/internal", "extra_field")])
+        );
+        let mut order = Order::from_value(&valid()).unwrap();
+        order.internal = "filled by code".into();
+        assert!(order.validate().is_ok());
+    }
+
+    #[test]
+    fn validate_typed_checks_fields_rules_and_custom_checks() {
+        let mut order = Order::from_value(&valid()).unwrap();
+        order.quarter = Some(9);
+        order.low = Some(9.0);
+        order.high = Some(7.0);
+        order.id = "ORD-000".into();
+        order.items[1].sku = "BAD-0".into();
+        order.items[0].currency = "JPY".into();
+        let err = order.validate().unwrap_err();
+        let got: Vec<_> = err
+            .iter()
+            .map(|v| (v.path.as_str(), v.kind.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("/quarter", "out_of_range"),
+                ("/items/0/currency", "enum_mismatch"),
+                ("/high", "cross_field"),
+                ("/id", "custom"),
+                ("/items/1/sku", "custom"),
+            ]
+        );
+        // A NaN serializes as null, which a non-null field refuses.
+        order.items[0].currency = "USD".into();
+        order.low = Some(f64::NAN);
+        assert!(order
+            .validate()
+            .unwrap_err()
+            .has_kind(ViolationKind::CrossField));
+    }
+
+    #[test]
+    fn custom_checks_run_after_decoding() {
+        let err = Order::from_value(&with(json!({"id": "ORD-000"}))).unwrap_err();
+        assert_eq!(
+            err.0,
+            vec![Violation::new(
+                "/id",
+                ViolationKind::Custom,
+                "`id` is reserved"
+            )]
+        );
+        // Cross-field and custom violations come together.
+        let err =
+            Order::from_value(&with(json!({"id": "ORD-000", "low": 9, "high": 7}))).unwrap_err();
+        assert_eq!(err.len(), 2);
+        // Field-level violations stop before decoding, so no custom check runs.
+        let err = Order::from_value(&with(json!({"id": "ORD-000", "quarter": 9}))).unwrap_err();
+        assert_eq!(err.len(), 1);
+    }
+
+    #[test]
+    fn enum_contracts() {
+        assert_eq!(Status::from_json("\"closed\"").unwrap(), Status::Closed);
+        let err = Status::from_json("\"Closed\"").unwrap_err();
+        assert_eq!(err.0[0].kind, ViolationKind::EnumMismatch);
+        assert_eq!(err.0[0].path, "");
+        assert_eq!(
+            errors(&with(json!({"status": 3}))),
+            pairs(&[("/status", "type_mismatch")])
+        );
+        assert_eq!(
+            errors(&with(json!({"status": null}))),
+            pairs(&[("/status", "type_mismatch")])
+        );
+    }
+
+    #[test]
+    fn invalid_json_has_line_and_column() {
+        let err = Order::from_json("{\n  \"id\": ,\n}").unwrap_err();
+        assert_eq!(err.len(), 1);
+        assert_eq!(err.0[0].kind, ViolationKind::JsonInvalid);
+        assert!(
+            err.0[0].message.contains("line 2 column"),
+            "{}",
+            err.0[0].message
+        );
+    }
+
+    #[test]
+    fn odd_input_never_panics() {
+        let deep_array = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let deep_object = format!(
+            "{{\"id\": {}1{}}}",
+            "{\"a\":".repeat(5_000),
+            "}".repeat(5_000)
+        );
+        let long = format!("{{\"id\": \"{}\"}}", "é".repeat(10_000));
+        let cases = [
+            "",
+            " ",
+            "null",
+            "[]",
+            "[1, 2]",
+            "{}",
+            "\"\"",
+            "NaN",
+            "Infinity",
+            "-",
+            "1e400",
+            "{\"quarter\": 1e400}",
+            "{\"quarter\": NaN}",
+            "{\"id\": \"\\ud800\"}",
+            "{",
+            "{\"a\":1,\"a\":2}",
+            "\u{feff}{}",
+            deep_array.as_str(),
+            deep_object.as_str(),
+            long.as_str(),
+        ];
+        for text in cases {
+            let err = Order::from_json(text).unwrap_err();
+            assert!(!err.is_empty());
+            let _ = Status::from_json(text);
+        }
+        let err = Order::from_json("null").unwrap_err();
+        assert_eq!(err.0[0].message, "`Order` must be an object, got null");
+        assert_eq!(Order::from_json("{}").unwrap_err().len(), 9);
+        let err = Order::from_json(&long).unwrap_err();
+        assert!(err.0[0].message.len() < 200, "{}", err.0[0].message);
+    }
+
+    #[test]
+    fn check_value_prefixes_pointers() {
+        let mut out = Violations::new();
+        check_value(
+            Order::contract_spec(),
+            &with(json!({"quarter": 0})),
+            "/orders/3",
+            &mut out,
+        );
+        assert_eq!(out.0[0].path, "/orders/3/quarter");
+        let mut out = Violations::new();
+        check_value(Line::contract_spec(), &json!(null), "/x", &mut out);
+        assert_eq!(out.0[0].path, "/x");
+        assert_eq!(out.0[0].message, "`Line` must be an object, got null");
+    }
+
+    #[test]
+    fn length_counts_characters() {
+        assert!(errors(&with(json!({"id": "ORD-ééééééé"}))).is_empty());
+        assert_eq!(
+            errors(&with(json!({"id": "ORD-ééééééééé"}))),
+            pairs(&[("/id", "length")])
+        );
+    }
+
+    #[test]
+    fn from_json_agrees_with_from_value() {
+        let docs = [
+            valid(),
+            with(json!({"quarter": 3.0, "items": [
+                {"sku": "A-1", "qty": 2.0, "currency": "USD", "note": null}
+            ]})),
+            with(json!({"quarter": 5, "low": 9, "high": 7, "x": [1, {"y": null}]})),
+            with(json!({"id": "ORD-000"})),
+            with(json!({"items": [{"sku": "é-1", "qty": 1, "currency": "EUR", "note": "a\"b"}]})),
+            json!([1, 2]),
+            json!("open"),
+        ];
+        for doc in docs {
+            let text = doc.to_string();
+            assert_eq!(Order::from_json(&text), Order::from_value(&doc), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_key_is_extra_in_from_json() {
+        let text = valid()
+            .to_string()
+            .replace("\"big\":null", "\"big\":null,\"big\":1");
+        let err = Order::from_json(&text).unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(err.0[0].path, "/big");
+        assert_eq!(err.0[0].kind, ViolationKind::ExtraField);
+        assert_eq!(err.0[0].message, "field `big` is given more than once");
+    }
 }

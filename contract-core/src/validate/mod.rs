@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 mod check;
+mod doc;
 mod format;
 
 pub use check::{check_value, from_json, from_value, validate_typed};
@@ -39,6 +40,10 @@ pub enum ViolationKind {
     TableShape,
     /// A custom check failed.
     Custom,
+    /// An evidence span cites lines outside the source document.
+    EvidenceOutOfBounds,
+    /// An evidence span's quote is not in the lines it cites.
+    EvidenceMismatch,
 }
 
 impl ViolationKind {
@@ -57,6 +62,8 @@ impl ViolationKind {
             ViolationKind::CrossField => "cross_field",
             ViolationKind::TableShape => "table_shape",
             ViolationKind::Custom => "custom",
+            ViolationKind::EvidenceOutOfBounds => "evidence_out_of_bounds",
+            ViolationKind::EvidenceMismatch => "evidence_mismatch",
         }
     }
 
@@ -64,7 +71,11 @@ impl ViolationKind {
     pub fn is_field_level(self) -> bool {
         !matches!(
             self,
-            ViolationKind::CrossField | ViolationKind::TableShape | ViolationKind::Custom
+            ViolationKind::CrossField
+                | ViolationKind::TableShape
+                | ViolationKind::Custom
+                | ViolationKind::EvidenceOutOfBounds
+                | ViolationKind::EvidenceMismatch
         )
     }
 }
@@ -113,7 +124,11 @@ impl Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = if self.path.is_empty() { "/" } else { &self.path };
+        let path = if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        };
         write!(f, "{path}: {} ({})", self.message, self.kind)
     }
 }
