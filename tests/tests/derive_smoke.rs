@@ -80,6 +80,7 @@ struct Order {
     #[contract(len = 3)]
     id: String,
     #[serde(skip)]
+    #[allow(dead_code)] // only here to show `#[serde(skip)]` keeps a field out of the contract
     cache: u32,
     #[serde(default)]
     #[contract(skip)]
