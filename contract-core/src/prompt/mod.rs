@@ -1,0 +1,440 @@
+//! Prompt assembly: the messages a backend sends for a contract, and fitting them into a budget.
+//!
+//! The system message holds the role, the task, the contract's one-line signature, the
+//! conventions and "Reply with the JSON object only."; the user message holds the document,
+//! line-numbered and delimited, then the final question. The document never goes into the system
+//! message, and it is the only text a budget may cut ([`budget`]).
+
+pub mod budget;
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::Contract;
+use crate::validate::Violations;
+pub use budget::{fit, BudgetError, Fitted, Part, Tokenizer};
+
+/// Who speaks a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The document and the question, or feedback on an answer.
+    User,
+    /// A model's earlier answer.
+    Assistant,
+}
+
+impl Role {
+    /// The name chat APIs use (`system`, `user`, `assistant`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said.
+    pub content: String,
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// The messages of one request, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Messages(pub Vec<Message>);
+
+impl Messages {
+    /// The messages for contract `C` over `document`, with the default question.
+    pub fn for_contract<C: Contract>(document: &str) -> Self {
+        PromptParts::for_contract::<C>().messages(document)
+    }
+
+    /// Appends a message.
+    pub fn push(&mut self, message: Message) {
+        self.0.push(message);
+    }
+
+    /// How many messages there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Iterates over the messages.
+    pub fn iter(&self) -> std::slice::Iter<'_, Message> {
+        self.0.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Messages {
+    type Item = &'a Message;
+    type IntoIter = std::slice::Iter<'a, Message>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// Opens the document in the user message.
+pub const DOCUMENT_OPEN: &str = "<document>\n";
+/// Closes the document in the user message.
+pub const DOCUMENT_CLOSE: &str = "</document>\n\n";
+/// The last sentence of the instructions and of every question.
+pub const REPLY_JSON_ONLY: &str = "Reply with the JSON object only.";
+
+/// The instructions of contract `C`: role, task, signature, conventions.
+pub fn system_message<C: Contract>() -> String {
+    let spec = C::contract_spec();
+    let mut s = String::new();
+    s.push_str(
+        "You fill a contract: you read a document and copy the values a contract asks for into \
+         one JSON object.\n\n",
+    );
+    let _ = write!(s, "Task: fill `{}`", spec.name);
+    match spec.description.as_deref().map(str::trim) {
+        Some(d) if !d.is_empty() => {
+            let _ = writeln!(s, ": {d}");
+        }
+        _ => s.push_str(".\n"),
+    }
+    s.push_str(
+        "\nThe contract (every key is required; `| null` marks a value that may be absent):\n",
+    );
+    s.push_str(C::signature().trim_end());
+    s.push_str(
+        "\n\nConventions:\n\
+         - Copy units and currencies as the document writes them; never convert a value.\n\
+         - Copy scale words (thousand, million, bn, %) as written into the field meant for them; \
+         never multiply a number by them.\n\
+         - When the document does not state a value, write null; never guess.\n\
+         - Write numbers as plain JSON numbers without thousands separators (1234567.5, not \
+         1,234,567.5).\n\
+         - Line numbers are the numbers before `|` in the document.\n\n",
+    );
+    s.push_str(REPLY_JSON_ONLY);
+    s
+}
+
+/// The default final question for contract `C`.
+pub fn default_question<C: Contract>() -> String {
+    format!(
+        "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
+        C::contract_spec().name
+    )
+}
+
+/// `document` with every line numbered from 1 (`   1| text`), each line ending in `\n`.
+pub fn number_lines(document: &str) -> String {
+    let mut out = String::with_capacity(document.len() + document.len() / 8 + 8);
+    for (i, line) in document.lines().enumerate() {
+        let _ = writeln!(out, "{:>4}| {}", i + 1, line);
+    }
+    out
+}
+
+/// The user message: the numbered document between [`DOCUMENT_OPEN`] and [`DOCUMENT_CLOSE`],
+/// then `question`.
+pub fn user_message(numbered_document: &str, question: &str) -> String {
+    let mut s = String::with_capacity(
+        DOCUMENT_OPEN.len() + numbered_document.len() + DOCUMENT_CLOSE.len() + question.len(),
+    );
+    s.push_str(DOCUMENT_OPEN);
+    s.push_str(numbered_document);
+    s.push_str(DOCUMENT_CLOSE);
+    s.push_str(question);
+    s
+}
+
+/// The feedback sent after an answer that did not fill the contract.
+pub fn feedback_message(violations: &Violations) -> String {
+    let mut s = String::from("Your reply did not fill the contract:\n");
+    for v in violations {
+        let path = if v.path.is_empty() { "/" } else { &v.path };
+        let _ = writeln!(s, "- {path}: {} ({})", v.message, v.kind);
+    }
+    s.push_str("Correct these and reply again. ");
+    s.push_str(REPLY_JSON_ONLY);
+    s
+}
+
+/// The fixed texts of a contract prompt: instructions and final question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptParts {
+    /// The system message.
+    pub system: String,
+    /// The final question, after the document.
+    pub question: String,
+}
+
+/// The token overhead a chat template adds around the message texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    /// The largest prompt, in tokens, template included.
+    pub max_tokens: usize,
+    /// Template tokens around each message (role markers, separators).
+    pub per_message: usize,
+    /// Template tokens once per prompt (begin-of-text, the generation prompt).
+    pub fixed: usize,
+}
+
+impl Budget {
+    /// A budget of `max_tokens` with no template overhead.
+    pub fn new(max_tokens: usize) -> Self {
+        Budget {
+            max_tokens,
+            per_message: 0,
+            fixed: 0,
+        }
+    }
+
+    /// The same budget with a chat template overhead.
+    pub fn with_template(mut self, per_message: usize, fixed: usize) -> Self {
+        self.per_message = per_message;
+        self.fixed = fixed;
+        self
+    }
+}
+
+/// Messages fitted into a [`Budget`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FittedMessages {
+    /// The messages to send.
+    pub messages: Messages,
+    /// Prompt tokens by the tokenizer, template overhead included.
+    pub prompt_tokens: usize,
+    /// Document tokens dropped.
+    pub dropped_tokens: usize,
+    /// Document lines not kept in full.
+    pub dropped_lines: usize,
+    /// Whether the document was cut.
+    pub trimmed: bool,
+}
+
+impl PromptParts {
+    /// The instructions and default question of contract `C`.
+    pub fn for_contract<C: Contract>() -> Self {
+        PromptParts {
+            system: system_message::<C>(),
+            question: default_question::<C>(),
+        }
+    }
+
+    /// The same parts with another final question.
+    pub fn with_question(mut self, question: impl Into<String>) -> Self {
+        self.question = question.into();
+        self
+    }
+
+    /// System and user message over the whole `document`.
+    pub fn messages(&self, document: &str) -> Messages {
+        Messages(vec![
+            Message::system(self.system.clone()),
+            Message::user(user_message(&number_lines(document), &self.question)),
+        ])
+    }
+
+    /// System and user message with the document cut to fit `budget`; `extra` messages (an
+    /// earlier answer and its feedback) follow and are never cut.
+    ///
+    /// Kept lines keep their original numbers; a line cut in its middle keeps its beginning and
+    /// its number, never part of a number.
+    pub fn fit_messages(
+        &self,
+        document: &str,
+        extra: &[Message],
+        budget: Budget,
+        tok: &dyn Tokenizer,
+    ) -> Result<FittedMessages, BudgetError> {
+        let count = 2 + extra.len();
+        let overhead = budget.fixed + budget.per_message * count;
+        let available = budget.max_tokens.saturating_sub(overhead);
+        let numbered = number_lines(document);
+        // Separators stand for the template's boundaries, so no token spans two messages.
+        let mut parts = vec![
+            Part::Fixed(&self.system),
+            Part::Fixed("\n"),
+            Part::Fixed(DOCUMENT_OPEN),
+            Part::Trimmable(&numbered),
+            Part::Fixed(DOCUMENT_CLOSE),
+            Part::Fixed(&self.question),
+        ];
+        for m in extra {
+            parts.push(Part::Fixed("\n"));
+            parts.push(Part::Fixed(&m.content));
+        }
+        let cut = budget::fit_cut(&parts, available, tok, &snap_to_line_number).map_err(
+            |BudgetError::FixedPartsTooLong { needed, .. }| BudgetError::FixedPartsTooLong {
+                needed: needed + overhead,
+                available: budget.max_tokens,
+            },
+        )?;
+        let kept_doc = numbered.get(..cut.kept[3]).unwrap_or(&numbered);
+        let mut messages = Messages(vec![
+            Message::system(self.system.clone()),
+            Message::user(user_message(kept_doc, &self.question)),
+        ]);
+        messages.0.extend(extra.iter().cloned());
+        let prompt_tokens = tok.encode(&cut.apply(&parts)).len() + overhead;
+        Ok(FittedMessages {
+            messages,
+            prompt_tokens,
+            dropped_tokens: cut.dropped_tokens,
+            dropped_lines: cut.dropped_lines,
+            trimmed: cut.trimmed,
+        })
+    }
+}
+
+/// Moves a cut inside a line's number (`  12| `) back to the start of that line.
+fn snap_to_line_number(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    let line_start = text
+        .get(..at)
+        .and_then(|head| head.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let prefix_end = text
+        .get(line_start..)
+        .and_then(|line| line.find("| "))
+        .map_or(line_start, |i| line_start + i + 2);
+    if at <= prefix_end {
+        line_start
+    } else {
+        at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One token per char: enough to test the mechanics.
+    struct Chars;
+    impl Tokenizer for Chars {
+        fn encode(&self, text: &str) -> Vec<u32> {
+            text.chars().map(u32::from).collect()
+        }
+        fn decode(&self, ids: &[u32]) -> String {
+            ids.iter().filter_map(|&c| char::from_u32(c)).collect()
+        }
+    }
+
+    #[test]
+    fn numbering() {
+        assert_eq!(
+            number_lines("a\nb\r\n\nc\n"),
+            "   1| a\n   2| b\n   3| \n   4| c\n"
+        );
+        assert_eq!(number_lines(""), "");
+    }
+
+    #[test]
+    fn fits_unchanged() {
+        let parts = [
+            Part::Fixed("sys "),
+            Part::Trimmable("doc"),
+            Part::Fixed(" q?"),
+        ];
+        let f = fit(&parts, 100, &Chars).unwrap();
+        assert_eq!(f.text, "sys doc q?");
+        assert!(!f.trimmed);
+        assert_eq!((f.dropped_tokens, f.dropped_lines), (0, 0));
+    }
+
+    #[test]
+    fn cuts_the_tail_of_the_document() {
+        let parts = [
+            Part::Fixed("S|"),
+            Part::Trimmable("ab\ncd\nef"),
+            Part::Fixed("|Q"),
+        ];
+        let f = fit(&parts, 9, &Chars).unwrap();
+        assert_eq!(f.text, "S|ab\ncd|Q");
+        assert!(f.trimmed);
+        assert_eq!(f.dropped_tokens, 3);
+        assert_eq!(f.dropped_lines, 1);
+        let f = fit(&parts, 8, &Chars).unwrap();
+        assert_eq!(f.text, "S|ab\nc|Q");
+        assert_eq!(f.dropped_tokens, 4);
+        assert_eq!(f.dropped_lines, 2);
+    }
+
+    #[test]
+    fn fixed_parts_too_long() {
+        let parts = [Part::Fixed("12345"), Part::Trimmable("doc")];
+        assert_eq!(
+            fit(&parts, 5, &Chars),
+            Err(BudgetError::FixedPartsTooLong {
+                needed: 6,
+                available: 5
+            })
+        );
+        assert!(fit(&parts, 6, &Chars).is_ok());
+    }
+
+    #[test]
+    fn snap_never_keeps_half_a_number() {
+        let t = "   1| ab\n  12| cd\n";
+        assert_eq!(snap_to_line_number(t, 12), 9);
+        assert_eq!(snap_to_line_number(t, 15), 9);
+        assert_eq!(snap_to_line_number(t, 16), 16);
+        assert_eq!(snap_to_line_number(t, 3), 0);
+    }
+
+    #[test]
+    fn lines_not_kept_counts() {
+        assert_eq!(budget::lines_not_kept("a\n\nb", 2), 2);
+        assert_eq!(budget::lines_not_kept("a\n\nb", 3), 1);
+        assert_eq!(budget::lines_not_kept("a\n\nb", 1), 2);
+        assert_eq!(budget::lines_not_kept("a\n\nb", 0), 3);
+    }
+
+    #[test]
+    fn feedback_lists_violations() {
+        let v = Violations::one(crate::Violation::new(
+            "/quarter",
+            crate::ViolationKind::OutOfRange,
+            "5 is above 4",
+        ));
+        let m = feedback_message(&v);
+        assert!(m.contains("- /quarter: 5 is above 4 (out_of_range)"));
+        assert!(m.ends_with(REPLY_JSON_ONLY));
+    }
+}
