@@ -1,5 +1,7 @@
 //! Example contracts used by the demos, the snapshot tests and the docs.
 
+pub mod policy;
+
 use contract_core::{Amount, Contract, DateValue, Evidenced, TableValue};
 use serde::{Deserialize, Serialize};
 

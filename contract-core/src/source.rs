@@ -1,0 +1,496 @@
+//! A source document as numbered lines and pages, span checking, and list completeness.
+//!
+//! Lines are numbered from 1 across the whole document, exactly as [`crate::prompt::number_lines`]
+//! numbers them in the prompt; pages are numbered from 1. A [`Span`] the model returns is checked
+//! against the source ([`Source::check_span`]) and resolved to the source's own text
+//! ([`Source::snippet`]): the model's quote is a checksum, never the evidence shown.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::validate::{Violation, ViolationKind};
+use crate::values::Span;
+
+/// The page-break character in text with pages (form feed).
+pub const PAGE_BREAK: char = '\x0c';
+
+/// A document as numbered lines (1-based) grouped into pages (1-based).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    lines: Vec<String>,
+    /// 0-based index of the first line of each page.
+    page_starts: Vec<usize>,
+}
+
+impl Source {
+    /// A document from text. Form feeds (`\x0c`) separate pages; without one it is one page.
+    pub fn from_text(text: &str) -> Self {
+        if text.contains(PAGE_BREAK) {
+            let pages: Vec<&str> = text.split(PAGE_BREAK).collect();
+            Source::from_pages(&pages)
+        } else {
+            Source::from_pages(&[text])
+        }
+    }
+
+    /// A document from its pages, in order.
+    pub fn from_pages<S: AsRef<str>>(pages: &[S]) -> Self {
+        let mut source = Source::default();
+        for page in pages {
+            source.page_starts.push(source.lines.len());
+            source
+                .lines
+                .extend(page.as_ref().lines().map(str::to_owned));
+        }
+        source
+    }
+
+    /// How many lines the document has.
+    pub fn line_count(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// How many pages the document has.
+    pub fn page_count(&self) -> usize {
+        self.page_starts.len()
+    }
+
+    /// Line `n` (1-based), if there is one.
+    pub fn line(&self, n: usize) -> Option<&str> {
+        n.checked_sub(1)
+            .and_then(|i| self.lines.get(i))
+            .map(String::as_str)
+    }
+
+    /// The page (1-based) that holds line `line` (1-based), if the line exists.
+    pub fn page_of(&self, line: usize) -> Option<usize> {
+        if line == 0 || line > self.lines.len() {
+            return None;
+        }
+        // The last page starting at or before the line; empty pages share a start with the next.
+        let idx = line - 1;
+        self.page_starts
+            .iter()
+            .rposition(|&start| start <= idx)
+            .map(|p| p + 1)
+    }
+
+    /// The 1-based line numbers of page `page` as a half-open range (empty for an empty page),
+    /// or `None` when there is no such page.
+    pub fn page_lines(&self, page: usize) -> Option<Range<usize>> {
+        let i = page.checked_sub(1)?;
+        let start = *self.page_starts.get(i)?;
+        let end = self
+            .page_starts
+            .get(i + 1)
+            .copied()
+            .unwrap_or(self.lines.len());
+        Some(start + 1..end + 1)
+    }
+
+    /// The text of lines `lines` (1-based, half-open), joined with `\n`; out-of-range lines are
+    /// left out.
+    pub fn text_of_lines(&self, lines: Range<usize>) -> String {
+        let start = lines.start.max(1) - 1;
+        let end = lines.end.saturating_sub(1).min(self.lines.len());
+        self.lines
+            .get(start..end.max(start))
+            .unwrap_or_default()
+            .join("\n")
+    }
+
+    /// The text of pages `first..=last` (1-based) and the number of the first line of that
+    /// text in the whole document. Pages past the end are left out.
+    pub fn pages_text(&self, first: usize, last: usize) -> (String, usize) {
+        let start = self
+            .page_lines(first)
+            .map_or(self.lines.len() + 1, |r| r.start);
+        let end = self
+            .page_lines(last.min(self.page_count()))
+            .map_or(start, |r| r.end)
+            .max(start);
+        (self.text_of_lines(start..end), start)
+    }
+
+    /// The whole text, lines joined with `\n` (page breaks are not kept).
+    pub fn text(&self) -> String {
+        self.lines.join("\n")
+    }
+
+    /// The whole document numbered as the prompt numbers it (`   1| text`).
+    pub fn numbered(&self) -> String {
+        crate::prompt::number_lines(&self.text())
+    }
+
+    /// The first `n` non-blank lines of page `page`, joined with `\n` (empty when there is no
+    /// such page: the end of the document).
+    pub fn page_head(&self, page: usize, n: usize) -> String {
+        let Some(range) = self.page_lines(page) else {
+            return String::new();
+        };
+        range
+            .filter_map(|l| self.line(l))
+            .filter(|l| !l.trim().is_empty())
+            .take(n)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The last non-blank line of page `page`, or an empty string.
+    pub fn page_tail(&self, page: usize) -> &str {
+        let Some(range) = self.page_lines(page) else {
+            return "";
+        };
+        range
+            .rev()
+            .filter_map(|l| self.line(l))
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+    }
+
+    /// Checks a span against the document: its lines exist (`evidence_out_of_bounds`), start is
+    /// not after end (`cross_field`), and its quote, after normalising whitespace and case, is a
+    /// substring of the cited lines joined (`evidence_mismatch`, at `/quote`). A quote may
+    /// span a line break.
+    ///
+    /// The violation's path is relative to the span; prefix it with the span's pointer.
+    pub fn check_span(&self, span: &Span) -> Result<(), Violation> {
+        let (start, end) = (span.start_line as usize, span.end_line as usize);
+        let n = self.lines.len();
+        for (name, line) in [("start_line", start), ("end_line", end)] {
+            if line == 0 || line > n {
+                return Err(Violation::new(
+                    format!("/{name}"),
+                    ViolationKind::EvidenceOutOfBounds,
+                    format!("`{name}` {line} is outside the document (lines 1 to {n})"),
+                ));
+            }
+        }
+        if start > end {
+            return Err(Violation::cross_field(
+                "",
+                format!("`start_line` {start} is after `end_line` {end}"),
+            ));
+        }
+        if let Some(quote) = &span.quote {
+            let quote = normalize(quote);
+            if !quote.is_empty() && !normalize(&self.text_of_lines(start..end + 1)).contains(&quote)
+            {
+                return Err(Violation::new(
+                    "/quote",
+                    ViolationKind::EvidenceMismatch,
+                    format!("`quote` is not in lines {start} to {end}: check the line numbers"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The cited lines, from the source itself (lines outside the document are left out).
+    pub fn snippet(&self, span: &Span) -> String {
+        self.text_of_lines(span.start_line as usize..span.end_line as usize + 1)
+    }
+
+    /// The pages (1-based) a span's lines fall on, in order, without repeats.
+    pub fn pages_of_span(&self, span: &Span) -> Vec<usize> {
+        let mut pages = Vec::new();
+        let start = (span.start_line as usize).max(1);
+        let end = (span.end_line as usize).min(self.lines.len());
+        for line in start..=end {
+            if let Some(p) = self.page_of(line) {
+                if pages.last() != Some(&p) {
+                    pages.push(p);
+                }
+            }
+        }
+        pages
+    }
+}
+
+/// Lowercase, whitespace runs collapsed to one space, trimmed.
+pub fn normalize(text: &str) -> String {
+    text.split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether a list that may continue past a page ended there, decided from the next page's head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Completeness {
+    /// The list ended on the page: the next page starts something new (or there is none).
+    Complete {
+        /// Which rule decided, in words.
+        reason: String,
+    },
+    /// The list continues on the next page: retrieve it and extract again.
+    Truncated {
+        /// Which rule decided, in words.
+        reason: String,
+    },
+}
+
+impl Completeness {
+    /// Whether the list continues on the next page.
+    pub fn is_truncated(&self) -> bool {
+        matches!(self, Completeness::Truncated { .. })
+    }
+
+    /// The reason, in words.
+    pub fn reason(&self) -> &str {
+        match self {
+            Completeness::Complete { reason } | Completeness::Truncated { reason } => reason,
+        }
+    }
+}
+
+/// Decides from the first lines of the next page (which the model never sees) whether a list
+/// ended on the page before: a heading (markdown, `3.` / `3.2 Title`, `Section/Article/Chapter N`
+/// or `Sección/Artículo/Capítulo N`, a line in capitals) means complete; a list item (`-`, `*`,
+/// `•`, `a)`, `(iv)`, `1)`) or a sentence that continues (lowercase start) means truncated; an
+/// empty head (end of document) means complete.
+pub fn completeness(next_page_head: &str) -> Completeness {
+    completeness_after("", next_page_head)
+}
+
+/// [`completeness`], also knowing the last line of the page before: a page that ended
+/// mid-sentence (no closing `.`, `!`, `?`, `:` or `;`) continues unless the next page opens with
+/// a heading.
+pub fn completeness_after(previous_tail: &str, next_page_head: &str) -> Completeness {
+    let complete = |r: &str| Completeness::Complete {
+        reason: r.to_owned(),
+    };
+    let truncated = |r: &str| Completeness::Truncated {
+        reason: r.to_owned(),
+    };
+    let Some(first) = next_page_head
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+    else {
+        return complete("end of document: no next page");
+    };
+    if is_markdown_heading(first) {
+        return complete(&format!(
+            "next page opens with a markdown heading: `{first}`"
+        ));
+    }
+    if is_keyword_heading(first) {
+        return complete(&format!(
+            "next page opens with a section heading: `{first}`"
+        ));
+    }
+    if is_numbered_section(first) {
+        return complete(&format!(
+            "next page opens with a numbered section: `{first}`"
+        ));
+    }
+    if is_list_item(first) {
+        return truncated(&format!("next page continues the list: `{first}`"));
+    }
+    if is_capitals(first) {
+        return complete(&format!(
+            "next page opens with a heading in capitals: `{first}`"
+        ));
+    }
+    if first.chars().next().is_some_and(char::is_lowercase) {
+        return truncated(&format!("next page continues a sentence: `{first}`"));
+    }
+    let tail = previous_tail.trim_end();
+    if !tail.is_empty() && !tail.ends_with(['.', '!', '?', ':', ';', '"', '\'', ')', '”']) {
+        return truncated(&format!("the page ended mid-sentence: `{}`", tail.trim()));
+    }
+    complete(&format!("next page starts a new paragraph: `{first}`"))
+}
+
+fn is_markdown_heading(line: &str) -> bool {
+    let hashes = line.chars().take_while(|&c| c == '#').count();
+    (1..=6).contains(&hashes) && line[hashes..].starts_with([' ', '\t'])
+}
+
+fn is_keyword_heading(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    const WORDS: [&str; 9] = [
+        "section",
+        "article",
+        "chapter",
+        "sección",
+        "seccion",
+        "artículo",
+        "articulo",
+        "capítulo",
+        "capitulo",
+    ];
+    WORDS.iter().any(|w| {
+        lower.strip_prefix(w).is_some_and(|rest| {
+            let rest = rest.trim_start();
+            rest.len() < lower.len() - w.len() // at least one space
+                && rest
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit() || "ivxlc".contains(c))
+        })
+    })
+}
+
+/// `3.`, `3. Title`, `3.2 Title`, `3.2. Title`: dotted numbers, then the end or a space.
+fn is_numbered_section(line: &str) -> bool {
+    let number_end = line
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(line.len());
+    let number = &line[..number_end];
+    let rest = &line[number_end..];
+    let well_formed = number.starts_with(|c: char| c.is_ascii_digit())
+        && !number.contains("..")
+        && number.contains('.');
+    // `3.` needs its dot; `3.2` may drop the last one.
+    let dotted = number.ends_with('.') || number.trim_end_matches('.').contains('.');
+    well_formed && dotted && (rest.is_empty() || rest.starts_with([' ', '\t']))
+}
+
+/// `- x`, `* x`, `• x`, `a) x`, `(iv) x`, `1) x`.
+fn is_list_item(line: &str) -> bool {
+    if line.starts_with(['-', '*', '•', '–', '·']) {
+        return line.chars().nth(1).is_some_and(char::is_whitespace);
+    }
+    let (inner, rest) = if let Some(after) = line.strip_prefix('(') {
+        match after.find(')') {
+            Some(i) => (&after[..i], &after[i + 1..]),
+            None => return false,
+        }
+    } else {
+        match line.find(')') {
+            Some(i) => (&line[..i], &line[i + 1..]),
+            None => return false,
+        }
+    };
+    let marker = !inner.is_empty()
+        && (inner.chars().all(|c| c.is_ascii_digit())
+            || (inner.chars().count() == 1 && inner.chars().all(|c| c.is_alphabetic()))
+            || (inner.len() <= 6 && inner.chars().all(|c| "ivxlcIVXLC".contains(c))));
+    marker && (rest.is_empty() || rest.starts_with([' ', '\t']))
+}
+
+/// At least two letters, all of them capitals.
+fn is_capitals(line: &str) -> bool {
+    let letters: Vec<char> = line.chars().filter(|c| c.is_alphabetic()).collect();
+    letters.len() >= 2 && letters.iter().all(|c| !c.is_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: u32, end: u32, quote: Option<&str>) -> Span {
+        Span {
+            start_line: start,
+            end_line: end,
+            quote: quote.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn pages_and_lines() {
+        let s = Source::from_text("a\nb\n\x0cc\nd\ne\x0c\x0cf");
+        assert_eq!(s.line_count(), 6);
+        assert_eq!(s.page_count(), 4);
+        assert_eq!(s.page_of(1), Some(1));
+        assert_eq!(s.page_of(3), Some(2));
+        assert_eq!(s.page_of(6), Some(4));
+        assert_eq!(s.page_of(7), None);
+        assert_eq!(s.page_lines(3), Some(6..6));
+        assert_eq!(s.pages_text(2, 2), ("c\nd\ne".to_owned(), 3));
+        assert_eq!(s.pages_text(2, 9), ("c\nd\ne\nf".to_owned(), 3));
+        assert_eq!(s.page_head(2, 2), "c\nd");
+        assert_eq!(s.page_tail(2), "e");
+        assert_eq!(s.page_head(9, 2), "");
+        assert_eq!(
+            s.numbered(),
+            crate::prompt::number_lines("a\nb\nc\nd\ne\nf")
+        );
+        let p = Source::from_pages(&["x\ny", "z"]);
+        assert_eq!(p.page_of(3), Some(2));
+    }
+
+    #[test]
+    fn spans_are_checked() {
+        let s = Source::from_pages(&["Premium: JPY 2.5\n  billion per year", "Limit"]);
+        assert!(s.check_span(&span(1, 2, Some("jpy 2.5 BILLION"))).is_ok());
+        assert!(s.check_span(&span(3, 3, None)).is_ok());
+        let e = s.check_span(&span(2, 4, None)).unwrap_err();
+        assert_eq!(e.kind, ViolationKind::EvidenceOutOfBounds);
+        assert_eq!(
+            s.check_span(&span(0, 1, None)).unwrap_err().path,
+            "/start_line"
+        );
+        assert_eq!(
+            s.check_span(&span(2, 1, None)).unwrap_err().kind,
+            ViolationKind::CrossField
+        );
+        let e = s.check_span(&span(3, 3, Some("2.5 billion"))).unwrap_err();
+        assert_eq!(
+            (e.kind, e.path.as_str()),
+            (ViolationKind::EvidenceMismatch, "/quote")
+        );
+        assert_eq!(
+            s.snippet(&span(1, 2, Some("anything"))),
+            "Premium: JPY 2.5\n  billion per year"
+        );
+        assert_eq!(s.pages_of_span(&span(2, 3, None)), [1, 2]);
+    }
+
+    #[test]
+    fn extreme_spans_do_not_panic() {
+        let s = Source::from_text("only line");
+        let far = span(u32::MAX, u32::MAX, Some(""));
+        assert_eq!(
+            s.check_span(&far).unwrap_err().kind,
+            ViolationKind::EvidenceOutOfBounds
+        );
+        assert_eq!(s.snippet(&far), "");
+        assert!(s.pages_of_span(&far).is_empty());
+        assert_eq!(s.snippet(&span(0, u32::MAX, None)), "only line");
+        assert_eq!(Source::from_text("").pages_text(3, 1), (String::new(), 1));
+        assert!(completeness("(").reason().contains("paragraph"));
+        assert!(!completeness("#").is_truncated());
+    }
+
+    #[test]
+    fn completeness_rules() {
+        let c = |h: &str| completeness(h).is_truncated();
+        for head in [
+            "# Conditions",
+            "## 4 Claims",
+            "3.",
+            "3.2 Claims",
+            "4. Claims",
+            "Section 5",
+            "ARTICLE 7 — Claims",
+            "Chapter IV",
+            "Sección 3",
+            "Artículo 12",
+            "Capítulo 2",
+            "GENERAL CONDITIONS",
+            "",
+            "  \n ",
+        ] {
+            assert!(!c(head), "{head:?} should be complete");
+        }
+        for head in [
+            "- war",
+            "* nuclear",
+            "• mould",
+            "a) wear and tear",
+            "(iv) terrorism",
+            "1) flood",
+            "and any consequential loss.",
+        ] {
+            assert!(c(head), "{head:?} should be truncated");
+        }
+        assert!(completeness_after("caused by", "Flood or storm surge.").is_truncated());
+        assert!(!completeness_after("caused by", "SECTION 4").is_truncated());
+        assert!(!completeness_after("End of list.", "The insurer pays.").is_truncated());
+    }
+}
