@@ -60,6 +60,12 @@ pub trait Contract: FieldType + Serialize + DeserializeOwned + Sized {
         crate::signature::signature(Self::contract_spec())
     }
 
+    /// The token-mask spec the local backend decodes with: an llguidance JSON Schema (keys in
+    /// order, bounds, enums, patterns) plus every object's cross-field rules.
+    fn grammar() -> crate::grammar::Grammar {
+        crate::grammar::Grammar::of(Self::contract_spec())
+    }
+
     /// A field reference in Markdown for humans.
     fn docs_markdown() -> String {
         crate::docs::docs_markdown(Self::contract_spec())

@@ -27,19 +27,31 @@
 
 extern crate self as contract_core;
 
+pub mod compute;
 mod contract;
 pub mod docs;
+pub mod evidence;
+pub mod extract;
+pub mod grammar;
 mod field;
+pub mod parse;
+pub mod prompt;
 pub mod schema;
 pub mod signature;
+pub mod source;
 pub mod validate;
 pub mod values;
 
+pub use compute::{ComputeError, Converted, Decision, Rates, Threshold};
 pub use contract::*;
+pub use evidence::{extract_pages, Audit, PageExtraction};
 pub use contract_derive::Contract;
+pub use extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
+pub use parse::{parse_output, Level, Parsed};
 pub use schema::{StrictSchema, StrictSchemaError};
+pub use source::{completeness, Completeness, Source};
 pub use validate::{Violation, ViolationKind, Violations};
-// values re-exported once written: pub use values::{Amount, DateValue, Evidenced, Feedback, Scale, ScaleError, Span, TableValue};
+pub use values::{Amount, DateValue, Evidenced, Feedback, Scale, ScaleError, Span, TableValue};
 
 #[doc(hidden)]
 pub mod __private;

@@ -1,0 +1,522 @@
+//! [`LocalBackend`]: a GGUF model on Candle answering [`Request`]s, with the contract's token mask.
+//!
+//! The decode loop masks every step's logits with the [`TokenMask`] (when there is one), and feeds
+//! the tokens the mask forces together with the sampled token in one forward call. A prompt prefix
+//! made of the leading system messages is prefilled once and its KV cache reused while the next
+//! request starts with the same prefix.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use candle_core::Device;
+use contract_core::extract::{Backend, BackendError, FinishReason, Request, Response, Sampling};
+use contract_core::prompt::{Message, Role};
+
+use super::chat::ChatTemplate;
+use super::gguf_tokenizer::{read_content, GgufTokenizer};
+use super::mask::{GrammarMasks, MaskEngine};
+use super::model::Model;
+use super::model::WeightFormat;
+use super::sample::Sampler;
+use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
+
+/// Settings of a [`LocalBackend`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LocalOptions {
+    /// How the weights are held in memory (default [`WeightFormat::Auto`]: f32 for small models,
+    /// whose prompt processing it makes about 10x faster).
+    pub weights: WeightFormat,
+    /// Most tokens to generate when the request does not say (default 512).
+    pub max_tokens: u32,
+    /// Threads for Candle's matmuls (default: the available parallelism). Applied through
+    /// `CANDLE_NUM_THREADS` and `RAYON_NUM_THREADS` (1 for quantized weights, whose matmuls run on
+    /// Candle's own pool: measured fastest) when those are not set already; they are
+    /// process-wide and read by Candle on first use.
+    pub threads: Option<usize>,
+    /// A `tokenizer.json` to use instead of the one built from the GGUF metadata.
+    pub tokenizer_json: Option<PathBuf>,
+    /// Reuse the KV cache of the leading system messages across requests (default on).
+    pub prefix_cache: bool,
+    /// Where to run (default CPU).
+    pub device: Device,
+    /// Constrain requests that carry a grammar with the contract's token mask (default on; the
+    /// mask engine is built on the first such request).
+    pub constrain: bool,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        LocalOptions {
+            weights: WeightFormat::Auto,
+            max_tokens: 512,
+            threads: None,
+            tokenizer_json: None,
+            prefix_cache: true,
+            device: Device::Cpu,
+            constrain: true,
+        }
+    }
+}
+
+impl LocalOptions {
+    /// Sets the weight format.
+    pub fn weights(mut self, w: WeightFormat) -> Self {
+        self.weights = w;
+        self
+    }
+    /// Sets the default token limit.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+    /// Sets the thread count.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = Some(n);
+        self
+    }
+    /// Uses a `tokenizer.json` file.
+    pub fn tokenizer_json(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tokenizer_json = Some(path.into());
+        self
+    }
+    /// Turns prefix reuse on or off.
+    pub fn prefix_cache(mut self, on: bool) -> Self {
+        self.prefix_cache = on;
+        self
+    }
+    /// Sets the device.
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+    /// Turns the contract's token mask on or off.
+    pub fn constrain(mut self, on: bool) -> Self {
+        self.constrain = on;
+        self
+    }
+}
+
+/// One generation's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// The generated text (special tokens left out).
+    pub text: String,
+    /// The generated tokens, sampled and forced, without the final stop token.
+    pub tokens: Vec<u32>,
+    /// Why generation stopped (`stop`: a stop token or the mask completed; `length`: the limit).
+    pub finish_reason: FinishReason,
+    /// Prompt tokens (with any tokens forced before the first sampled one excluded).
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose KV cache came from the prefix cache.
+    pub reused_prefix_tokens: usize,
+    /// Forward calls made for this generation (prompt processing included).
+    pub forward_calls: u32,
+    /// Tokens fed without sampling because the mask forced them.
+    pub forced_tokens: u32,
+    /// Wall time of prompt processing, in milliseconds.
+    pub prefill_ms: f64,
+    /// Wall time of the decode loop, in milliseconds.
+    pub decode_ms: f64,
+}
+
+struct Prefix {
+    tokens: Vec<u32>,
+    model: Model,
+}
+
+struct State {
+    model: Model,
+    prefix: Option<Prefix>,
+}
+
+/// A local GGUF model (llama or qwen2 architecture) on Candle.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use contract_backends::local::LocalBackend;
+/// let backend = LocalBackend::default_model()?; // fetches SmolLM2-135M-Instruct once
+/// # Ok(()) }
+/// ```
+pub struct LocalBackend {
+    path: PathBuf,
+    tokenizer: Arc<GgufTokenizer>,
+    template: ChatTemplate,
+    options: LocalOptions,
+    masks: Option<Arc<dyn MaskFactory>>,
+    contract_masks: OnceLock<Result<Arc<dyn MaskFactory>, String>>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for LocalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBackend")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .field("custom_masks", &self.masks.is_some())
+            .finish()
+    }
+}
+
+/// Sets Candle's thread counts through the environment, unless the user already did.
+fn apply_threads(threads: Option<usize>, weights: WeightFormat) {
+    let n = threads.filter(|&n| n > 0).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let unset = |k: &str| std::env::var_os(k).is_none();
+    // Measured on 2 cores: quantized matmuls run on Candle's pool; sharing the cores with a rayon
+    // pool of the same size slows them down, so rayon gets one thread there.
+    let rayon = if weights == WeightFormat::F32 { n } else { 1 };
+    if unset("CANDLE_NUM_THREADS") {
+        std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
+    }
+    if unset("RAYON_NUM_THREADS") {
+        std::env::set_var("RAYON_NUM_THREADS", rayon.to_string());
+    }
+}
+
+impl LocalBackend {
+    /// Loads the GGUF file at `path` with default options.
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, LocalError> {
+        Self::with_options(path, LocalOptions::default())
+    }
+
+    /// Loads the default model (see [`fetch::default_model_path`]), fetching it on first use.
+    pub fn default_model() -> Result<Self, LocalError> {
+        Self::with_options(fetch::default_model_path()?, LocalOptions::default())
+    }
+
+    /// Loads the GGUF file at `path`.
+    pub fn with_options(path: impl AsRef<Path>, options: LocalOptions) -> Result<Self, LocalError> {
+        let path = path.as_ref().to_path_buf();
+        let ct = read_content(&path)?;
+        let tokenizer = match &options.tokenizer_json {
+            Some(json) => GgufTokenizer::from_json_file(&ct, json)?,
+            None => GgufTokenizer::from_content(&ct)?,
+        };
+        let template = ChatTemplate::for_tokenizer(&tokenizer)?;
+        let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
+        let model = Model::from_content(ct, &mut file, options.weights, &options.device)?;
+        apply_threads(options.threads, model.weight_format());
+        Ok(LocalBackend {
+            path,
+            tokenizer: Arc::new(tokenizer),
+            template,
+            options,
+            masks: None,
+            contract_masks: OnceLock::new(),
+            state: Mutex::new(State {
+                model,
+                prefix: None,
+            }),
+        })
+    }
+
+    /// Constrains every request that has a grammar with the masks `factory` builds (instead of
+    /// the contract's own mask).
+    pub fn with_masks(mut self, factory: Arc<dyn MaskFactory>) -> Self {
+        self.masks = Some(factory);
+        self
+    }
+
+    /// The mask factory for requests with a grammar: the one given, else (when
+    /// [`LocalOptions::constrain`]) the contract's mask on this model's tokenizer.
+    pub fn mask_factory(&self) -> Result<Option<Arc<dyn MaskFactory>>, LocalError> {
+        if let Some(f) = &self.masks {
+            return Ok(Some(f.clone()));
+        }
+        if !self.options.constrain {
+            return Ok(None);
+        }
+        self.contract_masks
+            .get_or_init(|| {
+                MaskEngine::cached(
+                    self.tokenizer.json().as_bytes(),
+                    self.tokenizer.stop_tokens(),
+                )
+                .map(|engine| Arc::new(GrammarMasks::new(engine)) as Arc<dyn MaskFactory>)
+                .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map(Some)
+            .map_err(LocalError::Mask)
+    }
+
+    /// The GGUF file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Arc<GgufTokenizer> {
+        &self.tokenizer
+    }
+
+    /// The chat template.
+    pub fn template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LocalOptions {
+        &self.options
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops the cached prompt prefix.
+    pub fn clear_prefix_cache(&self) {
+        self.state().prefix = None;
+    }
+
+    /// The prompt tokens of `messages` (chat template applied, generation prompt added).
+    pub fn prompt_tokens(&self, messages: &[Message]) -> Result<Vec<u32>, LocalError> {
+        let text = self.template.render(messages, true)?;
+        self.tokenizer.encode_prompt(&text)
+    }
+
+    /// The tokens of the leading system messages, when the template renders them as a prefix of
+    /// the whole prompt at a token boundary.
+    fn prefix_tokens(
+        &self,
+        messages: &[Message],
+        prompt: &[u32],
+    ) -> Result<Option<Vec<u32>>, LocalError> {
+        let n = messages
+            .iter()
+            .take_while(|m| m.role == Role::System)
+            .count();
+        if n == 0 || n == messages.len() {
+            return Ok(None);
+        }
+        let text = match self.template.render(&messages[..n], false) {
+            Ok(t) if !t.is_empty() => t,
+            _ => return Ok(None),
+        };
+        let tokens = self.tokenizer.encode_prompt(&text)?;
+        Ok((tokens.len() < prompt.len() && prompt.starts_with(&tokens)).then_some(tokens))
+    }
+
+    /// Generates an answer to `messages`, at most `max_tokens` tokens, constrained by `mask`
+    /// when given.
+    pub fn generate(
+        &self,
+        messages: &[Message],
+        max_tokens: u32,
+        sampling: &Sampling,
+        mask: Option<&mut dyn TokenMask>,
+    ) -> Result<Output, LocalError> {
+        let prompt = self.prompt_tokens(messages)?;
+        let prefix = if self.options.prefix_cache {
+            self.prefix_tokens(messages, &prompt)?
+        } else {
+            None
+        };
+        let mut state = self.state();
+        let state = &mut *state;
+        let t0 = Instant::now();
+        let mut calls = 0u32;
+
+        // Start from the cached prefix, or compute and cache it, when the model allows snapshots.
+        let mut reused = 0;
+        let mut owned: Option<Model> = None;
+        if let Some(prefix) = prefix {
+            match &state.prefix {
+                Some(p) if p.tokens == prefix => {
+                    owned = p.model.snapshot();
+                    reused = prefix.len();
+                }
+                _ => {
+                    if state.model.snapshot().is_some() {
+                        state.prefix = None;
+                        state.model.forward(&prefix, 0)?;
+                        calls += 1;
+                        if let Some(snap) = state.model.snapshot() {
+                            state.prefix = Some(Prefix {
+                                tokens: prefix.clone(),
+                                model: snap,
+                            });
+                        }
+                        owned = state.model.snapshot();
+                    }
+                }
+            }
+        }
+        let start = match &owned {
+            Some(m) => m.pos(),
+            None => 0,
+        };
+        let model: &mut Model = match owned.as_mut() {
+            Some(m) => m,
+            None => &mut state.model,
+        };
+        if start == 0 {
+            model.reset();
+        }
+
+        let stops = self.tokenizer.stop_tokens();
+        let mut sampler = Sampler::from_sampling(sampling);
+        let mut mask = mask;
+        let mut out: Vec<u32> = Vec::new();
+        let mut forced_count = 0u32;
+
+        // Tokens forced before anything is sampled go in with the prompt.
+        let mut feed: Vec<u32> = prompt[start..].to_vec();
+        if let Some(m) = mask.as_deref_mut() {
+            let forced = m.forced()?;
+            if !forced.is_empty() {
+                m.consume(&forced)?;
+                forced_count += forced.len() as u32;
+                out.extend_from_slice(&forced);
+                feed.extend_from_slice(&forced);
+            }
+        }
+        let mut logits = if feed.is_empty() {
+            // The cached prefix was the whole prompt (cannot happen: the prefix is shorter).
+            return Err(LocalError::Gguf("empty prompt".into()));
+        } else {
+            calls += 1;
+            model.forward(&feed, start)?
+        };
+        let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+
+        let finish = loop {
+            if let Some(m) = mask.as_deref() {
+                if m.is_done() {
+                    break FinishReason::Stop;
+                }
+            }
+            if out.len() >= max_tokens as usize {
+                break FinishReason::Length;
+            }
+            if model.pos() + 1 > model.context_length() {
+                break FinishReason::Length;
+            }
+            if let Some(m) = mask.as_deref_mut() {
+                apply_mask(&mut logits, m.allowed()?);
+            }
+            let Some(token) = sampler.sample(&logits) else {
+                return Err(LocalError::Mask(format!(
+                    "no token allowed after {} generated tokens (output so far: {:?})",
+                    out.len(),
+                    self.tokenizer.decode(&out).unwrap_or_default()
+                )));
+            };
+            if stops.contains(&token) {
+                break FinishReason::Stop;
+            }
+            let mut step = vec![token];
+            out.push(token);
+            if let Some(m) = mask.as_deref_mut() {
+                m.consume(&[token])?;
+                if !m.is_done() {
+                    let forced = m.forced()?;
+                    if !forced.is_empty() {
+                        let room = (max_tokens as usize).saturating_sub(out.len());
+                        let forced = &forced[..forced.len().min(room)];
+                        m.consume(forced)?;
+                        forced_count += forced.len() as u32;
+                        out.extend_from_slice(forced);
+                        step.extend_from_slice(forced);
+                    }
+                }
+                if m.is_done() {
+                    break FinishReason::Stop;
+                }
+            }
+            if out.len() >= max_tokens as usize {
+                break FinishReason::Length;
+            }
+            if model.pos() + step.len() > model.context_length() {
+                break FinishReason::Length;
+            }
+            calls += 1;
+            logits = model.forward(&step, model.pos())?;
+        };
+
+        Ok(Output {
+            text: self.tokenizer.decode(&out)?,
+            tokens: out,
+            finish_reason: finish,
+            prompt_tokens: prompt.len(),
+            reused_prefix_tokens: reused,
+            forward_calls: calls,
+            forced_tokens: forced_count,
+            prefill_ms,
+            decode_ms: t1.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+}
+
+/// Sets the logits of disallowed tokens to -inf.
+pub fn apply_mask(logits: &mut [f32], allowed: Allowed<'_>) {
+    let Allowed::Bits(bits) = allowed else { return };
+    for (w, chunk) in logits.chunks_mut(32).enumerate() {
+        let word = bits.get(w).copied().unwrap_or(0);
+        if word == u32::MAX {
+            continue;
+        }
+        for (b, l) in chunk.iter_mut().enumerate() {
+            if word & (1 << b) == 0 {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+fn backend_error(e: LocalError) -> BackendError {
+    match e {
+        LocalError::ContextLength { tokens, context } => BackendError::ContextLength {
+            prompt_tokens: tokens,
+            context,
+        },
+        LocalError::Io { .. }
+        | LocalError::Fetch(_)
+        | LocalError::Checksum { .. }
+        | LocalError::Gguf(_) => BackendError::Unavailable {
+            message: e.to_string(),
+        },
+        LocalError::Template(_) | LocalError::Tokenizer(_) => BackendError::InvalidRequest {
+            message: e.to_string(),
+        },
+        _ => BackendError::Other {
+            message: e.to_string(),
+        },
+    }
+}
+
+impl Backend for LocalBackend {
+    /// Runs the request on the local model (blocking the calling thread while it decodes).
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        let mut mask = match &req.grammar {
+            Some(_) => match self.mask_factory().map_err(backend_error)? {
+                Some(f) => f.mask_for(req).map_err(backend_error)?,
+                None => None,
+            },
+            None => None,
+        };
+        let max_tokens = req.max_tokens.unwrap_or(self.options.max_tokens);
+        let out = self
+            .generate(
+                &req.messages.0,
+                max_tokens,
+                &req.sampling,
+                mask.as_deref_mut().map(|m| m as &mut dyn TokenMask),
+            )
+            .map_err(backend_error)?;
+        Ok(Response {
+            text: out.text,
+            reasoning: None,
+            finish_reason: Some(out.finish_reason),
+            prompt_tokens: Some(out.prompt_tokens as u32),
+            completion_tokens: Some(out.tokens.len() as u32),
+            forward_calls: Some(out.forward_calls),
+        })
+    }
+}

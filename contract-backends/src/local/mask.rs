@@ -1,0 +1,466 @@
+//! The contract's token mask: llguidance for the syntax, the value filter ([`super::rules`]) for
+//! cross-field rules.
+//!
+//! A [`MaskEngine`] holds what depends only on the tokenizer (llguidance's `TokEnv` and parser
+//! factory, every token's bytes, the index of tokens that can reach a rule value); it is built
+//! once per tokenizer and cached ([`MaskEngine::cached`]). Each generation gets a [`ContractMask`]
+//! from [`MaskEngine::mask`], which implements [`TokenMask`] for the decode loop.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use contract_core::grammar::Grammar;
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{SimpleVob, TokEnv};
+use llguidance::{Matcher, ParserFactory};
+use serde_json::Value;
+
+use super::rules::{RulePlan, Scanner};
+use super::{Allowed, LocalError, MaskFactory, TokenMask};
+
+fn mask_err(e: impl std::fmt::Display) -> LocalError {
+    LocalError::Mask(e.to_string())
+}
+
+/// What the mask needs of one tokenizer, built once.
+pub struct MaskEngine {
+    factory: ParserFactory,
+    tok_env: TokEnv,
+    /// Token bytes (special tokens: empty).
+    bytes: Vec<Vec<u8>>,
+    /// Tokens with both `"` and `:`: inside a string no rule reads, only these can reach a rule
+    /// value within the same token.
+    quote_colon: Vec<u32>,
+    /// Tokens of JSON whitespace only: they never change what a rule sees.
+    blank: Vec<bool>,
+    eos: Vec<u32>,
+    /// Compiled grammars (a prototype matcher, whose clones share llguidance's lexer caches,
+    /// and the rule plan), by the grammar's JSON.
+    prepared: Mutex<Vec<(u64, Arc<Prepared>)>>,
+}
+
+struct Prepared {
+    matcher: Mutex<Matcher>,
+    plan: Arc<RulePlan>,
+}
+
+impl std::fmt::Debug for MaskEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MaskEngine")
+            .field("vocab", &self.bytes.len())
+            .field("eos", &self.eos)
+            .finish()
+    }
+}
+
+type Cache = Mutex<Vec<(u64, Arc<MaskEngine>)>>;
+static CACHE: Cache = Mutex::new(Vec::new());
+
+impl MaskEngine {
+    /// Builds the engine for a `tokenizer.json`, with the model's stop tokens (EOS, end of turn)
+    /// as the tokens that end a generation; empty: the tokenizer's own guess.
+    pub fn new(tokenizer_json: &[u8], stop_tokens: &[u32]) -> Result<MaskEngine, LocalError> {
+        let mut tok = toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(tokenizer_json)
+            .map_err(mask_err)?;
+        if !stop_tokens.is_empty() {
+            tok.set_eos_tokens(stop_tokens);
+        }
+        let eos = tok.eos_tokens();
+        let tok_env = tok.into_tok_env(None).map_err(mask_err)?;
+        let mut factory = ParserFactory::new_simple(&tok_env).map_err(mask_err)?;
+        factory.quiet();
+        let trie = tok_env.tok_trie();
+        let n = trie.vocab_size();
+        let mut bytes = Vec::with_capacity(n);
+        let mut quote_colon = Vec::new();
+        let mut blank = Vec::with_capacity(n);
+        for t in 0..n as u32 {
+            let b = if trie.is_special_token(t) {
+                Vec::new()
+            } else {
+                trie.token(t).to_vec()
+            };
+            if b.contains(&b'"') && b.contains(&b':') {
+                quote_colon.push(t);
+            }
+            blank
+                .push(!b.is_empty() && b.iter().all(|c| matches!(c, b' ' | b'\n' | b'\r' | b'\t')));
+            bytes.push(b);
+        }
+        Ok(MaskEngine {
+            factory,
+            tok_env,
+            bytes,
+            quote_colon,
+            blank,
+            eos,
+            prepared: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The engine for this tokenizer and stop tokens, built on first use and shared after.
+    pub fn cached(
+        tokenizer_json: &[u8],
+        stop_tokens: &[u32],
+    ) -> Result<Arc<MaskEngine>, LocalError> {
+        let mut h = DefaultHasher::new();
+        tokenizer_json.hash(&mut h);
+        stop_tokens.hash(&mut h);
+        let key = h.finish();
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, e)) = cache.iter().find(|(k, _)| *k == key) {
+            return Ok(e.clone());
+        }
+        let engine = Arc::new(MaskEngine::new(tokenizer_json, stop_tokens)?);
+        cache.push((key, engine.clone()));
+        Ok(engine)
+    }
+
+    /// Vocabulary size (mask length).
+    pub fn vocab_size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The bytes of token `t` (empty for special tokens).
+    pub fn token_bytes(&self, t: u32) -> &[u8] {
+        self.bytes.get(t as usize).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// The tokens that end a generation.
+    pub fn stop_tokens(&self) -> &[u32] {
+        &self.eos
+    }
+
+    /// The number of tokens the rule filter must look at inside a free string.
+    pub fn quote_colon_tokens(&self) -> usize {
+        self.quote_colon.len()
+    }
+
+    /// The llguidance tokenizer environment.
+    pub fn tok_env(&self) -> &TokEnv {
+        &self.tok_env
+    }
+
+    /// A mask for one generation of `grammar`: llguidance plus the value filter. The grammar is
+    /// compiled once per engine; later masks start from a clone.
+    pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
+        let text = serde_json::to_string(grammar).map_err(mask_err)?;
+        let mut h = DefaultHasher::new();
+        text.hash(&mut h);
+        let key = h.finish();
+        let found = {
+            let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+            list.iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone())
+        };
+        let prepared = match found {
+            Some(p) => p,
+            None => {
+                let first = self.mask_for_schema(grammar.schema(), None)?;
+                let p = Arc::new(Prepared {
+                    matcher: Mutex::new(first.matcher),
+                    plan: Arc::new(RulePlan::new(grammar)),
+                });
+                let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+                if list.len() >= 64 {
+                    list.remove(0);
+                }
+                list.push((key, p.clone()));
+                p
+            }
+        };
+        let matcher = prepared
+            .matcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Ok(ContractMask {
+            engine: self.clone(),
+            matcher,
+            plan: Some(prepared.plan.clone()),
+            scanner: Scanner::new(),
+            bits: Vec::new(),
+            output: Vec::new(),
+            stats: MaskStats::default(),
+            timing: false,
+        })
+    }
+
+    /// A mask from an llguidance JSON Schema, with an optional rule plan.
+    pub fn mask_for_schema(
+        self: &Arc<Self>,
+        schema: Value,
+        plan: Option<Arc<RulePlan>>,
+    ) -> Result<ContractMask, LocalError> {
+        let parser = self
+            .factory
+            .create_parser(TopLevelGrammar::from_json_schema(schema))
+            .map_err(mask_err)?;
+        let matcher = Matcher::new(Ok(parser));
+        if let Some(e) = matcher.get_error() {
+            return Err(mask_err(e));
+        }
+        Ok(ContractMask {
+            engine: self.clone(),
+            matcher,
+            plan,
+            scanner: Scanner::new(),
+            bits: Vec::new(),
+            output: Vec::new(),
+            stats: MaskStats::default(),
+            timing: false,
+        })
+    }
+}
+
+/// Counters of one generation's mask.
+#[derive(Debug, Clone, Default)]
+pub struct MaskStats {
+    /// Steps whose mask was computed.
+    pub steps: usize,
+    /// Nanoseconds llguidance took per step (only with timing on).
+    pub llg_ns: Vec<u64>,
+    /// Nanoseconds the value filter took per step (only with timing on).
+    pub filter_ns: Vec<u64>,
+    /// Tokens the value filter dropped.
+    pub dropped: usize,
+    /// Steps where the filter would have left no token (a bug in the filter: the unfiltered
+    /// mask is used instead).
+    pub filter_emptied: usize,
+}
+
+/// The token mask of one generation.
+pub struct ContractMask {
+    engine: Arc<MaskEngine>,
+    matcher: Matcher,
+    plan: Option<Arc<RulePlan>>,
+    scanner: Scanner,
+    bits: Vec<u32>,
+    output: Vec<u8>,
+    stats: MaskStats,
+    timing: bool,
+}
+
+impl std::fmt::Debug for ContractMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContractMask")
+            .field("output", &String::from_utf8_lossy(&self.output))
+            .finish()
+    }
+}
+
+impl ContractMask {
+    /// Records per-step timings in [`ContractMask::stats`].
+    pub fn with_timing(mut self, on: bool) -> Self {
+        self.timing = on;
+        self
+    }
+
+    /// Turns the value filter off (llguidance alone), for comparisons.
+    pub fn without_rules(mut self) -> Self {
+        self.plan = None;
+        self
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> &MaskStats {
+        &self.stats
+    }
+
+    /// The bytes consumed so far.
+    pub fn output(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// The engine this mask runs on.
+    pub fn engine(&self) -> &Arc<MaskEngine> {
+        &self.engine
+    }
+
+    /// llguidance's mask alone for the current step.
+    pub fn grammar_mask(&mut self) -> Result<SimpleVob, LocalError> {
+        let vob = self.matcher.compute_mask().map_err(mask_err)?;
+        if let Some(e) = self.matcher.get_error() {
+            return Err(mask_err(e));
+        }
+        Ok(vob)
+    }
+
+    /// The allowed tokens as a bitset (bit `t % 32` of word `t / 32`).
+    pub fn allowed_tokens(&mut self) -> Result<&[u32], LocalError> {
+        let t0 = Instant::now();
+        let mut vob = self.grammar_mask()?;
+        let t1 = Instant::now();
+        if let Some(plan) = self.plan.clone() {
+            self.filter(&plan, &mut vob);
+        }
+        if self.timing {
+            let t2 = Instant::now();
+            self.stats.llg_ns.push((t1 - t0).as_nanos() as u64);
+            self.stats.filter_ns.push((t2 - t1).as_nanos() as u64);
+        }
+        self.stats.steps += 1;
+        self.bits.clear();
+        self.bits.extend_from_slice(vob.as_slice());
+        Ok(&self.bits)
+    }
+
+    fn filter(&mut self, plan: &RulePlan, vob: &mut SimpleVob) {
+        let engine = self.engine.clone();
+        let before = vob.clone();
+        let mut dropped = 0;
+        for &e in &engine.eos {
+            if vob.is_allowed(e) && !self.scanner.can_end(plan) {
+                vob.disallow_token(e);
+                dropped += 1;
+            }
+        }
+        let scanner = &self.scanner;
+        let skip_blank = scanner.blank_is_neutral();
+        let mut check = |t: u32, vob: &mut SimpleVob| {
+            let b = engine.token_bytes(t);
+            if b.is_empty() || (skip_blank && engine.blank[t as usize]) {
+                return;
+            }
+            if !scanner.allows(plan, b) {
+                vob.disallow_token(t);
+                dropped += 1;
+            }
+        };
+        if scanner.in_free_string() {
+            for &t in &engine.quote_colon {
+                if vob.is_allowed(t) {
+                    check(t, vob);
+                }
+            }
+        } else {
+            let mut candidates = Vec::new();
+            vob.iter_set_entries(|t| candidates.push(t as u32));
+            for t in candidates {
+                check(t, vob);
+            }
+        }
+        if dropped > 0 && vob.is_zero() {
+            self.stats.filter_emptied += 1;
+            *vob = before;
+            return;
+        }
+        self.stats.dropped += dropped;
+    }
+
+    /// Tokens the grammar forces next (keys, punctuation), kept only while the filter agrees.
+    pub fn forced_tokens(&mut self) -> Result<Vec<u32>, LocalError> {
+        let mut toks = self.matcher.compute_ff_tokens();
+        if let Some(e) = self.matcher.get_error() {
+            return Err(mask_err(e));
+        }
+        if let Some(plan) = &self.plan {
+            let mut s = self.scanner.clone();
+            let ok = toks
+                .iter()
+                .take_while(|&&t| s.advance(plan, self.engine.token_bytes(t)))
+                .count();
+            toks.truncate(ok);
+        }
+        Ok(toks)
+    }
+
+    /// Why llguidance stopped (`NotStopped` while it runs).
+    pub fn stop_reason(&self) -> String {
+        format!("{:?}", self.matcher.stop_reason())
+    }
+
+    /// llguidance's error, if it failed.
+    pub fn error(&self) -> Option<String> {
+        self.matcher.get_error()
+    }
+
+    /// Advances over `tokens` (sampled or forced).
+    pub fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
+        self.matcher.consume_tokens(tokens).map_err(mask_err)?;
+        for &t in tokens {
+            let b = self.engine.token_bytes(t);
+            self.output.extend_from_slice(b);
+            if let Some(plan) = &self.plan {
+                if !self.scanner.advance(plan, b) {
+                    return Err(mask_err(format!(
+                        "token {t} ({:?}) breaks a cross-field rule",
+                        String::from_utf8_lossy(b)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the grammar (and the rules) would accept the output as it is.
+    pub fn is_accepting(&mut self) -> bool {
+        self.matcher.is_accepting().unwrap_or(false)
+            && self.plan.as_ref().is_none_or(|p| self.scanner.can_end(p))
+    }
+
+    /// Whether no further token is possible.
+    pub fn is_stopped(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+}
+
+impl TokenMask for ContractMask {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        Ok(Allowed::Bits(self.allowed_tokens()?))
+    }
+
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        self.forced_tokens()
+    }
+
+    fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
+        ContractMask::consume(self, tokens)
+    }
+
+    fn is_done(&self) -> bool {
+        self.is_stopped()
+    }
+}
+
+/// Masks for requests: `Request::grammar` holds a serialised [`Grammar`] (`C::grammar()`), or a
+/// plain JSON Schema (then llguidance alone, no cross-field rules).
+#[derive(Debug, Clone)]
+pub struct GrammarMasks {
+    engine: Arc<MaskEngine>,
+}
+
+impl GrammarMasks {
+    /// Masks on `engine`'s tokenizer.
+    pub fn new(engine: Arc<MaskEngine>) -> Self {
+        GrammarMasks { engine }
+    }
+}
+
+impl MaskFactory for GrammarMasks {
+    fn mask_for(
+        &self,
+        req: &contract_core::extract::Request,
+    ) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
+        let Some(g) = &req.grammar else {
+            return Ok(None);
+        };
+        let mask = match serde_json::from_value::<Grammar>(g.clone()) {
+            Ok(grammar) => self.engine.mask(&grammar)?,
+            Err(_) => self.engine.mask_for_schema(g.clone(), None)?,
+        };
+        Ok(Some(Box::new(mask)))
+    }
+}
+
+/// Percentile `p` (0-100) of `xs` in microseconds.
+pub fn percentile_us(xs: &[u64], p: f64) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_unstable();
+    let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+    v[i.min(v.len() - 1)] as f64 / 1000.0
+}

@@ -1,0 +1,135 @@
+//! A local GGUF model on Candle, with the contract's token mask (feature `local`).
+//!
+//! - [`fetch`]: the default model (SmolLM2-135M-Instruct, Q4_1), fetched once into a cache.
+//! - [`gguf_tokenizer`]: a `tokenizers` tokenizer (and its `tokenizer.json`) built from the GGUF
+//!   metadata, as llama.cpp builds it.
+//! - [`chat`]: the GGUF's chat template, rendered with minijinja (ChatML when absent).
+//! - [`model`]: Candle's quantized llama / qwen2, picked from `general.architecture`.
+//! - [`sample`]: greedy, or temperature / top-p with a seed.
+//! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
+//!   every step and forced tokens fed in one forward call.
+
+pub mod backend;
+pub mod chat;
+pub mod fetch;
+pub mod gguf_tokenizer;
+pub mod mask;
+pub mod model;
+pub mod rules;
+mod rules_dec;
+pub mod sample;
+
+use std::path::PathBuf;
+
+pub use backend::{LocalBackend, LocalOptions, Output};
+pub use chat::ChatTemplate;
+pub use model::{Model, WeightFormat};
+pub use sample::Sampler;
+
+/// Why the local backend failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The default model could not be fetched.
+    #[error("cannot fetch the default model: {0}")]
+    Fetch(String),
+    /// A downloaded file does not have the expected checksum.
+    #[error("{path}: sha256 {actual}, expected {expected}")]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// The expected sha256 (hex).
+        expected: String,
+        /// The sha256 found (hex).
+        actual: String,
+    },
+    /// The GGUF file is invalid or lacks what is needed.
+    #[error("gguf: {0}")]
+    Gguf(String),
+    /// The model's architecture is not supported.
+    #[error("unsupported architecture `{0}` (supported: `llama`, `qwen2`)")]
+    UnsupportedArchitecture(String),
+    /// The tokenizer could not be built or failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// The chat template could not be rendered.
+    #[error("chat template: {0}")]
+    Template(String),
+    /// The token mask failed, or allowed no token before the grammar accepted.
+    #[error("token mask: {0}")]
+    Mask(String),
+    /// The prompt (plus generation) does not fit the model's context.
+    #[error("{tokens} tokens exceed the context of {context} tokens")]
+    ContextLength {
+        /// Tokens needed.
+        tokens: usize,
+        /// The model's context.
+        context: usize,
+    },
+    /// Candle failed.
+    #[error("candle: {0}")]
+    Candle(#[from] candle_core::Error),
+}
+
+impl LocalError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        LocalError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The tokens allowed next, as a [`TokenMask`] reports them.
+#[derive(Debug, Clone, Copy)]
+pub enum Allowed<'a> {
+    /// Every token is allowed (no constraint at this step).
+    All,
+    /// A bitset over token ids: token `t` is allowed when bit `t % 32` of word `t / 32` is set.
+    /// Ids past the end of the slice are disallowed.
+    Bits(&'a [u32]),
+}
+
+/// A token-level constraint driven by the decode loop (implemented by the contract's grammar mask).
+///
+/// The loop, for one generation:
+///
+/// 1. `forced()`: tokens the constraint forces before anything is sampled (e.g. `{"`); they
+///    are appended to the prompt and passed to `consume`.
+/// 2. Each step: if `is_done()`, generation ends (finish reason `stop`); otherwise `allowed()`
+///    masks the logits (disallowed ones set to -inf), a token is sampled. A stop token (EOS,
+///    `<|im_end|>`) ends generation *without* being passed to `consume` (it is sampled only
+///    when the mask allows it, i.e. when the grammar accepts). Any other token is passed to
+///    `consume(&[t])`; then `forced()` gives the tokens that follow necessarily, which are
+///    passed to `consume` as well and fed to the model together with `t` in one forward call.
+///
+/// If every token is masked out, the loop fails with [`LocalError::Mask`].
+pub trait TokenMask {
+    /// The tokens allowed at the next step.
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError>;
+    /// The tokens the constraint forces next (possibly none), to feed without sampling.
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError>;
+    /// Advances the constraint over `tokens` (sampled or forced).
+    fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError>;
+    /// Whether the constraint is complete and admits no further token.
+    fn is_done(&self) -> bool;
+}
+
+/// Builds the [`TokenMask`] for a request (from `Request::grammar`), or none to decode freely.
+///
+/// Set on a [`LocalBackend`] with [`LocalBackend::with_masks`].
+pub trait MaskFactory: Send + Sync {
+    /// The mask for `req`, or `None` for unconstrained decoding.
+    fn mask_for(
+        &self,
+        req: &contract_core::extract::Request,
+    ) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError>;
+}

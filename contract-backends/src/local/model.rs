@@ -1,0 +1,325 @@
+//! A GGUF model on Candle: `quantized_llama` or `quantized_qwen2`, picked from the file's
+//! `general.architecture`, with its KV cache, optionally with its weights converted at load
+//! (f32 for fast prompt processing, Q8_0 for formats Candle has no SIMD kernel for).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Cursor;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{self, Content};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_qwen2};
+
+use super::LocalError;
+
+/// How the weights are held in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WeightFormat {
+    /// [`WeightFormat::F32`] when the dequantised weights take at most
+    /// [`AUTO_F32_LIMIT`] bytes, else [`WeightFormat::AsStored`].
+    #[default]
+    Auto,
+    /// As stored in the file (least memory).
+    AsStored,
+    /// Every quantized matrix dequantised to f32: much faster prompt processing, about 4 bytes
+    /// per parameter.
+    F32,
+    /// Every matrix in a format other than Q8_0 re-quantised to Q8_0, whose matmul has a SIMD
+    /// kernel on x86 (Q4_1, Q5_0 and Q5_1 do not): faster decoding, about 1.1 bytes per parameter.
+    Q8_0,
+}
+
+/// The most bytes of f32 weights [`WeightFormat::Auto`] accepts (3 GiB: models up to about
+/// 0.75 B parameters).
+pub const AUTO_F32_LIMIT: u64 = 3 << 30;
+
+/// The supported architectures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// `llama` (Llama, SmolLM, Mistral-style).
+    Llama,
+    /// `qwen2`.
+    Qwen2,
+}
+
+enum Weights {
+    Llama(Box<quantized_llama::ModelWeights>),
+    // Not Clone in Candle 0.11: no snapshots for qwen2.
+    Qwen2(Box<quantized_qwen2::ModelWeights>),
+}
+
+/// A loaded model and its KV cache.
+///
+/// `forward` appends tokens to the cache; [`Model::snapshot`] keeps a cheap copy of the cache
+/// (Candle tensors are shared, not copied) so a shared prompt prefix is computed once.
+pub struct Model {
+    weights: Weights,
+    arch: Arch,
+    format: WeightFormat,
+    device: Device,
+    pos: usize,
+    context: usize,
+    vocab_size: usize,
+    forward_calls: u64,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("arch", &self.arch)
+            .field("pos", &self.pos)
+            .field("context", &self.context)
+            .field("vocab_size", &self.vocab_size)
+            .finish()
+    }
+}
+
+fn md_usize(ct: &Content, key: &str) -> Option<usize> {
+    ct.metadata
+        .get(key)
+        .and_then(|v| v.to_u64().ok().or_else(|| v.to_u32().ok().map(u64::from)))
+        .map(|v| v as usize)
+}
+
+impl Model {
+    /// Loads the GGUF file at `path` on `device`.
+    pub fn load(path: &Path, format: WeightFormat, device: &Device) -> Result<Self, LocalError> {
+        let mut file = fs::File::open(path).map_err(|e| LocalError::io(path, e))?;
+        let ct = Content::read(&mut file)
+            .map_err(|e| LocalError::Gguf(format!("{}: {e}", path.display())))?;
+        Self::from_content(ct, &mut file, format, device)
+    }
+
+    /// Loads a model from GGUF content read from `reader`.
+    pub fn from_content<R: std::io::Read + std::io::Seek>(
+        ct: Content,
+        reader: &mut R,
+        format: WeightFormat,
+        device: &Device,
+    ) -> Result<Self, LocalError> {
+        let arch_name = ct
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .ok_or_else(|| LocalError::Gguf("no `general.architecture` in the metadata".into()))?;
+        let arch = match arch_name.as_str() {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            _ => return Err(LocalError::UnsupportedArchitecture(arch_name)),
+        };
+        let mut context = md_usize(&ct, &format!("{arch_name}.context_length")).unwrap_or(4096);
+        if arch == Arch::Llama {
+            // quantized_llama precomputes rotary embeddings for this many positions.
+            context = context.min(quantized_llama::MAX_SEQ_LEN);
+        }
+        let vocab_size = md_usize(&ct, &format!("{arch_name}.vocab_size"))
+            .or_else(|| {
+                ct.metadata
+                    .get("tokenizer.ggml.tokens")
+                    .and_then(|v| v.to_vec().ok())
+                    .map(|v| v.len())
+            })
+            .unwrap_or(0);
+
+        let format = match format {
+            WeightFormat::Auto => {
+                let f32_bytes: u64 = ct
+                    .tensor_infos
+                    .values()
+                    .map(|t| t.shape.elem_count() as u64 * 4)
+                    .sum();
+                if f32_bytes <= AUTO_F32_LIMIT {
+                    WeightFormat::F32
+                } else {
+                    WeightFormat::AsStored
+                }
+            }
+            f => f,
+        };
+        let weights = match format {
+            WeightFormat::Auto | WeightFormat::AsStored => load_weights(arch, ct, reader, device)?,
+            WeightFormat::F32 => convert_and_load(arch, ct, reader, device, GgmlDType::F32)?,
+            WeightFormat::Q8_0 => convert_and_load(arch, ct, reader, device, GgmlDType::Q8_0)?,
+        };
+        Ok(Model {
+            weights,
+            arch,
+            format,
+            device: device.clone(),
+            pos: 0,
+            context,
+            vocab_size,
+            forward_calls: 0,
+        })
+    }
+
+    /// The architecture.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// How the weights are held (never [`WeightFormat::Auto`]: the format it chose).
+    pub fn weight_format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// The context length (positions the model can attend to).
+    pub fn context_length(&self) -> usize {
+        self.context
+    }
+
+    /// The vocabulary size from the metadata (the logits may be longer).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// Tokens in the KV cache (the position of the next token).
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Forward calls made by this model (and the snapshot it was cloned from).
+    pub fn forward_calls(&self) -> u64 {
+        self.forward_calls
+    }
+
+    /// Empties the KV cache.
+    pub fn reset(&mut self) {
+        match &mut self.weights {
+            Weights::Llama(w) => w.clear_kv_cache(),
+            Weights::Qwen2(w) => w.clear_kv_cache(),
+        }
+        self.pos = 0;
+    }
+
+    /// A copy of the model in its current state, sharing the weights and the cached keys and
+    /// values (later calls on either copy do not affect the other); `None` when the architecture
+    /// does not allow it (qwen2 in Candle 0.11).
+    pub fn snapshot(&self) -> Option<Model> {
+        match &self.weights {
+            Weights::Llama(w) => Some(Model {
+                weights: Weights::Llama(w.clone()),
+                arch: self.arch,
+                format: self.format,
+                device: self.device.clone(),
+                pos: self.pos,
+                context: self.context,
+                vocab_size: self.vocab_size,
+                forward_calls: self.forward_calls,
+            }),
+            Weights::Qwen2(_) => None,
+        }
+    }
+
+    /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits after the last
+    /// one. `pos` must be the current cache length ([`Model::pos`]) or 0 (which empties the cache
+    /// first).
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+        if tokens.is_empty() {
+            return Err(LocalError::Gguf("forward with no tokens".into()));
+        }
+        if pos != self.pos && pos != 0 {
+            return Err(LocalError::Gguf(format!(
+                "forward at position {pos} but the cache holds {} tokens (rewind with a snapshot)",
+                self.pos
+            )));
+        }
+        if pos + tokens.len() > self.context {
+            return Err(LocalError::ContextLength {
+                tokens: pos + tokens.len(),
+                context: self.context,
+            });
+        }
+        if pos == 0 {
+            self.reset();
+        }
+        let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
+        let logits = match &mut self.weights {
+            Weights::Llama(w) => w.forward(&input, pos)?,
+            Weights::Qwen2(w) => w.forward(&input, pos)?,
+        };
+        self.pos = pos + tokens.len();
+        self.forward_calls += 1;
+        Ok(logits
+            .squeeze(0)?
+            .to_dtype(candle_core::DType::F32)?
+            .to_vec1::<f32>()?)
+    }
+
+    /// Appends `tokens` to the cache; the logits after the last one.
+    pub fn feed(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
+        self.forward(tokens, self.pos)
+    }
+}
+
+fn load_weights<R: std::io::Read + std::io::Seek>(
+    arch: Arch,
+    ct: Content,
+    reader: &mut R,
+    device: &Device,
+) -> Result<Weights, LocalError> {
+    Ok(match arch {
+        Arch::Llama => Weights::Llama(Box::new(quantized_llama::ModelWeights::from_gguf(
+            ct, reader, device,
+        )?)),
+        Arch::Qwen2 => Weights::Qwen2(Box::new(quantized_qwen2::ModelWeights::from_gguf(
+            ct, reader, device,
+        )?)),
+    })
+}
+
+/// Rewrites the file in memory with its quantized matrices converted to `target`, then loads that.
+fn convert_and_load<R: std::io::Read + std::io::Seek>(
+    arch: Arch,
+    ct: Content,
+    reader: &mut R,
+    device: &Device,
+    target: GgmlDType,
+) -> Result<Weights, LocalError> {
+    let cpu = Device::Cpu;
+    let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors: Vec<(String, QTensor)> = Vec::with_capacity(names.len());
+    for name in names {
+        let q = ct.tensor(reader, name, &cpu)?;
+        let q = match convert(&q, target)? {
+            Some(converted) => converted,
+            None => q,
+        };
+        tensors.push((name.clone(), q));
+    }
+    let metadata: HashMap<&str, &gguf_file::Value> =
+        ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let metadata: Vec<(&str, &gguf_file::Value)> = metadata.into_iter().collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let data_bytes: usize = refs.iter().map(|(_, t)| t.storage_size_in_bytes()).sum();
+    let mut buf = Cursor::new(Vec::with_capacity(data_bytes + (64 << 20)));
+    gguf_file::write(&mut buf, &metadata, &refs)?;
+    drop(refs);
+    drop(tensors);
+    buf.set_position(0);
+    let ct = Content::read(&mut buf)?;
+    load_weights(arch, ct, &mut buf, device)
+}
+
+/// `q` converted to `target`, or `None` to keep it: vectors, tensors already in a float format or
+/// in the target, and rows not a multiple of the target's block size stay as they are.
+fn convert(q: &QTensor, target: GgmlDType) -> Result<Option<QTensor>, LocalError> {
+    let dtype = q.dtype();
+    if q.shape().rank() < 2
+        || dtype == target
+        || matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
+    {
+        return Ok(None);
+    }
+    let row = q.shape().dims().last().copied().unwrap_or(0);
+    if row % target.block_size() != 0 {
+        return Ok(None);
+    }
+    let dense = q.dequantize(&Device::Cpu)?;
+    Ok(Some(QTensor::quantize(&dense, target)?))
+}

@@ -1,0 +1,330 @@
+//! The value filter over hand-written token byte strings.
+
+use contract_core::grammar::{
+    FieldShape, Grammar, GrammarOptions, GrammarRule, ObjectShape, Shape,
+};
+use serde_json::json;
+
+use super::*;
+
+fn grammar(fields: Vec<(&str, Shape)>, rules: Vec<GrammarRule>) -> Grammar {
+    Grammar {
+        name: "T".into(),
+        options: GrammarOptions::default(),
+        root: Shape::Object { index: 0 },
+        objects: vec![ObjectShape {
+            name: "T".into(),
+            fields: fields
+                .into_iter()
+                .map(|(n, s)| FieldShape {
+                    name: n.into(),
+                    shape: s,
+                })
+                .collect(),
+            rules,
+            paths: vec![String::new()],
+        }],
+    }
+}
+
+fn nullable(s: Shape) -> Shape {
+    Shape::Nullable { inner: Box::new(s) }
+}
+
+fn positive() -> Shape {
+    Shape::Number {
+        minimum: None,
+        exclusive_minimum: Some(0.into()),
+        maximum: None,
+        exclusive_maximum: None,
+    }
+}
+
+fn unbounded() -> Shape {
+    Shape::Number {
+        minimum: None,
+        exclusive_minimum: None,
+        maximum: None,
+        exclusive_maximum: None,
+    }
+}
+
+fn cmp(l: &str, op: &str, r: &str) -> GrammarRule {
+    GrammarRule::Compare {
+        left: l.into(),
+        op: op.into(),
+        right: r.into(),
+    }
+}
+
+fn guidance() -> RulePlan {
+    RulePlan::new(&grammar(
+        vec![
+            ("quarter", nullable(Shape::Integer { min: 1, max: 4 })),
+            ("low", nullable(positive())),
+            ("high", nullable(positive())),
+        ],
+        vec![
+            cmp("low", "<=", "high"),
+            GrammarRule::BothOrNeither {
+                fields: vec!["low".into(), "high".into()],
+            },
+        ],
+    ))
+}
+
+fn at(plan: &RulePlan, text: &str) -> Scanner {
+    let mut s = Scanner::new();
+    assert!(s.advance(plan, text.as_bytes()), "prefix {text:?} rejected");
+    s
+}
+
+#[track_caller]
+fn allowed(plan: &RulePlan, prefix: &str, token: &str) -> bool {
+    at(plan, prefix).allows(plan, token.as_bytes())
+}
+
+#[test]
+fn high_is_bounded_by_low() {
+    let p = guidance();
+    let pre = r#"{"quarter": 3, "low": 5, "high": "#;
+    assert!(allowed(&p, pre, "5"));
+    assert!(allowed(&p, pre, "4")); // 40 is still possible
+    assert!(!allowed(&p, pre, "4}"));
+    // 4.99999999999999999 parses to 5.0, so `4.` may still end inside the rule...
+    assert!(allowed(&p, pre, "4."));
+    assert!(!allowed(&p, pre, "4.8"));
+    assert!(!allowed(&p, pre, "3."));
+    assert!(allowed(&p, pre, "5.0}"));
+    assert!(!allowed(&p, pre, "4.99999}"));
+    assert!(allowed(&p, pre, "10}"));
+    assert!(!allowed(&p, pre, "null"));
+    assert!(!allowed(&p, pre, "-"));
+    // Parses to 5.0, which is not below 5.
+    assert!(allowed(&p, pre, "4.99999999999999999}"));
+    assert!(at(&p, &format!("{pre}12}}")).can_end(&p));
+    assert!(!at(&p, &format!("{pre}12")).can_end(&p));
+}
+
+#[test]
+fn values_starting_mid_token() {
+    let p = guidance();
+    assert!(allowed(&p, r#"{"quarter": null, "low""#, ":null"));
+    assert!(allowed(&p, r#"{"quarter": null, "low""#, ": 7"));
+    assert!(!allowed(
+        &p,
+        r#"{"quarter": null, "low": null, "high""#,
+        ":5"
+    ));
+    assert!(allowed(
+        &p,
+        r#"{"quarter": null, "low": null, "high""#,
+        ":null}"
+    ));
+    assert!(!allowed(&p, r#"{"quarter":1,"low":3,"high""#, ":null"));
+    assert!(!allowed(&p, r#"{"quarter":1,"low":3,"high""#, ":2}"));
+    assert!(allowed(&p, r#"{"quarter":1,"low":3,"high""#, ":3}"));
+    // A value and its terminator in one token after the key.
+    assert!(!allowed(&p, r#"{"quarter":1,"low":3,"high"#, r#"":2}"#));
+}
+
+#[test]
+fn terminators_inside_later_tokens() {
+    let span = RulePlan::new(&grammar(
+        vec![
+            (
+                "start_line",
+                Shape::Integer {
+                    min: 1,
+                    max: 4294967295,
+                },
+            ),
+            (
+                "end_line",
+                Shape::Integer {
+                    min: 1,
+                    max: 4294967295,
+                },
+            ),
+            (
+                "quote",
+                nullable(Shape::String {
+                    min_len: None,
+                    max_len: Some(20),
+                    patterns: vec![],
+                    format: None,
+                }),
+            ),
+        ],
+        vec![cmp("start_line", "<=", "end_line")],
+    ));
+    let pre = r#"{"start_line": 5, "end_line": 4"#;
+    assert!(!allowed(&span, pre, r#",""#));
+    assert!(!allowed(&span, pre, ","));
+    assert!(allowed(&span, pre, "5"));
+    assert!(allowed(&span, pre, r#"5,""#));
+    assert!(allowed(
+        &span,
+        r#"{"start_line": 5, "end_line": 5"#,
+        r#",""#
+    ));
+    // start_line cannot exceed the largest end_line.
+    assert!(!allowed(&span, r#"{"start_line": 4294967295"#, "0"));
+    assert!(allowed(&span, r#"{"start_line": 429496729"#, "5,"));
+    // Leading zeros are not JSON numbers, but `0` alone is below the minimum.
+    assert!(!allowed(&span, r#"{"start_line": "#, "0"));
+}
+
+#[test]
+fn exponents_negatives_and_minus_zero() {
+    let p = RulePlan::new(&grammar(
+        vec![("a", unbounded()), ("b", unbounded())],
+        vec![cmp("a", "<", "b")],
+    ));
+    let pre = r#"{"a": 0.5e1, "b": "#;
+    assert!(!allowed(&p, pre, "5}"));
+    assert!(allowed(&p, pre, "5.1}"));
+    assert!(allowed(&p, pre, "0.6e1}"));
+    assert!(!allowed(&p, pre, "0.5e1}"));
+    assert!(!allowed(&p, pre, "-"));
+    assert!(allowed(&p, pre, "1e1}"));
+    assert!(!allowed(&p, pre, "1e0}"));
+    // Exponents past three digits, and numbers that overflow f64, are out.
+    assert!(!allowed(&p, pre, "1e0001"));
+    assert!(!allowed(&p, pre, "1e400"));
+    let neg = r#"{"a": -3, "b": "#;
+    assert!(allowed(&p, neg, "-0}"));
+    assert!(allowed(&p, neg, "-2.9}"));
+    assert!(!allowed(&p, neg, "-3}"));
+    assert!(!allowed(&p, neg, "-30}"));
+    // With exponents almost any prefix can still end anywhere: -30e-2 > -3.
+    assert!(allowed(&p, neg, "-30"));
+    let zero = r#"{"a": -0, "b": "#;
+    assert!(!allowed(&p, zero, "0}"));
+    assert!(!allowed(&p, zero, "-0.0}"));
+    assert!(allowed(&p, zero, "1e-300}"));
+    // 1e-400 parses to 0.
+    assert!(!allowed(&p, zero, "1e-400}"));
+}
+
+#[test]
+fn at_least_one_and_both_or_neither_groups() {
+    let text = || {
+        nullable(Shape::String {
+            min_len: None,
+            max_len: None,
+            patterns: vec![],
+            format: None,
+        })
+    };
+    let p = RulePlan::new(&grammar(
+        vec![("street", text()), ("city", text()), ("zip", text())],
+        vec![GrammarRule::AtLeastOne {
+            fields: vec!["street".into(), "city".into()],
+        }],
+    ));
+    assert!(allowed(&p, r#"{"street""#, ":null"));
+    assert!(!allowed(&p, r#"{"street":null,"city""#, ":null"));
+    assert!(allowed(&p, r#"{"street":null,"city""#, r#":"Bern","#));
+    assert!(allowed(&p, r#"{"street":"x","city""#, ":null"));
+    // A string no rule compares: only tokens with `"` and `:` can matter.
+    assert!(at(&p, r#"{"street":null,"city":"Be"#).in_free_string());
+    assert!(!at(&p, r#"{"street":null,"city":"#).in_free_string());
+    let three = RulePlan::new(&grammar(
+        vec![
+            ("a", nullable(unbounded())),
+            ("b", unbounded()),
+            ("c", nullable(unbounded())),
+        ],
+        vec![GrammarRule::BothOrNeither {
+            fields: vec!["a".into(), "b".into(), "c".into()],
+        }],
+    ));
+    // `b` can never be null, so neither can `a`.
+    assert!(!allowed(&three, r#"{"a""#, ":null"));
+    assert!(allowed(&three, r#"{"a""#, ":1"));
+    assert!(!allowed(&three, r#"{"a":1,"b":2,"c""#, ":null"));
+}
+
+#[test]
+fn dates_compare_as_strings() {
+    let date = || Shape::String {
+        min_len: None,
+        max_len: None,
+        patterns: vec![format!(
+            "^(?:{})$",
+            contract_core::grammar::format_regex(Format::Date).unwrap()
+        )],
+        format: None,
+    };
+    let p = RulePlan::new(&grammar(
+        vec![("effective", date()), ("expiry", date())],
+        vec![cmp("effective", "<=", "expiry")],
+    ));
+    let pre = r#"{"effective": "2024-03-15", "expiry": "2024-03-1"#;
+    assert!(!allowed(&p, pre, r#"4""#));
+    assert!(allowed(&p, pre, r#"5""#));
+    assert!(allowed(&p, pre, r#"9""#));
+    assert!(!allowed(
+        &p,
+        r#"{"effective": "2024-03-15", "expiry": ""#,
+        "2023"
+    ));
+    assert!(allowed(
+        &p,
+        r#"{"effective": "2024-03-15", "expiry": ""#,
+        "2025"
+    ));
+    assert!(allowed(
+        &p,
+        r#"{"effective": "2024-03-15", "expiry": ""#,
+        "2024-0"
+    ));
+    assert!(!allowed(
+        &p,
+        r#"{"effective": "2024-03-15", "expiry": ""#,
+        "2024-02"
+    ));
+}
+
+#[test]
+fn enums_and_escapes() {
+    let p = RulePlan::new(&grammar(
+        vec![
+            (
+                "a",
+                Shape::Enum {
+                    values: vec![json!(1), json!(5), json!(10)],
+                },
+            ),
+            (
+                "b",
+                Shape::Enum {
+                    values: vec![json!(2), json!(5), json!(7)],
+                },
+            ),
+            (
+                "s",
+                Shape::Enum {
+                    values: vec![json!("b\"x"), json!("a")],
+                },
+            ),
+            (
+                "t",
+                Shape::Enum {
+                    values: vec![json!("b\"x"), json!("a"), json!("c")],
+                },
+            ),
+        ],
+        vec![cmp("a", "<=", "b"), cmp("s", "<", "t")],
+    ));
+    // `a` cannot exceed the largest `b`.
+    assert!(!allowed(&p, r#"{"a": "#, "10,"));
+    assert!(allowed(&p, r#"{"a": "#, "5,"));
+    assert!(allowed(&p, r#"{"a": 5, "b": "#, "5,"));
+    assert!(!allowed(&p, r#"{"a": 5, "b": "#, "2"));
+    let pre = r#"{"a": 1, "b": 2, "s": "b\"x", "t": ""#;
+    assert!(!allowed(&p, pre, "a"));
+    assert!(!allowed(&p, pre, r#"b\"x""#));
+    assert!(allowed(&p, pre, r#"c""#));
+}

@@ -1,0 +1,528 @@
+//! The decode loop on a tiny llama with seeded weights and the real SmolLM2 tokenizer (its
+//! metadata copied from the fetched GGUF), plus one short run of the real SmolLM2.
+
+#![cfg(feature = "local")]
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use contract_backends::local::gguf_tokenizer::read_content;
+use contract_backends::local::sample::SplitMix64;
+use contract_backends::local::{
+    fetch, Allowed, LocalBackend, LocalError, LocalOptions, Model, TokenMask, WeightFormat,
+};
+use contract_core::extract::{Backend, FinishReason, Request, Sampling};
+use contract_core::prompt::{Message, Messages};
+
+const HIDDEN: usize = 64;
+const FF: usize = 128;
+const LAYERS: usize = 2;
+const HEADS: u32 = 4;
+const KV_HEADS: u32 = 2;
+
+fn real_model() -> PathBuf {
+    fetch::fetch_default_model(&fetch::cache_dir().unwrap()).unwrap()
+}
+
+/// A 2-layer llama (hidden 64) with weights from a seeded generator and the SmolLM2 vocabulary.
+fn tiny_model() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| write_tiny("llama")).clone()
+}
+
+/// The same in the qwen2 architecture (with q/k/v biases).
+fn tiny_qwen2() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| write_tiny("qwen2")).clone()
+}
+
+fn write_tiny(arch: &str) -> PathBuf {
+    let real = read_content(&real_model()).unwrap();
+    let vocab = 49152usize;
+    let mut md: Vec<(String, Value)> = real
+        .metadata
+        .iter()
+        .filter(|(k, _)| k.starts_with("tokenizer."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    md.push(("general.architecture".into(), Value::String(arch.into())));
+    for (k, v) in [
+        ("block_count", Value::U32(LAYERS as u32)),
+        ("context_length", Value::U32(1024)),
+        ("embedding_length", Value::U32(HIDDEN as u32)),
+        ("feed_forward_length", Value::U32(FF as u32)),
+        ("attention.head_count", Value::U32(HEADS)),
+        ("attention.head_count_kv", Value::U32(KV_HEADS)),
+        ("rope.dimension_count", Value::U32(HIDDEN as u32 / HEADS)),
+        ("attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("rope.freq_base", Value::F32(10000.0)),
+        ("vocab_size", Value::U32(vocab as u32)),
+    ] {
+        md.push((format!("{arch}.{k}"), v));
+    }
+
+    let mut rng = SplitMix64(20241130);
+    let mut tensor = |dims: &[usize], scale: f32, dtype: GgmlDType| {
+        let n: usize = dims.iter().product();
+        let data: Vec<f32> = (0..n)
+            .map(|_| (rng.next_f64() as f32 * 2.0 - 1.0) * scale)
+            .collect();
+        QTensor::quantize(&Tensor::from_vec(data, dims, &Device::Cpu).unwrap(), dtype).unwrap()
+    };
+    let kv = HIDDEN / HEADS as usize * KV_HEADS as usize;
+    let ones = |n: usize| {
+        let t = Tensor::ones(n, candle_core::DType::F32, &Device::Cpu).unwrap();
+        QTensor::quantize(&t, GgmlDType::F32).unwrap()
+    };
+    let q = GgmlDType::Q4_1;
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        (
+            "token_embd.weight".into(),
+            tensor(&[vocab, HIDDEN], 1.0, GgmlDType::Q8_0),
+        ),
+        ("output_norm.weight".into(), ones(HIDDEN)),
+    ];
+    for l in 0..LAYERS {
+        let p = format!("blk.{l}");
+        tensors.push((format!("{p}.attn_norm.weight"), ones(HIDDEN)));
+        tensors.push((format!("{p}.ffn_norm.weight"), ones(HIDDEN)));
+        tensors.push((
+            format!("{p}.attn_q.weight"),
+            tensor(&[HIDDEN, HIDDEN], 0.2, q),
+        ));
+        tensors.push((format!("{p}.attn_k.weight"), tensor(&[kv, HIDDEN], 0.2, q)));
+        tensors.push((format!("{p}.attn_v.weight"), tensor(&[kv, HIDDEN], 0.2, q)));
+        tensors.push((
+            format!("{p}.attn_output.weight"),
+            tensor(&[HIDDEN, HIDDEN], 0.2, q),
+        ));
+        tensors.push((
+            format!("{p}.ffn_gate.weight"),
+            tensor(&[FF, HIDDEN], 0.2, q),
+        ));
+        tensors.push((format!("{p}.ffn_up.weight"), tensor(&[FF, HIDDEN], 0.2, q)));
+        tensors.push((
+            format!("{p}.ffn_down.weight"),
+            tensor(&[HIDDEN, FF], 0.2, q),
+        ));
+        if arch == "qwen2" {
+            let f32 = GgmlDType::F32;
+            tensors.push((format!("{p}.attn_q.bias"), tensor(&[HIDDEN], 0.1, f32)));
+            tensors.push((format!("{p}.attn_k.bias"), tensor(&[kv], 0.1, f32)));
+            tensors.push((format!("{p}.attn_v.bias"), tensor(&[kv], 0.1, f32)));
+        }
+    }
+    // One file per architecture, shared by test runs: written under a unique name, then renamed.
+    let dir = std::env::temp_dir().join("contract-local-model");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("tiny-{arch}-v1.gguf"));
+    let partial = dir.join(format!("tiny-{arch}-v1.gguf.{}", std::process::id()));
+    let mut f = std::fs::File::create(&partial).unwrap();
+    let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut f, &md_refs, &t_refs).unwrap();
+    drop(f);
+    std::fs::rename(&partial, &path).unwrap();
+    path
+}
+
+/// The real SmolLM2, loaded once for the tests that use it.
+fn smollm2() -> &'static LocalBackend {
+    static B: OnceLock<LocalBackend> = OnceLock::new();
+    B.get_or_init(|| {
+        LocalBackend::with_options(real_model(), LocalOptions::default().max_tokens(48)).unwrap()
+    })
+}
+
+fn tiny(options: LocalOptions) -> LocalBackend {
+    LocalBackend::with_options(tiny_model(), options).unwrap()
+}
+
+fn messages(user: &str) -> Vec<Message> {
+    vec![
+        Message::system("Extract the fields as JSON."),
+        Message::user(user),
+    ]
+}
+
+/// A mask that allows exactly one token sequence, with the tokens at `free` positions sampled
+/// (allowed alone) and every other token forced.
+struct ScriptMask {
+    target: Vec<u32>,
+    free: HashSet<usize>,
+    pos: usize,
+    fast_forward: bool,
+    bits: Vec<u32>,
+    consumed: Vec<u32>,
+}
+
+impl ScriptMask {
+    fn new(target: Vec<u32>, free: impl IntoIterator<Item = usize>, fast_forward: bool) -> Self {
+        ScriptMask {
+            target,
+            free: free.into_iter().collect(),
+            pos: 0,
+            fast_forward,
+            bits: vec![0; 49152 / 32],
+            consumed: Vec::new(),
+        }
+    }
+}
+
+impl TokenMask for ScriptMask {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        self.bits.iter_mut().for_each(|w| *w = 0);
+        let t = self.target[self.pos] as usize;
+        self.bits[t / 32] |= 1 << (t % 32);
+        Ok(Allowed::Bits(&self.bits))
+    }
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        if !self.fast_forward {
+            return Ok(Vec::new());
+        }
+        let end = (self.pos..self.target.len())
+            .find(|i| self.free.contains(i))
+            .unwrap_or(self.target.len());
+        Ok(self.target[self.pos..end].to_vec())
+    }
+    fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
+        for &t in tokens {
+            if self.target.get(self.pos) != Some(&t) {
+                return Err(LocalError::Mask(format!(
+                    "unexpected token {t} at {}",
+                    self.pos
+                )));
+            }
+            self.pos += 1;
+        }
+        self.consumed.extend_from_slice(tokens);
+        Ok(())
+    }
+    fn is_done(&self) -> bool {
+        self.pos == self.target.len()
+    }
+}
+
+#[test]
+fn greedy_decoding_is_deterministic_and_bounded() {
+    let b = tiny(LocalOptions::default().prefix_cache(false));
+    let g = Sampling::default();
+    let one = b
+        .generate(&messages("Total: 12 EUR"), 12, &g, None)
+        .unwrap();
+    let two = b
+        .generate(&messages("Total: 12 EUR"), 12, &g, None)
+        .unwrap();
+    assert_eq!(
+        (&one.tokens, &one.text, one.finish_reason),
+        (&two.tokens, &two.text, two.finish_reason)
+    );
+    assert!(one.tokens.len() <= 12);
+    if one.finish_reason == FinishReason::Length {
+        assert_eq!(one.tokens.len(), 12);
+        // One prompt call, then one per generated token but the last.
+        assert_eq!(one.forward_calls, 12);
+    }
+    assert!(!one
+        .tokens
+        .iter()
+        .any(|t| b.tokenizer().stop_tokens().contains(t)));
+}
+
+#[test]
+fn mask_forces_the_output_and_fast_forward_saves_calls() {
+    let b = tiny(LocalOptions::default().prefix_cache(false));
+    let target = b
+        .tokenizer()
+        .encode("{\"name\": \"Ana\", \"total\": 12}")
+        .unwrap();
+    assert!(target.len() > 8);
+    let free = [3usize, 7];
+    let g = Sampling::default();
+
+    let mut slow = ScriptMask::new(target.clone(), free, false);
+    let a = b
+        .generate(&messages("Ana paid 12."), 64, &g, Some(&mut slow))
+        .unwrap();
+    let mut fast = ScriptMask::new(target.clone(), free, true);
+    let c = b
+        .generate(&messages("Ana paid 12."), 64, &g, Some(&mut fast))
+        .unwrap();
+
+    for out in [&a, &c] {
+        assert_eq!(out.tokens, target);
+        assert_eq!(out.text, "{\"name\": \"Ana\", \"total\": 12}");
+        assert_eq!(out.finish_reason, FinishReason::Stop);
+    }
+    assert_eq!(slow.consumed, target);
+    assert_eq!(fast.consumed, target);
+    // Without fast-forward: the prompt, then one call per token but the last.
+    assert_eq!(a.forward_calls as usize, 1 + target.len() - 1);
+    assert_eq!(a.forced_tokens, 0);
+    // With it: the prompt with the forced head, then one call per sampled token but the last.
+    assert_eq!(c.forward_calls as usize, 1 + free.len() - 1);
+    assert_eq!(c.forced_tokens as usize, target.len() - free.len());
+}
+
+#[test]
+fn max_tokens_cuts_a_masked_output() {
+    let b = tiny(LocalOptions::default());
+    let target = b
+        .tokenizer()
+        .encode("{\"name\": \"Ana\", \"total\": 12}")
+        .unwrap();
+    let mut m = ScriptMask::new(target.clone(), [3usize], true);
+    let out = b
+        .generate(&messages("x"), 5, &Sampling::default(), Some(&mut m))
+        .unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Length);
+    assert_eq!(out.tokens, target[..5]);
+}
+
+struct EmptyMask;
+impl TokenMask for EmptyMask {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        Ok(Allowed::Bits(&[]))
+    }
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        Ok(Vec::new())
+    }
+    fn consume(&mut self, _: &[u32]) -> Result<(), LocalError> {
+        Ok(())
+    }
+    fn is_done(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn an_empty_mask_is_an_error() {
+    let b = tiny(LocalOptions::default());
+    let err = b
+        .generate(
+            &messages("x"),
+            8,
+            &Sampling::default(),
+            Some(&mut EmptyMask),
+        )
+        .unwrap_err();
+    assert!(matches!(err, LocalError::Mask(_)), "{err}");
+}
+
+/// Allows only the stop token `<|im_end|>`.
+struct StopMask(Vec<u32>, usize);
+impl TokenMask for StopMask {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        self.0 = vec![0; 2];
+        self.0[0] = 1 << 2;
+        Ok(Allowed::Bits(&self.0))
+    }
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        Ok(Vec::new())
+    }
+    fn consume(&mut self, t: &[u32]) -> Result<(), LocalError> {
+        self.1 += t.len();
+        Ok(())
+    }
+    fn is_done(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_stop_token_ends_without_being_consumed() {
+    let b = tiny(LocalOptions::default().prefix_cache(false));
+    let mut m = StopMask(Vec::new(), 0);
+    let out = b
+        .generate(&messages("x"), 8, &Sampling::default(), Some(&mut m))
+        .unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert!(out.tokens.is_empty());
+    assert_eq!(out.text, "");
+    assert_eq!(m.1, 0);
+    assert_eq!(out.forward_calls, 1);
+}
+
+#[test]
+fn the_system_prefix_is_computed_once_and_changes_nothing() {
+    let cached = tiny(LocalOptions::default());
+    let plain = tiny(LocalOptions::default().prefix_cache(false));
+    let g = Sampling::default();
+    let docs = ["Invoice 1: 30 EUR", "Invoice 2: 45 USD", "Invoice 3: none"];
+    let mut reused = Vec::new();
+    for doc in docs {
+        let a = cached.generate(&messages(doc), 6, &g, None).unwrap();
+        let b = plain.generate(&messages(doc), 6, &g, None).unwrap();
+        assert_eq!(a.tokens, b.tokens, "{doc}");
+        reused.push(a.reused_prefix_tokens);
+        assert_eq!(b.reused_prefix_tokens, 0);
+    }
+    assert_eq!(reused[0], 0);
+    assert!(reused[1] > 0 && reused[1] == reused[2], "{reused:?}");
+}
+
+#[test]
+fn fed_together_or_one_by_one_the_logits_agree() {
+    let path = tiny_model();
+    let mut m = Model::load(&path, WeightFormat::AsStored, &Device::Cpu).unwrap();
+    let prompt: Vec<u32> = (100..140).collect();
+    let extra = [500u32, 501, 502, 503];
+    m.forward(&prompt, 0).unwrap();
+    let mut one = m.snapshot().unwrap();
+    let together = m.feed(&extra).unwrap();
+    let mut last = Vec::new();
+    for t in extra {
+        last = one.feed(&[t]).unwrap();
+    }
+    assert_eq!(m.pos(), one.pos());
+    let diff = together
+        .iter()
+        .zip(&last)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(diff < 1e-3, "max difference {diff}");
+    // Rewinding needs a snapshot.
+    assert!(m.forward(&[1], 3).is_err());
+}
+
+#[test]
+fn weight_formats_load_and_agree_roughly() {
+    let path = tiny_model();
+    let prompt: Vec<u32> = (100..120).collect();
+    let base = Model::load(&path, WeightFormat::AsStored, &Device::Cpu)
+        .unwrap()
+        .forward(&prompt, 0)
+        .unwrap();
+    for format in [WeightFormat::F32, WeightFormat::Q8_0] {
+        let other = Model::load(&path, format, &Device::Cpu)
+            .unwrap()
+            .forward(&prompt, 0)
+            .unwrap();
+        assert_eq!(other.len(), base.len());
+        let diff = base
+            .iter()
+            .zip(&other)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(diff < 0.5, "{format:?}: max difference {diff}");
+    }
+}
+
+#[test]
+fn seeded_sampling_is_reproducible() {
+    let b = tiny(LocalOptions::default());
+    let s = |seed| Sampling {
+        temperature: Some(1.5),
+        top_p: Some(0.95),
+        seed: Some(seed),
+    };
+    let a1 = b.generate(&messages("x"), 8, &s(1), None).unwrap();
+    let a2 = b.generate(&messages("x"), 8, &s(1), None).unwrap();
+    let c = b.generate(&messages("x"), 8, &s(2), None).unwrap();
+    assert_eq!(a1.tokens, a2.tokens);
+    assert_ne!(a1.tokens, c.tokens);
+}
+
+#[test]
+fn qwen2_decodes_without_prefix_snapshots() {
+    let cached = LocalBackend::with_options(tiny_qwen2(), LocalOptions::default()).unwrap();
+    let plain =
+        LocalBackend::with_options(tiny_qwen2(), LocalOptions::default().prefix_cache(false))
+            .unwrap();
+    let g = Sampling::default();
+    for doc in ["Invoice 1: 30 EUR", "Invoice 2: 45 USD"] {
+        let a = cached.generate(&messages(doc), 6, &g, None).unwrap();
+        let b = plain.generate(&messages(doc), 6, &g, None).unwrap();
+        assert_eq!(a.tokens, b.tokens);
+        assert_eq!(a.reused_prefix_tokens, 0);
+        assert!(!a.tokens.is_empty());
+    }
+    let m = Model::load(&tiny_qwen2(), WeightFormat::Q8_0, &Device::Cpu).unwrap();
+    assert_eq!(m.arch(), contract_backends::local::model::Arch::Qwen2);
+    assert!(m.snapshot().is_none());
+}
+
+#[test]
+fn unsupported_architectures_are_refused() {
+    let dir = std::env::temp_dir().join("contract-local-model");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("gpt2-{}.gguf", std::process::id()));
+    let mut f = std::fs::File::create(&path).unwrap();
+    let arch = Value::String("gpt2".into());
+    gguf_file::write(&mut f, &[("general.architecture", &arch)], &[]).unwrap();
+    drop(f);
+    let err = Model::load(&path, WeightFormat::AsStored, &Device::Cpu).unwrap_err();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        matches!(err, LocalError::UnsupportedArchitecture(ref a) if a == "gpt2"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn smollm2_answers_a_short_chat() {
+    let b =
+        LocalBackend::with_options(real_model(), LocalOptions::default().max_tokens(16)).unwrap();
+    let req = Request {
+        contract: "chat".into(),
+        messages: Messages(vec![Message::user(
+            "What is the capital of France? Answer in one word.",
+        )]),
+        strict_schema: None,
+        signature: String::new(),
+        grammar: None,
+        max_tokens: Some(16),
+        sampling: Sampling::default(),
+    };
+    let r = b.complete(&req).await.unwrap();
+    assert!(!r.text.trim().is_empty());
+    let n = r.completion_tokens.unwrap();
+    assert!((1..=16).contains(&n));
+    match r.finish_reason.unwrap() {
+        FinishReason::Stop => assert_eq!(r.forward_calls, Some(n + 1)),
+        FinishReason::Length => assert_eq!((n, r.forward_calls), (16, Some(16))),
+        other => panic!("{other:?}"),
+    }
+    assert!(r.text.contains("Paris"), "{:?}", r.text);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn smollm2_under_a_schema_mask_writes_valid_json_with_fewer_calls() {
+    let b =
+        LocalBackend::with_options(real_model(), LocalOptions::default().max_tokens(48)).unwrap();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}, "country": {"enum": ["France", "Spain", "Other"]}},
+        "required": ["city", "country"],
+        "additionalProperties": false
+    });
+    let req = Request {
+        contract: "place".into(),
+        messages: Messages(vec![
+            Message::system("Answer with JSON only."),
+            Message::user("Where is the Eiffel Tower? Give the city and the country."),
+        ]),
+        strict_schema: None,
+        signature: String::new(),
+        grammar: Some(schema),
+        max_tokens: None,
+        sampling: Sampling::default(),
+    };
+    let r = b.complete(&req).await.unwrap();
+    assert_eq!(r.finish_reason, Some(FinishReason::Stop), "{:?}", r.text);
+    let v: serde_json::Value =
+        serde_json::from_str(&r.text).unwrap_or_else(|e| panic!("{e}: {:?}", r.text));
+    assert!(v["city"].is_string());
+    assert!(
+        ["France", "Spain", "Other"].contains(&v["country"].as_str().unwrap()),
+        "{v}"
+    );
+    // Keys and punctuation are forced: fewer forward calls than tokens (+1 for the prompt,
+    // +1 for the system prefix computed on this first request).
+    let (n, calls) = (r.completion_tokens.unwrap(), r.forward_calls.unwrap());
+    assert!(calls < n, "{calls} calls for {n} tokens: {:?}", r.text);
+}

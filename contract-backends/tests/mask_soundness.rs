@@ -1,0 +1,288 @@
+//! Soundness of the contract mask with the real SmolLM2 tokenizer: random walks that choose
+//! uniformly among the allowed tokens always end in output the validator accepts, cross-field
+//! rules included; the mask is never empty before the grammar accepts; outputs are bounded.
+//!
+//! Walk counts: `MASK_WALKS` (default 10,000 for `Guidance`, a tenth of it for the bigger
+//! contracts). Figures are printed (`--nocapture`).
+
+#![cfg(feature = "local")]
+
+use std::sync::Arc;
+
+use contract_backends::local::fetch::default_model_path;
+use contract_backends::local::gguf_tokenizer::load_tokenizer_json;
+use contract_backends::local::mask::{percentile_us, MaskEngine};
+use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
+use contract_core::values::{Amount, Span, TableValue};
+use contract_core::{Contract, ViolationKind};
+use examples::{Address, Exclusions, FilingTable, Guidance, Policy};
+
+/// A tiny seeded generator (splitmix64), so walks replay exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn engine() -> Arc<MaskEngine> {
+    let path = default_model_path().expect("the default model (SmolLM2) is needed for this test");
+    let json = load_tokenizer_json(&path).expect("tokenizer.json from the GGUF");
+    MaskEngine::cached(&json, &[]).expect("mask engine")
+}
+
+/// Most tokens one walk may take; a walk that reaches it counts as unbounded.
+const MAX_TOKENS: usize = 3000;
+
+#[derive(Default)]
+struct Tally {
+    walks: usize,
+    valid: usize,
+    ir_invalid: usize,
+    custom_only: usize,
+    empty_masks: usize,
+    filter_emptied: usize,
+    capped: usize,
+    max_len: usize,
+    tokens: usize,
+    examples: Vec<String>,
+    errors: Vec<String>,
+}
+
+fn options() -> GrammarOptions {
+    GrammarOptions {
+        whitespace: Whitespace::Bounded { max: 4 },
+        max_string_len: Some(12),
+        max_items: Some(3),
+    }
+}
+
+fn walks<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64) -> Tally {
+    let grammar = Grammar::with_options(C::contract_spec(), options());
+    let mut rng = Rng(seed);
+    let mut t = Tally::default();
+    let stops = engine.stop_tokens().to_vec();
+    for _ in 0..n {
+        t.walks += 1;
+        let mut mask = engine.mask(&grammar).expect("grammar compiles");
+        let mut steps = 0;
+        let mut ended = false;
+        while steps < MAX_TOKENS {
+            if mask.is_stopped() {
+                if let Some(e) = mask.error() {
+                    t.errors.push(e);
+                } else if !mask.is_accepting() {
+                    t.errors.push(format!(
+                        "stopped ({}) after {:?}",
+                        mask.stop_reason(),
+                        String::from_utf8_lossy(mask.output())
+                    ));
+                }
+                ended = true;
+                break;
+            }
+            let forced = match mask.forced_tokens() {
+                Ok(f) => f,
+                Err(e) => {
+                    t.errors.push(format!(
+                        "{e} after {:?}",
+                        String::from_utf8_lossy(mask.output())
+                    ));
+                    break;
+                }
+            };
+            if !forced.is_empty() {
+                mask.consume(&forced).expect("forced tokens");
+                steps += forced.len();
+                continue;
+            }
+            let bits = mask.allowed_tokens().expect("mask").to_vec();
+            let mut allowed = Vec::new();
+            for (w, word) in bits.iter().enumerate() {
+                let mut x = *word;
+                while x != 0 {
+                    let b = x.trailing_zeros() as usize;
+                    allowed.push((w * 32 + b) as u32);
+                    x &= x - 1;
+                }
+            }
+            if allowed.is_empty() {
+                t.empty_masks += 1;
+                break;
+            }
+            let tok = allowed[rng.below(allowed.len())];
+            if stops.contains(&tok) {
+                if !mask.is_accepting() {
+                    t.errors.push(format!(
+                        "stop token {tok} allowed among {:?} after {:?}",
+                        &allowed[..allowed.len().min(8)],
+                        String::from_utf8_lossy(mask.output())
+                    ));
+                }
+                ended = true;
+                break;
+            }
+            mask.consume(&[tok]).expect("an allowed token is consumed");
+            steps += 1;
+        }
+        if !ended && steps >= MAX_TOKENS {
+            t.capped += 1;
+        }
+        t.filter_emptied += mask.stats().filter_emptied;
+        t.tokens += steps;
+        let text = String::from_utf8_lossy(mask.output()).into_owned();
+        t.max_len = t.max_len.max(text.len());
+        match C::from_json(&text) {
+            Ok(_) => t.valid += 1,
+            Err(v) => {
+                let custom = v.iter().all(|x| {
+                    matches!(x.kind, ViolationKind::TableShape | ViolationKind::Custom)
+                        || is_calendar(x)
+                });
+                if custom {
+                    t.custom_only += 1;
+                } else {
+                    t.ir_invalid += 1;
+                    if t.examples.len() < 5 {
+                        t.examples.push(format!("{text:?} -> {v}"));
+                    }
+                }
+            }
+        }
+    }
+    t
+}
+
+/// `DateValue::check_calendar` (a custom check the IR cannot carry: `2023-02-30` matches its
+/// pattern).
+fn is_calendar(v: &contract_core::Violation) -> bool {
+    v.kind == ViolationKind::FormatMismatch
+        && v.path.ends_with("/iso")
+        && v.message.contains("`iso`")
+}
+
+fn count(default: usize) -> usize {
+    std::env::var("MASK_WALKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(default, |n: usize| {
+            if default >= 10_000 {
+                n
+            } else {
+                (n / 10).max(1)
+            }
+        })
+}
+
+fn report<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64) {
+    let start = std::time::Instant::now();
+    let t = walks::<C>(engine, n, seed);
+    println!(
+        "{:<14} walks {:>6}  valid {:>6}  custom-check only {:>5}  invalid {}  empty masks {}  \
+         filter emptied {}  capped {}  mean tokens {:.1}  longest {} B  ({:.1} s)",
+        C::contract_spec().name,
+        t.walks,
+        t.valid,
+        t.custom_only,
+        t.ir_invalid,
+        t.empty_masks,
+        t.filter_emptied,
+        t.capped,
+        t.tokens as f64 / t.walks as f64,
+        t.max_len,
+        start.elapsed().as_secs_f64()
+    );
+    for e in &t.examples {
+        println!("  invalid: {e}");
+    }
+    for e in t.errors.iter().take(5) {
+        println!("  llguidance error: {e}");
+    }
+    assert_eq!(
+        t.ir_invalid,
+        0,
+        "{} produced invalid outputs",
+        C::contract_spec().name
+    );
+    assert_eq!(t.empty_masks, 0, "empty mask before the grammar accepted");
+    assert_eq!(t.filter_emptied, 0, "the rule filter emptied a mask");
+    assert_eq!(t.capped, 0, "walks reached {MAX_TOKENS} tokens");
+}
+
+#[test]
+fn guidance_walks_are_sound() {
+    let e = engine();
+    report::<Guidance>(&e, count(10_000), 1);
+}
+
+#[test]
+fn value_types_walks_are_sound() {
+    let e = engine();
+    report::<Span>(&e, count(1_000), 2);
+    report::<Amount>(&e, count(1_000), 3);
+    report::<TableValue>(&e, count(1_000), 4);
+}
+
+#[test]
+fn example_contracts_walks_are_sound() {
+    let e = engine();
+    report::<Address>(&e, count(1_000), 5);
+    report::<Policy>(&e, count(1_000), 6);
+    report::<FilingTable>(&e, count(1_000), 7);
+    report::<Exclusions>(&e, count(1_000), 8);
+}
+
+/// Mask time per step, llguidance alone against llguidance plus the value filter.
+#[test]
+fn mask_timings() {
+    let e = engine();
+    for (name, grammar) in [
+        ("Guidance", Guidance::grammar()),
+        (
+            "Policy",
+            Grammar::with_options(Policy::contract_spec(), options()),
+        ),
+    ] {
+        let mut llg = Vec::new();
+        let mut total = Vec::new();
+        let mut rng = Rng(42);
+        for _ in 0..50 {
+            let mut mask = e.mask(&grammar).unwrap().with_timing(true);
+            for _ in 0..400 {
+                if mask.is_stopped() {
+                    break;
+                }
+                let bits = mask.allowed_tokens().unwrap().to_vec();
+                let allowed: Vec<u32> = (0..bits.len() * 32)
+                    .filter(|&t| bits[t / 32] >> (t % 32) & 1 == 1)
+                    .map(|t| t as u32)
+                    .collect();
+                let tok = allowed[rng.below(allowed.len())];
+                if e.stop_tokens().contains(&tok) {
+                    break;
+                }
+                mask.consume(&[tok]).unwrap();
+            }
+            let s = mask.stats();
+            llg.extend_from_slice(&s.llg_ns);
+            total.extend(s.llg_ns.iter().zip(&s.filter_ns).map(|(a, b)| a + b));
+        }
+        println!(
+            "{name:<10} steps {:>6}  llguidance p50 {:>7.1} µs p99 {:>7.1} µs  | with rule filter p50 {:>7.1} µs p99 {:>7.1} µs",
+            llg.len(),
+            percentile_us(&llg, 50.0),
+            percentile_us(&llg, 99.0),
+            percentile_us(&total, 50.0),
+            percentile_us(&total, 99.0),
+        );
+    }
+}
