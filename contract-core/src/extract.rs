@@ -43,7 +43,9 @@ pub struct Request {
     pub strict_schema: Option<Value>,
     /// The contract's one-line signature (already in the system message).
     pub signature: String,
-    /// What a constrained decoder enforces: for now the contract's JSON Schema.
+    /// What a constrained decoder enforces: the contract's serialised
+    /// [`Grammar`](crate::grammar::Grammar) (token-mask spec with its cross-field rules), or a
+    /// plain JSON Schema.
     pub grammar: Option<Value>,
     /// Most tokens to generate.
     pub max_tokens: Option<u32>,
@@ -384,7 +386,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         let spec = C::contract_spec();
         let strict_schema = C::try_strict_schema().ok();
         let signature = C::signature();
-        let grammar = Some(C::json_schema());
+        let grammar = serde_json::to_value(C::grammar()).ok();
 
         let mut out = Extraction {
             contract: spec.name.clone(),

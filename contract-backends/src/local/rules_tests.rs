@@ -328,3 +328,17 @@ fn enums_and_escapes() {
     assert!(!allowed(&p, pre, r#"b\"x""#));
     assert!(allowed(&p, pre, r#"c""#));
 }
+
+/// Found by the random walks: literals with 18 significant digits next to a rule bound. The
+/// filter assumes correctly rounded parsing, which serde_json gives with `float_roundtrip`.
+#[test]
+fn long_literals_parse_as_the_filter_assumes() {
+    let p = guidance();
+    let pre = r#"{"quarter": null, "low": 9, "high": "#;
+    assert!(allowed(&p, pre, "8.99999999999999914 }"));
+    assert!(!allowed(&p, pre, "8.9999999999999991 }"));
+    let v: serde_json::Value = serde_json::from_str("8.99999999999999914").unwrap();
+    assert_eq!(v.as_f64(), Some(9.0));
+    let v: serde_json::Value = serde_json::from_str("0.699999999999999901").unwrap();
+    assert_eq!(v.as_f64(), Some(0.7));
+}

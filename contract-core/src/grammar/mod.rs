@@ -125,9 +125,11 @@ pub enum Shape {
     Bool,
     /// An integer in `min..=max` (written without fraction or exponent).
     Integer {
-        /// Smallest value.
+        /// Smallest value (a decimal string when serialised: JSON numbers stop at 64 bits).
+        #[serde(with = "int_text")]
         min: i128,
-        /// Largest value.
+        /// Largest value (likewise).
+        #[serde(with = "int_text")]
         max: i128,
     },
     /// A finite JSON number within the bounds set.
@@ -182,6 +184,21 @@ pub enum Shape {
         /// Its schema (its definitions moved into the grammar's `$defs`).
         schema: Value,
     },
+}
+
+/// `i128` as a decimal string (serde_json reads no `i128` inside tagged enums).
+mod int_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &i128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i128, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl Shape {
