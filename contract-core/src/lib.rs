@@ -8,7 +8,7 @@
 //! use contract_core::Contract;
 //!
 //! /// Next-quarter revenue guidance stated in an earnings release.
-//! #[derive(Contract, serde::Serialize, serde::Deserialize)]
+//! #[derive(Contract, Debug, serde::Serialize, serde::Deserialize)]
 //! #[contract(rule = "low <= high", both_or_neither(low, high))]
 //! struct Guidance {
 //!     #[contract(range = 1..=4)]

