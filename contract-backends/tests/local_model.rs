@@ -130,14 +130,6 @@ fn write_tiny(arch: &str) -> PathBuf {
     path
 }
 
-/// The real SmolLM2, loaded once for the tests that use it.
-fn smollm2() -> &'static LocalBackend {
-    static B: OnceLock<LocalBackend> = OnceLock::new();
-    B.get_or_init(|| {
-        LocalBackend::with_options(real_model(), LocalOptions::default().max_tokens(48)).unwrap()
-    })
-}
-
 fn tiny(options: LocalOptions) -> LocalBackend {
     LocalBackend::with_options(tiny_model(), options).unwrap()
 }

@@ -82,7 +82,9 @@ pub fn field(
 pub fn pattern(source: &str) -> Pattern {
     match Pattern::new(source) {
         Ok(p) => p,
-        Err(e) => panic!("pattern `{source}` was accepted at compile time but not at run time: {e}"),
+        Err(e) => {
+            panic!("pattern `{source}` was accepted at compile time but not at run time: {e}")
+        }
     }
 }
 

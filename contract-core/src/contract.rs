@@ -250,7 +250,9 @@ impl ContractRef {
 
 impl fmt::Debug for ContractRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ContractRef").field(&self.spec().name).finish()
+        f.debug_tuple("ContractRef")
+            .field(&self.spec().name)
+            .finish()
     }
 }
 

@@ -11,13 +11,19 @@ use examples::{Address, CoverageKind, Exclusions, FilingTable, Guidance, Policy}
 use serde_json::{json, Value};
 
 fn snapshot(name: &str, content: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("snapshots").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("snapshots")
+        .join(name);
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, content).expect("write snapshot");
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing snapshot {}; run with UPDATE_SNAPSHOTS=1", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing snapshot {}; run with UPDATE_SNAPSHOTS=1",
+            path.display()
+        )
+    });
     assert_eq!(
         expected, content,
         "snapshot {name} is stale; rerun with UPDATE_SNAPSHOTS=1 and review the diff"
@@ -30,9 +36,15 @@ fn pretty(value: &Value) -> String {
 
 fn meta_valid(schema: &Value) {
     if let Err(e) = jsonschema::meta::validate(schema) {
-        panic!("schema does not validate against its meta-schema: {e}\n{}", pretty(schema));
+        panic!(
+            "schema does not validate against its meta-schema: {e}\n{}",
+            pretty(schema)
+        );
     }
-    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
 }
 
 fn validator(schema: &Value) -> jsonschema::Validator {
@@ -51,9 +63,12 @@ fn check_contract<C: Contract>(stem: &str, samples: &[Value], rejects: &[Value])
     let signature = C::signature();
     snapshot(&format!("{stem}.signature.txt"), &format!("{signature}\n"));
     snapshot(&format!("{stem}.md"), &C::docs_markdown());
-    if let Some(strict) = C::try_strict_schema().ok() {
+    if let Ok(strict) = C::try_strict_schema() {
         if let Err(problems) = openai_rules::check(&strict) {
-            panic!("strict schema of {stem} breaks the OpenAI rules: {problems:?}\n{}", pretty(&strict));
+            panic!(
+                "strict schema of {stem} breaks the OpenAI rules: {problems:?}\n{}",
+                pretty(&strict)
+            );
         }
         snapshot(&format!("{stem}.strict.json"), &pretty(&strict));
     }
@@ -61,12 +76,19 @@ fn check_contract<C: Contract>(stem: &str, samples: &[Value], rejects: &[Value])
     for sample in samples {
         assert!(v.is_valid(sample), "{stem}: schema rejects sample {sample}");
         let parsed: Result<C, Violations> = C::from_json(&sample.to_string());
-        let parsed = parsed.unwrap_or_else(|e| panic!("{stem}: from_json rejects sample {sample}: {e}"));
+        let parsed =
+            parsed.unwrap_or_else(|e| panic!("{stem}: from_json rejects sample {sample}: {e}"));
         assert!(parsed.validate().is_ok());
     }
     for reject in rejects {
-        assert!(!v.is_valid(reject), "{stem}: schema accepts bad sample {reject}");
-        assert!(C::from_json(&reject.to_string()).is_err(), "{stem}: from_json accepts {reject}");
+        assert!(
+            !v.is_valid(reject),
+            "{stem}: schema accepts bad sample {reject}"
+        );
+        assert!(
+            C::from_json(&reject.to_string()).is_err(),
+            "{stem}: from_json accepts {reject}"
+        );
     }
 }
 
@@ -110,7 +132,9 @@ fn signature_is_short() {
 fn address() {
     check_contract::<Address>(
         "address",
-        &[json!({"street": "Calle Mayor 5", "postal_code": "28013", "city": "Madrid", "country": "ES"})],
+        &[
+            json!({"street": "Calle Mayor 5", "postal_code": "28013", "city": "Madrid", "country": "ES"}),
+        ],
         &[json!({"street": "x", "postal_code": "28013", "city": "Madrid", "country": "Spain"})],
     );
 }
@@ -145,7 +169,9 @@ fn policy() {
 fn table() {
     check_contract::<FilingTable>(
         "table",
-        &[json!({"caption": "Revenue", "table": {"headers": ["Q", "USD"], "rows": [["Q1", "1.2"]]}, "evidence": [span(10, 14)]})],
+        &[
+            json!({"caption": "Revenue", "table": {"headers": ["Q", "USD"], "rows": [["Q1", "1.2"]]}, "evidence": [span(10, 14)]}),
+        ],
         &[json!({"caption": null, "table": {"headers": [], "rows": []}, "evidence": []})],
     );
 }
@@ -167,9 +193,18 @@ fn enum_contract() {
     let schema = <CoverageKind as Contract>::json_schema();
     meta_valid(&schema);
     snapshot("coverage_kind.schema.json", &pretty(&schema));
-    snapshot("coverage_kind.signature.txt", &format!("{}\n", CoverageKind::signature()));
-    assert_eq!(CoverageKind::from_json(r#""liability""#).ok(), Some(CoverageKind::Liability));
+    snapshot(
+        "coverage_kind.signature.txt",
+        &format!("{}\n", CoverageKind::signature()),
+    );
+    assert_eq!(
+        CoverageKind::from_json(r#""liability""#).ok(),
+        Some(CoverageKind::Liability)
+    );
     let err = CoverageKind::from_json(r#""Liability""#).unwrap_err();
     assert_eq!(err.0[0].kind, contract_core::ViolationKind::EnumMismatch);
-    assert!(CoverageKind::try_strict_schema().is_err(), "a strict root must be an object");
+    assert!(
+        CoverageKind::try_strict_schema().is_err(),
+        "a strict root must be an object"
+    );
 }

@@ -601,19 +601,22 @@ impl Scanner {
         let value_at: Option<(SlotId, Ctx)> = match self.stack.last() {
             None if !self.root_done => Some((plan.root, None)),
             None => None,
-            Some(Frame::Obj { obj, field, st, .. }) => match st {
-                ObjSt::Value => {
-                    let depth = self.stack.len() - 1;
-                    if *obj == OPAQUE || *field == usize::MAX {
-                        Some((OPAQUE, None))
-                    } else {
-                        let slot = plan.objects[*obj].fields[*field].slot;
-                        let ctx = plan.objects[*obj].has_rules.then_some((depth, *field));
-                        Some((slot, ctx))
-                    }
+            Some(Frame::Obj {
+                obj,
+                field,
+                st: ObjSt::Value,
+                ..
+            }) => {
+                let depth = self.stack.len() - 1;
+                if *obj == OPAQUE || *field == usize::MAX {
+                    Some((OPAQUE, None))
+                } else {
+                    let slot = plan.objects[*obj].fields[*field].slot;
+                    let ctx = plan.objects[*obj].has_rules.then_some((depth, *field));
+                    Some((slot, ctx))
                 }
-                _ => None,
-            },
+            }
+            Some(Frame::Obj { .. }) => None,
             Some(Frame::Arr { item, expect_value }) => {
                 (*expect_value && b != b']').then_some((*item, None))
             }

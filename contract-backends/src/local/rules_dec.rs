@@ -982,44 +982,44 @@ mod tests {
         let ge5 = permitted(Op::Ge, &d("5"));
         assert!(feasible("5", NUM, &ge5));
         assert!(feasible("4", NUM, &ge5)); // 40
-        assert!(feasible("0", NUM, &ge5) == false);
-        assert!(feasible("0.", NUM, &ge5) == false);
+        assert!(!feasible("0", NUM, &ge5));
+        assert!(!feasible("0.", NUM, &ge5));
         assert!(feasible("0.", EXP, &ge5)); // 0.5e1
         assert!(feasible("4.9", NUM, &ge5)); // 4.99999999999999999 parses to 5
-        assert!(feasible("4.8", NUM, &ge5) == false);
+        assert!(!feasible("4.8", NUM, &ge5));
         assert!(feasible("4.9e", EXP, &ge5));
-        assert!(feasible("4.9e-", EXP, &ge5) == false);
-        assert!(feasible("-", NUM, &ge5) == false);
+        assert!(!feasible("4.9e-", EXP, &ge5));
+        assert!(!feasible("-", NUM, &ge5));
         let le_neg = permitted(Op::Le, &d("-2"));
         assert!(feasible("-", NUM, &le_neg));
         assert!(feasible("-1", NUM, &le_neg)); // -10
         assert!(feasible("-1.", NUM, &le_neg)); // -1.99999999999999999 parses to -2
-        assert!(feasible("-1.5", NUM, &le_neg) == false);
-        assert!(feasible("-0", NUM, &le_neg) == false);
-        assert!(feasible("1", NUM, &le_neg) == false);
+        assert!(!feasible("-1.5", NUM, &le_neg));
+        assert!(!feasible("-0", NUM, &le_neg));
+        assert!(!feasible("1", NUM, &le_neg));
         let le3 = permitted(Op::Le, &d("3"));
         assert!(feasible("3", INT, &le3));
-        assert!(feasible("4", INT, &le3) == false);
+        assert!(!feasible("4", INT, &le3));
         assert!(feasible("-0", INT, &le3));
         let range = intersect(&permitted(Op::Ge, &d("1")), &permitted(Op::Le, &d("4")));
         assert!(feasible("2", INT, &range));
         assert!(feasible("1", INT, &range));
-        assert!(feasible("5", INT, &range) == false);
+        assert!(!feasible("5", INT, &range));
         // Long exponents are capped.
         let any = vec![Interval::all()];
         assert!(feasible("1e00", EXP, &any));
-        assert!(feasible("1e0000", EXP, &any) == false);
+        assert!(!feasible("1e0000", EXP, &any));
         let finite = intersect(
             &permitted(Op::Le, &Dec::from_f64(f64::MAX)),
             &permitted(Op::Ge, &Dec::from_f64(-f64::MAX)),
         );
         assert!(feasible("1e30", EXP, &finite));
-        assert!(feasible("1e309", EXP, &finite) == false);
+        assert!(!feasible("1e309", EXP, &finite));
         assert!(feasible("2e30", EXP, &finite)); // 2e307 still
                                                  // Exactly equal to a partner written with many digits.
         let eq = permitted(Op::Eq, &Dec::from_f64(0.1));
         assert!(feasible("0.1", NUM, &eq));
-        assert!(feasible("0.2", NUM, &eq) == false);
+        assert!(!feasible("0.2", NUM, &eq));
         assert!(NumPrefix {
             text: b"0.1".to_vec()
         }

@@ -37,7 +37,9 @@ pub enum Scale {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScaleError {
     /// The unit has words that are neither a scale nor a `per ...` qualifier.
-    #[error("unit `{0}` is not a known scale word (thousand, million, billion, mil millones, ...)")]
+    #[error(
+        "unit `{0}` is not a known scale word (thousand, million, billion, mil millones, ...)"
+    )]
     Unknown(String),
 }
 
@@ -149,8 +151,11 @@ mod tests {
 
     #[test]
     fn amount_contract_checks_currency() {
-        let err = Amount::from_json(r#"{"value": 1, "currency": "usd", "unit": null}"#).unwrap_err();
+        let err =
+            Amount::from_json(r#"{"value": 1, "currency": "usd", "unit": null}"#).unwrap_err();
         assert_eq!(err.0[0].path, "/currency");
-        assert!(Amount::from_json(r#"{"value": 7.23, "currency": "USD", "unit": "billion"}"#).is_ok());
+        assert!(
+            Amount::from_json(r#"{"value": 7.23, "currency": "USD", "unit": "billion"}"#).is_ok()
+        );
     }
 }

@@ -63,7 +63,8 @@ mod tests {
         assert!(!ok("2023-02-29"));
         assert!(!ok("2024-13"));
         assert!(!ok("15 March 2024"));
-        let err = DateValue::from_json(r#"{"iso": "2024-02-30", "original": "30 Feb"}"#).unwrap_err();
+        let err =
+            DateValue::from_json(r#"{"iso": "2024-02-30", "original": "30 Feb"}"#).unwrap_err();
         assert_eq!(err.0[0].kind, ViolationKind::FormatMismatch);
         assert_eq!(err.0[0].path, "/iso");
     }

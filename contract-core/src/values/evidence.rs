@@ -51,9 +51,11 @@ mod tests {
 
     #[test]
     fn span_order_is_a_rule() {
-        let err = Span::from_json(r#"{"start_line": 9, "end_line": 3, "quote": null}"#).unwrap_err();
+        let err =
+            Span::from_json(r#"{"start_line": 9, "end_line": 3, "quote": null}"#).unwrap_err();
         assert_eq!(err.0[0].kind, ViolationKind::CrossField);
-        let err = Span::from_json(r#"{"start_line": 0, "end_line": 3, "quote": null}"#).unwrap_err();
+        let err =
+            Span::from_json(r#"{"start_line": 0, "end_line": 3, "quote": null}"#).unwrap_err();
         assert_eq!(err.0[0].kind, ViolationKind::OutOfRange);
     }
 

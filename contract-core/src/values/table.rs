@@ -40,10 +40,8 @@ mod tests {
 
     #[test]
     fn ragged_rows_are_reported() {
-        let err = TableValue::from_json(
-            r#"{"headers": ["a", "b"], "rows": [["1", "2"], ["3"]]}"#,
-        )
-        .unwrap_err();
+        let err = TableValue::from_json(r#"{"headers": ["a", "b"], "rows": [["1", "2"], ["3"]]}"#)
+            .unwrap_err();
         assert_eq!(err.len(), 1);
         assert_eq!(err.0[0].kind, ViolationKind::TableShape);
         assert_eq!(err.0[0].path, "/rows/1");
