@@ -198,7 +198,7 @@ async fn the_request_and_the_record() {
     assert_eq!(req.contract, "Guidance");
     assert_eq!(req.signature, Guidance::signature());
     assert_eq!(req.strict_schema, Guidance::try_strict_schema().ok());
-    assert_eq!(req.grammar, Some(Guidance::json_schema()));
+    assert_eq!(req.grammar, serde_json::to_value(Guidance::grammar()).ok());
     assert_eq!(req.max_tokens, Some(256));
     let system = &req.messages.0[0];
     assert_eq!(system.role, Role::System);
