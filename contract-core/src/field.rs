@@ -47,9 +47,9 @@ impl<T: FieldType> FieldType for Option<T> {
         }
     }
 
-    fn run_nested_checks(&self, pointer: &str, out: &mut Violations) {
+    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
         if let Some(value) = self {
-            value.run_nested_checks(pointer, out);
+            value.run_nested_checks(parent, key, out);
         }
     }
 }
@@ -59,9 +59,13 @@ impl<T: FieldType> FieldType for Vec<T> {
         TypeSpec::List(Box::new(T::type_spec()))
     }
 
-    fn run_nested_checks(&self, pointer: &str, out: &mut Violations) {
+    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
+        if self.is_empty() {
+            return;
+        }
+        let pointer = join_pointer(parent, key);
         for (i, item) in self.iter().enumerate() {
-            item.run_nested_checks(&join_pointer(pointer, &i.to_string()), out);
+            item.run_nested_checks(&pointer, &i.to_string(), out);
         }
     }
 }
@@ -71,7 +75,7 @@ impl<T: FieldType> FieldType for Box<T> {
         T::type_spec()
     }
 
-    fn run_nested_checks(&self, pointer: &str, out: &mut Violations) {
-        (**self).run_nested_checks(pointer, out);
+    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
+        (**self).run_nested_checks(parent, key, out);
     }
 }

@@ -134,10 +134,15 @@ fn expand(cont: &Container, assertions: &[Assertion]) -> TokenStream {
 
                 fn run_nested_checks(
                     &self,
-                    pointer: &str,
+                    parent: &str,
+                    key: &str,
                     out: &mut ::contract_core::__private::Violations,
                 ) {
-                    ::contract_core::__private::Contract::run_checks(self, pointer, out)
+                    ::contract_core::__private::Contract::run_checks(
+                        self,
+                        &::contract_core::__private::join_pointer(parent, key),
+                        out,
+                    )
                 }
             }
 
@@ -336,7 +341,8 @@ fn run_checks(cont: &Container, fields: &[Field]) -> TokenStream {
             quote! {
                 ::contract_core::__private::FieldType::run_nested_checks(
                     &self.#ident,
-                    &::contract_core::__private::join_pointer(pointer, #json),
+                    pointer,
+                    #json,
                     out,
                 );
             }

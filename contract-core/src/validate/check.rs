@@ -811,8 +811,8 @@ mod tests {
                 fn type_spec() -> TypeSpec {
                     TypeSpec::Contract(ContractRef::of::<$t>())
                 }
-                fn run_nested_checks(&self, pointer: &str, out: &mut Violations) {
-                    self.run_checks(pointer, out);
+                fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
+                    self.run_checks(&join_pointer(parent, key), out);
                 }
             }
             impl schemars::JsonSchema for $t {
@@ -1065,8 +1065,7 @@ mod tests {
 
         fn run_checks(&self, pointer: &str, out: &mut Violations) {
             push_check(order_check(self), pointer, out);
-            self.items
-                .run_nested_checks(&join_pointer(pointer, "items"), out);
+            self.items.run_nested_checks(pointer, "items", out);
         }
     }
     contract_glue!(Order);
