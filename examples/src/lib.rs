@@ -1,5 +1,6 @@
 //! Example contracts used by the demos, the snapshot tests and the docs.
 
+pub mod filings;
 pub mod policy;
 
 use contract_core::{Amount, Contract, DateValue, Evidenced, TableValue};

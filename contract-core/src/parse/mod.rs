@@ -142,6 +142,10 @@ pub struct ParseOptions {
     /// The chat template opened a reasoning trace, so a reply without `</think>` is all
     /// (unfinished) reasoning.
     pub starts_in_reasoning: bool,
+    /// Refuse replies that only parse after syntax repairs: their [`Parsed::value`] is `None`
+    /// and the violation says which repairs were needed (the level stays
+    /// [`Level::Repaired`]). Off by default: the ladder repairs what it safely can.
+    pub no_repair: bool,
 }
 
 /// The JSON acceptance of the strict level: exactly one RFC 8259 value, surrounding JSON
@@ -159,6 +163,20 @@ pub fn parse_output<C: Contract>(raw: &str) -> Parsed<C> {
 pub fn parse_output_with<C: Contract>(raw: &str, options: ParseOptions) -> Parsed<C> {
     let rec = recover_with(raw, options);
     let (value, violations) = match (&rec.json, &rec.invalid) {
+        (Some(_), _) if options.no_repair && rec.level == Level::Repaired => {
+            let repairs: Vec<&str> = rec.repairs.iter().map(|r| r.kind.as_str()).collect();
+            (
+                None,
+                Violations::one(Violation::new(
+                    "",
+                    ViolationKind::JsonInvalid,
+                    format!(
+                        "the reply is not valid JSON (it needs repairs: {}) and repair is off",
+                        repairs.join(", ")
+                    ),
+                )),
+            )
+        }
         (Some(json), _) => match C::from_value(json) {
             Ok(v) => (Some(v), Violations::new()),
             Err(violations) => (None, violations),
@@ -430,6 +448,28 @@ fn json_kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_repair_refuses_repaired_replies_only() {
+        let off = ParseOptions {
+            no_repair: true,
+            ..ParseOptions::default()
+        };
+        let repaired = "{'value': 1.5, 'currency': 'USD', 'unit': null}";
+        let on = parse_output::<crate::Amount>(repaired);
+        assert_eq!(on.level, Level::Repaired);
+        assert!(on.value.is_some());
+        let refused = parse_output_with::<crate::Amount>(repaired, off);
+        assert_eq!(refused.level, Level::Repaired);
+        assert!(refused.value.is_none());
+        assert!(
+            refused.violations.to_string().contains("single_quotes"),
+            "{}",
+            refused.violations
+        );
+        let strict = r#"{"value": 1.5, "currency": "USD", "unit": null}"#;
+        assert!(parse_output_with::<crate::Amount>(strict, off).value.is_some());
+    }
 
     fn level(raw: &str) -> Level {
         recover(raw).level

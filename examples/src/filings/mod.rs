@@ -1,0 +1,341 @@
+//! The filings study: revenue guidance from earnings releases, English and Spanish.
+//!
+//! The contract asks the model to *copy*: each end of the guidance as an [`Amount`] (the number
+//! as written, the currency, the scale word as written) and the period as written. Code then
+//! normalises: amounts to millions with [`Amount::in_scale`], the period to a quarter and a year
+//! with [`parse_period`]. The model is never asked to convert billions or to work out which
+//! quarter "the quarter ending September 30" is; measured here, small models asked to do that
+//! directly got 0-1 of 10 releases right.
+//!
+//! [`generate`] writes synthetic releases with ground truth; [`study`] (feature `local`) runs the
+//! reliability ladder's modes over them.
+
+pub mod generate;
+pub mod study;
+
+use std::sync::OnceLock;
+
+use contract_core::{Amount, Contract, Scale};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+pub use generate::{generate, Filing};
+
+/// The seed of the default document set.
+pub const DEFAULT_SEED: u64 = 2026;
+/// Documents in the default set.
+pub const DEFAULT_DOCS: usize = 40;
+
+/// Revenue guidance for a coming period, copied from an earnings release exactly as written.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(both_or_neither(period, low, high))]
+pub struct ReleaseGuidance {
+    /// The period the revenue guidance is for, copied as written ("third quarter of 2024", "Q3 2024", "tercer trimestre de 2024"); null when the release gives no revenue guidance or withdraws it.
+    #[contract(len = 1..=60)]
+    pub period: Option<String>,
+    /// Low end of the revenue guidance as written (for a single figure, the same as high).
+    pub low: Option<Amount>,
+    /// High end of the revenue guidance as written.
+    pub high: Option<Amount>,
+    /// Number of the line that states the guidance, or null.
+    #[contract(min = 1)]
+    pub line: Option<u32>,
+}
+
+/// Normalised guidance: quarter, year, and both ends in millions of `currency`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expected {
+    /// Fiscal quarter, 1-4.
+    pub quarter: u8,
+    /// Year.
+    pub year: u16,
+    /// Low end, millions.
+    pub low: f64,
+    /// High end, millions.
+    pub high: f64,
+    /// ISO 4217 code.
+    pub currency: String,
+}
+
+impl Expected {
+    /// Equal quarter, year and currency, and both ends within a millionth (relative).
+    pub fn matches(&self, other: &Expected) -> bool {
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
+        self.quarter == other.quarter
+            && self.year == other.year
+            && self.currency == other.currency
+            && close(self.low, other.low)
+            && close(self.high, other.high)
+    }
+}
+
+/// Whether an extraction's normalised value is the ground truth (`None` = no guidance).
+pub fn is_correct(value: Option<&Expected>, truth: Option<&Expected>) -> bool {
+    match (value, truth) {
+        (None, None) => true,
+        (Some(v), Some(t)) => v.matches(t),
+        _ => false,
+    }
+}
+
+/// Why a filled contract could not be normalised.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NormalizeError {
+    /// The period names no quarter, or no year.
+    #[error("period `{0}` names no quarter and year the code can read")]
+    Period(String),
+    /// A unit is not a scale word.
+    #[error("amount unit: {0}")]
+    Unit(String),
+    /// The two ends are in different currencies.
+    #[error("low is in {0} and high in {1}")]
+    Currency(String, String),
+    /// Only some of period, low and high are set (the contract's rule forbids it).
+    #[error("period, low and high must be all set or all null")]
+    Partial,
+}
+
+/// Normalises a filled contract: `Ok(None)` when it says there is no guidance.
+pub fn normalize(g: &ReleaseGuidance) -> Result<Option<Expected>, NormalizeError> {
+    let (period, low, high) = match (&g.period, &g.low, &g.high) {
+        (None, None, None) => return Ok(None),
+        (Some(p), Some(l), Some(h)) => (p, l, h),
+        _ => return Err(NormalizeError::Partial),
+    };
+    let (quarter, year) =
+        parse_period(period).ok_or_else(|| NormalizeError::Period(period.clone()))?;
+    if low.currency != high.currency {
+        return Err(NormalizeError::Currency(
+            low.currency.clone(),
+            high.currency.clone(),
+        ));
+    }
+    Ok(Some(Expected {
+        quarter,
+        year,
+        low: millions(low)?,
+        high: millions(high)?,
+        currency: low.currency.clone(),
+    }))
+}
+
+/// An amount in millions. The unit as written may carry currency words (`millones de euros`,
+/// `billion dollars`): they are dropped before the scale word is read.
+pub fn millions(a: &Amount) -> Result<f64, NormalizeError> {
+    let unit = a.unit.as_deref().map(strip_currency_words);
+    let cleaned = Amount {
+        value: a.value,
+        currency: a.currency.clone(),
+        unit: unit.filter(|u| !u.is_empty()),
+    };
+    let m = cleaned
+        .in_scale(Scale::Millions)
+        .map_err(|e| NormalizeError::Unit(e.to_string()))?;
+    // Round away binary noise (1.25 billion = 1250.0000000000002 million).
+    Ok((m * 1e6).round() / 1e6)
+}
+
+fn strip_currency_words(unit: &str) -> String {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(
+            r"(?i)\s*(\bde\s+)?(\bus\s*)?(\b(dollars?|d[oó]lares|euros?|usd|eur|gbp|pounds?|libras)\b|[$€£])\s*",
+        )
+        .unwrap_or_else(|e| panic!("static regex: {e}"))
+    });
+    re.replace_all(unit, " ").trim().to_owned()
+}
+
+/// The quarter and year a period names, as written in English or Spanish: `third quarter of
+/// 2024`, `Q3 2024`, `3Q24`, `fiscal third quarter 2024`, `the quarter ending September 30,
+/// 2024`, `tercer trimestre de 2024`, `3T 2024`, `el trimestre que termina el 30 de septiembre de
+/// 2024`. A month names the calendar quarter it falls in. `None` when the quarter or the year is
+/// missing or ambiguous; it never guesses.
+pub fn parse_period(period: &str) -> Option<(u8, u16)> {
+    static RES: OnceLock<[Regex; 4]> = OnceLock::new();
+    let [short, ordinal, month, year4] = RES.get_or_init(|| {
+        let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
+        [
+            // Q3, 3Q, T3, 3T, optionally followed by a two-digit year (3Q24, Q3'24, 3T24).
+            re(r"(?i)\b(?:[qt]([1-4])|([1-4])[qt])(?:\s*'?(\d{2}))?\b"),
+            re(r"(?i)\b(first|1st|primer|primero|second|2nd|segundo|third|3rd|tercer|tercero|fourth|4th|cuarto)\b"),
+            re(r"(?i)\b(january|february|march|april|may|june|july|august|september|october|november|december|enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre|octubre|noviembre|diciembre)\b"),
+            re(r"\b(20\d{2})\b"),
+        ]
+    });
+    let text = period.trim();
+    let mut quarters: Vec<u8> = Vec::new();
+    let mut short_year: Option<u16> = None;
+    for c in short.captures_iter(text) {
+        let q = c.get(1).or_else(|| c.get(2))?.as_str().parse().ok()?;
+        quarters.push(q);
+        if let Some(y) = c.get(3) {
+            short_year = Some(2000 + y.as_str().parse::<u16>().ok()?);
+        }
+    }
+    let lower = text.to_lowercase();
+    let mentions_quarter = lower.contains("quarter") || lower.contains("trimestre");
+    if mentions_quarter {
+        for c in ordinal.captures_iter(text) {
+            let word = c[1].to_lowercase();
+            let q = match word.as_str() {
+                "first" | "1st" | "primer" | "primero" => 1,
+                "second" | "2nd" | "segundo" => 2,
+                "third" | "3rd" | "tercer" | "tercero" => 3,
+                _ => 4,
+            };
+            quarters.push(q);
+        }
+        if quarters.is_empty() {
+            for c in month.captures_iter(text) {
+                let m = match c[1].to_lowercase().as_str() {
+                    "january" | "enero" => 1,
+                    "february" | "febrero" => 2,
+                    "march" | "marzo" => 3,
+                    "april" | "abril" => 4,
+                    "may" | "mayo" => 5,
+                    "june" | "junio" => 6,
+                    "july" | "julio" => 7,
+                    "august" | "agosto" => 8,
+                    "september" | "septiembre" | "setiembre" => 9,
+                    "october" | "octubre" => 10,
+                    "november" | "noviembre" => 11,
+                    _ => 12,
+                };
+                quarters.push((m - 1) / 3 + 1);
+            }
+        }
+    }
+    quarters.dedup();
+    let [quarter] = quarters[..] else {
+        return None;
+    };
+    let years: Vec<u16> = year4
+        .captures_iter(text)
+        .filter_map(|c| c[1].parse().ok())
+        .chain(short_year)
+        .collect();
+    let year = *years.first()?;
+    if years.iter().any(|&y| y != year) {
+        return None;
+    }
+    Some((quarter, year))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_as_releases_write_them() {
+        for (text, want) in [
+            ("the third quarter of 2024", Some((3, 2024))),
+            ("Q3 2024", Some((3, 2024))),
+            ("3Q24", Some((3, 2024))),
+            ("fiscal fourth quarter 2025", Some((4, 2025))),
+            ("the quarter ending September 30, 2024", Some((3, 2024))),
+            ("the quarter ending March 31, 2027", Some((1, 2027))),
+            ("el tercer trimestre de 2024", Some((3, 2024))),
+            ("el 1T 2026", Some((1, 2026))),
+            ("primer trimestre de 2026", Some((1, 2026))),
+            (
+                "el trimestre que termina el 31 de diciembre de 2025",
+                Some((4, 2025)),
+            ),
+            ("2024", None),
+            ("the third quarter", None),
+            ("next quarter", None),
+            ("Q3 or Q4 2024", None),
+            ("Q3 2024 and 2025", None),
+            ("September 30, 2024", None),
+        ] {
+            assert_eq!(parse_period(text), want, "{text}");
+        }
+    }
+
+    fn amount(value: f64, currency: &str, unit: Option<&str>) -> Amount {
+        Amount {
+            value,
+            currency: currency.into(),
+            unit: unit.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn amounts_to_millions() {
+        assert_eq!(millions(&amount(1.25, "USD", Some("billion"))), Ok(1250.0));
+        assert_eq!(
+            millions(&amount(3100.0, "EUR", Some("millones de euros"))),
+            Ok(3100.0)
+        );
+        assert_eq!(
+            millions(&amount(1.3, "EUR", Some("miles de millones de euros"))),
+            Ok(1300.0)
+        );
+        assert_eq!(
+            millions(&amount(2.0, "EUR", Some("mil millones"))),
+            Ok(2000.0)
+        );
+        assert_eq!(
+            millions(&amount(45210.0, "USD", Some("thousand"))),
+            Ok(45.21)
+        );
+        assert!(millions(&amount(1.0, "USD", Some("per share"))).is_ok());
+        assert!(matches!(
+            millions(&amount(1.0, "USD", Some("bushels"))),
+            Err(NormalizeError::Unit(_))
+        ));
+    }
+
+    #[test]
+    fn normalize_checks_every_part() {
+        let g = ReleaseGuidance {
+            period: Some("Q3 2024".into()),
+            low: Some(amount(1.25, "USD", Some("billion"))),
+            high: Some(amount(1300.0, "USD", Some("million"))),
+            line: Some(7),
+        };
+        let want = Expected {
+            quarter: 3,
+            year: 2024,
+            low: 1250.0,
+            high: 1300.0,
+            currency: "USD".into(),
+        };
+        assert_eq!(normalize(&g), Ok(Some(want.clone())));
+        assert!(is_correct(Some(&want), Some(&want)));
+        assert!(!is_correct(None, Some(&want)));
+        let mut other = g.clone();
+        other.high = Some(amount(1300.0, "EUR", Some("million")));
+        assert!(matches!(normalize(&other), Err(NormalizeError::Currency(..))));
+        let none = ReleaseGuidance {
+            period: None,
+            low: None,
+            high: None,
+            line: None,
+        };
+        assert_eq!(normalize(&none), Ok(None));
+        assert!(is_correct(None, None));
+    }
+
+    #[test]
+    fn normalising_a_perfect_copy_gives_the_truth() {
+        let docs = generate(DEFAULT_DOCS, DEFAULT_SEED);
+        for doc in &docs {
+            assert_eq!(
+                normalize(&doc.answer).as_ref(),
+                Ok(&doc.truth),
+                "{}: {:?}\n{}",
+                doc.id,
+                doc.answer,
+                doc.text
+            );
+            doc.answer.validate().expect("the perfect copy fills the contract");
+            if let Some(line) = doc.answer.line {
+                let text = doc.text.lines().nth(line as usize - 1).unwrap_or_default();
+                let period = doc.answer.period.as_deref().unwrap_or_default();
+                assert!(text.contains(period), "{}: line {line} is {text:?}", doc.id);
+            }
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The study: each mode of the reliability ladder over the same documents, one row per
+//! document and mode, and a summary table.
+//!
+//! | mode | what the model gets | what is accepted |
+//! |---|---|---|
+//! | `free` | the signature in the prompt, one attempt | strict or extracted JSON that validates |
+//! | `retry` | as `free`, up to 3 attempts with the violations fed back | same |
+//! | `repair` | as `free` | also JSON the ladder repairs |
+//! | `constrained` | the token mask (syntax, ranges, patterns) | as `free` |
+//! | `rules` | the mask plus the cross-field rules during decoding | as `free` |
+//!
+//! The modes differ only in what [`ModeBackend`] forwards to the backend and in the extractor's
+//! settings, so any [`Backend`] runs the study: the local model, an OpenAI-compatible server, or
+//! a scripted one in tests.
+
+use std::fmt::Write as _;
+use std::future::Future;
+
+use contract_core::extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
+use contract_core::grammar::{Grammar, Whitespace};
+use contract_core::parse::ParseOptions;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{is_correct, normalize, Expected, ReleaseGuidance};
+
+/// A rung of the reliability ladder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Signature in the prompt, one attempt, validate.
+    Free,
+    /// Signature in the prompt, up to 3 attempts with feedback.
+    Retry,
+    /// Signature in the prompt, syntax repairs accepted.
+    Repair,
+    /// The contract's token mask, without the cross-field rules.
+    Constrained,
+    /// The token mask plus the cross-field rules during decoding.
+    Rules,
+}
+
+impl Mode {
+    /// Every mode, cheapest first.
+    pub const ALL: [Mode; 5] = [
+        Mode::Free,
+        Mode::Retry,
+        Mode::Repair,
+        Mode::Constrained,
+        Mode::Rules,
+    ];
+
+    /// The mode's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Free => "free",
+            Mode::Retry => "retry",
+            Mode::Repair => "repair",
+            Mode::Constrained => "constrained",
+            Mode::Rules => "rules",
+        }
+    }
+
+    /// Reads a mode name; `all` gives every mode.
+    pub fn parse_list(name: &str) -> Result<Vec<Mode>, String> {
+        if name == "all" {
+            return Ok(Mode::ALL.to_vec());
+        }
+        name.split(',')
+            .map(|n| {
+                Mode::ALL
+                    .into_iter()
+                    .find(|m| m.as_str() == n.trim())
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown mode `{n}`; expected free, retry, repair, constrained, rules or all"
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// Whether the backend gets the token-mask grammar.
+    pub fn masked(self) -> bool {
+        matches!(self, Mode::Constrained | Mode::Rules)
+    }
+
+    /// Attempts per document.
+    pub fn attempts(self) -> usize {
+        if self == Mode::Retry {
+            3
+        } else {
+            1
+        }
+    }
+}
+
+/// Wraps a backend and edits each request for a [`Mode`]: the free modes get no grammar,
+/// `constrained` gets the grammar without its cross-field rules, `rules` gets it whole; a
+/// whitespace layout, when given, replaces the grammar's.
+#[derive(Debug, Clone)]
+pub struct ModeBackend<B> {
+    inner: B,
+    mode: Mode,
+    whitespace: Option<Whitespace>,
+}
+
+impl<B> ModeBackend<B> {
+    /// `inner` in `mode`.
+    pub fn new(inner: B, mode: Mode) -> Self {
+        ModeBackend {
+            inner,
+            mode,
+            whitespace: None,
+        }
+    }
+
+    /// Forces the grammar's whitespace layout.
+    pub fn whitespace(mut self, whitespace: Option<Whitespace>) -> Self {
+        self.whitespace = whitespace;
+        self
+    }
+
+    /// The request `inner` receives.
+    pub fn edit(&self, req: &Request) -> Result<Request, BackendError> {
+        let mut req = req.clone();
+        if !self.mode.masked() {
+            req.grammar = None;
+            return Ok(req);
+        }
+        let Some(value) = req.grammar.take() else {
+            return Ok(req);
+        };
+        let mut grammar: Grammar =
+            serde_json::from_value(value).map_err(|e| BackendError::InvalidRequest {
+                message: format!("the request's grammar is not a contract grammar: {e}"),
+            })?;
+        if self.mode == Mode::Constrained {
+            for object in &mut grammar.objects {
+                object.rules.clear();
+            }
+        }
+        if let Some(ws) = self.whitespace {
+            grammar = grammar.with_whitespace(ws);
+        }
+        req.grammar = Some(
+            serde_json::to_value(&grammar).map_err(|e| BackendError::InvalidRequest {
+                message: e.to_string(),
+            })?,
+        );
+        Ok(req)
+    }
+}
+
+impl<B: Backend + Sync> Backend for ModeBackend<B> {
+    fn complete(
+        &self,
+        req: &Request,
+    ) -> impl Future<Output = Result<Response, BackendError>> + Send {
+        let edited = self.edit(req);
+        async move { self.inner.complete(&edited?).await }
+    }
+}
+
+/// One document to extract from, with its ground truth when known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyDoc {
+    /// Stable id.
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// The expected guidance: `Some(None)` means "no guidance"; `None` means unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth: Option<Option<Expected>>,
+}
+
+/// The extractor a mode runs: attempts and the ladder's repair setting.
+pub fn extractor<B: Backend>(backend: B, mode: Mode, max_tokens: u32) -> Extractor<ReleaseGuidance, B> {
+    Extractor::new(backend)
+        .max_attempts(mode.attempts())
+        .max_tokens(max_tokens)
+        .parse_options(ParseOptions {
+            no_repair: mode != Mode::Repair,
+            ..ParseOptions::default()
+        })
+}
+
+/// The output row of one document in one mode.
+///
+/// `value` is the normalised guidance (`{quarter, year, low, high, currency}`, amounts in
+/// millions) or null; `valid` says the reply filled the contract, rules included; `correct`
+/// compares `value` with the truth (null when the truth is unknown).
+pub fn row(doc: &StudyDoc, mode: Mode, ex: &Extraction<ReleaseGuidance>) -> Value {
+    let (value, normalize_error) = match &ex.value {
+        Some(g) => match normalize(g) {
+            Ok(v) => (v, None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+        None => (None, None),
+    };
+    let valid = ex.value.is_some();
+    let correct = doc
+        .truth
+        .as_ref()
+        .map(|t| valid && normalize_error.is_none() && is_correct(value.as_ref(), t.as_ref()));
+    let forward_calls: Option<u32> = ex
+        .attempts
+        .iter()
+        .map(|a| a.forward_calls)
+        .sum::<Option<u32>>();
+    let error = ex
+        .error
+        .as_ref()
+        .map(|e| e.to_string())
+        .or(normalize_error)
+        .or_else(|| (!valid).then(|| ex.violations.to_string()));
+    json!({
+        "id": doc.id,
+        "mode": mode.as_str(),
+        "valid": valid,
+        "level": ex.level.as_str(),
+        "value": value,
+        "correct": correct,
+        "truth": doc.truth,
+        "copied": ex.json,
+        "raw": ex.attempts.last().and_then(|a| a.raw.clone()),
+        "attempts": ex.attempts.len(),
+        "forward_calls": forward_calls,
+        "seconds": ex.timings.total_ms / 1e3,
+        "error": error,
+    })
+}
+
+/// Totals of one mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ModeSummary {
+    /// The mode.
+    pub mode: String,
+    /// Documents run.
+    pub docs: usize,
+    /// Replies that filled the contract.
+    pub valid: usize,
+    /// Correct values, among documents with a known truth.
+    pub correct: usize,
+    /// Documents with a known truth.
+    pub scored: usize,
+    /// Replies at each level: strict, extracted, repaired, invalid.
+    pub levels: [usize; 4],
+    /// Mean seconds per document.
+    pub mean_seconds: f64,
+    /// Mean forward calls per document (local backend only).
+    pub mean_forward_calls: Option<f64>,
+    /// Mean attempts per document.
+    pub mean_attempts: f64,
+}
+
+/// Sums rows of one mode.
+pub fn summarize(mode: Mode, rows: &[Value]) -> ModeSummary {
+    let rows: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["mode"] == mode.as_str())
+        .collect();
+    let n = rows.len();
+    let mut s = ModeSummary {
+        mode: mode.as_str().to_owned(),
+        docs: n,
+        ..ModeSummary::default()
+    };
+    let mut calls = Vec::new();
+    for r in &rows {
+        s.valid += usize::from(r["valid"] == true);
+        if let Some(c) = r["correct"].as_bool() {
+            s.scored += 1;
+            s.correct += usize::from(c);
+        }
+        let level = match r["level"].as_str() {
+            Some("strict") => 0,
+            Some("extracted") => 1,
+            Some("repaired") => 2,
+            _ => 3,
+        };
+        s.levels[level] += 1;
+        s.mean_seconds += r["seconds"].as_f64().unwrap_or(0.0);
+        s.mean_attempts += r["attempts"].as_f64().unwrap_or(0.0);
+        if let Some(c) = r["forward_calls"].as_f64() {
+            calls.push(c);
+        }
+    }
+    if n > 0 {
+        s.mean_seconds /= n as f64;
+        s.mean_attempts /= n as f64;
+    }
+    if !calls.is_empty() && calls.len() == n {
+        s.mean_forward_calls = Some(calls.iter().sum::<f64>() / n as f64);
+    }
+    s
+}
+
+/// The summary as a Markdown table.
+pub fn table(summaries: &[ModeSummary]) -> String {
+    let mut t = String::from(
+        "| mode | docs | valid | correct | strict | extracted | repaired | invalid | s/doc | forward calls/doc | attempts/doc |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for s in summaries {
+        let correct = if s.scored > 0 {
+            format!("{}/{}", s.correct, s.scored)
+        } else {
+            "n/a".into()
+        };
+        let calls = s
+            .mean_forward_calls
+            .map_or_else(|| "n/a".into(), |c| format!("{c:.1}"));
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} |",
+            s.mode,
+            s.docs,
+            s.valid,
+            correct,
+            s.levels[0],
+            s.levels[1],
+            s.levels[2],
+            s.levels[3],
+            s.mean_seconds,
+            calls,
+            s.mean_attempts
+        );
+    }
+    t
+}
