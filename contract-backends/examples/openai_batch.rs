@@ -30,7 +30,13 @@ const SAMPLES: [&str; 4] = [
     "Hooli guides first-quarter 2026 revenue to $3,100 million to $3,300 million.",
 ];
 
-const TRANSPORT: [&str; 5] = ["unavailable", "timeout", "protocol", "rate_limited", "invalid_request"];
+const TRANSPORT: [&str; 5] = [
+    "unavailable",
+    "timeout",
+    "protocol",
+    "rate_limited",
+    "invalid_request",
+];
 
 struct Args {
     base_url: Option<String>,
@@ -66,7 +72,10 @@ fn parse_args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("`{flag}` needs a value\n{}", usage()));
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| format!("`{flag}` needs a value\n{}", usage()))
+        };
         let number = |v: String| v.parse::<u64>().map_err(|e| format!("`{flag} {v}`: {e}"));
         match flag.as_str() {
             "--base-url" => args.base_url = Some(value()?),
@@ -154,7 +163,11 @@ async fn main() -> ExitCode {
         eprintln!(
             "{}: {}",
             row["id"].as_str().unwrap_or("?"),
-            if row["ok"] == true { row["value"].to_string() } else { format!("{kind}: {}", row["error"]) }
+            if row["ok"] == true {
+                row["value"].to_string()
+            } else {
+                format!("{kind}: {}", row["error"])
+            }
         );
     }
     println!(

@@ -323,7 +323,8 @@ pub fn failure_reason<C>(ex: &Extraction<C>) -> Option<FailureReason> {
 /// `error_kind` are the [`failure_reason`] (null when `ok`).
 pub fn default_row<C: Serialize>(doc: &Doc, ex: Extraction<C>) -> Value {
     let reason = failure_reason(&ex);
-    let record = serde_json::to_value(&ex).unwrap_or_else(|e| json!({ "unserialisable": e.to_string() }));
+    let record =
+        serde_json::to_value(&ex).unwrap_or_else(|e| json!({ "unserialisable": e.to_string() }));
     json!({
         "id": doc.id,
         "ok": ex.value.is_some(),
@@ -416,7 +417,13 @@ fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), B
     let mut done = HashSet::new();
     if !resume {
         let file = File::create(path).map_err(io_error(path))?;
-        return Ok((Output { path: path.to_path_buf(), file }, done));
+        return Ok((
+            Output {
+                path: path.to_path_buf(),
+                file,
+            },
+            done,
+        ));
     }
     let mut file = OpenOptions::new()
         .read(true)
@@ -431,7 +438,10 @@ fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), B
     let mut line_no = 0usize;
     while start < text.len() {
         line_no += 1;
-        let end = text[start..].iter().position(|&b| b == b'\n').map(|i| start + i);
+        let end = text[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| start + i);
         let line = &text[start..end.unwrap_or(text.len())];
         let parsed = std::str::from_utf8(line)
             .map_err(|e| e.to_string())
@@ -468,7 +478,13 @@ fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), B
         file.set_len(keep as u64).map_err(io_error(path))?;
     }
     file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
-    Ok((Output { path: path.to_path_buf(), file }, done))
+    Ok((
+        Output {
+            path: path.to_path_buf(),
+            file,
+        },
+        done,
+    ))
 }
 
 fn progress_bar(options: &BatchOptions, len: usize) -> ProgressBar {
@@ -534,7 +550,10 @@ where
         }
         None => (None, HashSet::new()),
     };
-    let todo: Vec<Doc> = docs.into_iter().filter(|d| !already.contains(&d.id)).collect();
+    let todo: Vec<Doc> = docs
+        .into_iter()
+        .filter(|d| !already.contains(&d.id))
+        .collect();
     let skipped = total - todo.len();
 
     let bar = progress_bar(options, todo.len());
@@ -608,7 +627,11 @@ where
         summary.done,
         summary.failed,
         summary.skipped,
-        if summary.interrupted { " (interrupted)" } else { "" }
+        if summary.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        }
     ));
     Ok((rows, summary))
 }

@@ -450,14 +450,16 @@ impl OpenAiBackend {
             })
             .collect();
         let strict_schema = || {
-            req.strict_schema.clone().ok_or_else(|| BackendError::InvalidRequest {
-                message: format!(
-                    "mode `{}` needs a strict schema and contract `{}` has none \
+            req.strict_schema
+                .clone()
+                .ok_or_else(|| BackendError::InvalidRequest {
+                    message: format!(
+                        "mode `{}` needs a strict schema and contract `{}` has none \
                      (use json_mode or prompt_only)",
-                    self.mode.as_str(),
-                    req.contract
-                ),
-            })
+                        self.mode.as_str(),
+                        req.contract
+                    ),
+                })
         };
         let response_format = match self.mode {
             Mode::StructuredOutputs => Some(ResponseFormat::JsonSchema {
@@ -518,7 +520,10 @@ impl OpenAiBackend {
         let reply = sent.map_err(|e| self.transport_failure(&e))?;
         let status = reply.status();
         let wait = retry_after(reply.headers());
-        let bytes = reply.bytes().await.map_err(|e| self.transport_failure(&e))?;
+        let bytes = reply
+            .bytes()
+            .await
+            .map_err(|e| self.transport_failure(&e))?;
         if !status.is_success() {
             return Err(status_failure(status, wait, &bytes));
         }
@@ -739,16 +744,18 @@ fn status_failure(status: StatusCode, wait: Option<Duration>, body: &[u8]) -> Fa
             },
             wait,
         ),
-        408 | 409 | 425 | 500..=599 => Failure::retry(BackendError::Unavailable { message: what }, wait),
+        408 | 409 | 425 | 500..=599 => {
+            Failure::retry(BackendError::Unavailable { message: what }, wait)
+        }
         401 | 403 => Failure::fatal(BackendError::Unavailable {
             message: format!("not authorised, check the API key ({what})"),
         }),
         404 => Failure::fatal(BackendError::Unavailable {
             message: format!("not found, check the base URL and the model name ({what})"),
         }),
-        400 | 413 | 422 => Failure::fatal(context_length(&error).unwrap_or(
-            BackendError::InvalidRequest { message: what },
-        )),
+        400 | 413 | 422 => Failure::fatal(
+            context_length(&error).unwrap_or(BackendError::InvalidRequest { message: what }),
+        ),
         400..=499 => Failure::fatal(BackendError::InvalidRequest { message: what }),
         _ => Failure::fatal(BackendError::Protocol {
             message: format!("unexpected {what}"),
@@ -927,7 +934,10 @@ mod tests {
     fn retry_after_seconds_and_dates() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480); // 2015-10-21 07:28:00
         assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_retry_after(" 1.5 ", now),
+            Some(Duration::from_millis(1500))
+        );
         assert_eq!(parse_retry_after("-1", now), None);
         assert_eq!(
             parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
@@ -957,7 +967,10 @@ mod tests {
         for retry in 0..10 {
             let exp = (100u64 << retry).min(1000);
             let d = p.delay(retry, None).unwrap().as_millis() as u64;
-            assert!(d >= exp / 2 && d <= exp, "retry {retry}: {d} ms not in {exp}/2..={exp}");
+            assert!(
+                d >= exp / 2 && d <= exp,
+                "retry {retry}: {d} ms not in {exp}/2..={exp}"
+            );
         }
         let waits: std::collections::HashSet<_> = (0..20).map(|_| p.delay(3, None)).collect();
         assert!(waits.len() > 1, "no jitter");
@@ -968,9 +981,18 @@ mod tests {
 
     #[test]
     fn status_mapping() {
-        let f = status_failure(StatusCode::TOO_MANY_REQUESTS, Some(Duration::from_secs(1)), b"{}");
+        let f = status_failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(1)),
+            b"{}",
+        );
         assert!(f.retryable);
-        assert_eq!(f.error, BackendError::RateLimited { retry_after_ms: Some(1000) });
+        assert_eq!(
+            f.error,
+            BackendError::RateLimited {
+                retry_after_ms: Some(1000)
+            }
+        );
         let quota = br#"{"error":{"message":"quota","type":"insufficient_quota"}}"#;
         let f = status_failure(StatusCode::TOO_MANY_REQUESTS, None, quota);
         assert!(!f.retryable && f.error.kind() == "unavailable");
@@ -1002,7 +1024,9 @@ mod tests {
         assert_eq!(f.error.kind(), "invalid_request");
         assert!(f.error.to_string().contains("Invalid schema"));
         assert_eq!(
-            status_failure(StatusCode::UNAUTHORIZED, None, b"").error.kind(),
+            status_failure(StatusCode::UNAUTHORIZED, None, b"")
+                .error
+                .kind(),
             "unavailable"
         );
         assert!(status_failure(StatusCode::BAD_GATEWAY, None, b"").retryable);
@@ -1010,13 +1034,23 @@ mod tests {
 
     #[test]
     fn attempts_counted_in_messages() {
-        let f = Failure::retry(BackendError::Unavailable { message: "HTTP 503".into() }, None);
+        let f = Failure::retry(
+            BackendError::Unavailable {
+                message: "HTTP 503".into(),
+            },
+            None,
+        );
         assert_eq!(
             f.into_error(4).to_string(),
             "backend unavailable: HTTP 503 (after 4 attempts)"
         );
-        let f = Failure::fatal(BackendError::Protocol { message: "x".into() });
-        assert_eq!(f.into_error(1).to_string(), "protocol error: x (after 1 attempt)");
+        let f = Failure::fatal(BackendError::Protocol {
+            message: "x".into(),
+        });
+        assert_eq!(
+            f.into_error(1).to_string(),
+            "protocol error: x (after 1 attempt)"
+        );
     }
 
     #[test]
@@ -1033,8 +1067,16 @@ mod tests {
         let refusal = br#"{"choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}"#;
         let f = parse_reply(refusal).unwrap_err();
         assert!(!f.retryable);
-        assert!(f.error.to_string().starts_with(REFUSAL_PREFIX), "{}", f.error);
-        for bad in [&b"{\"choices\":[{\"message\":{\"content\":\"{}\"}"[..], b"<html>oops</html>", b"{\"choices\":[]}"] {
+        assert!(
+            f.error.to_string().starts_with(REFUSAL_PREFIX),
+            "{}",
+            f.error
+        );
+        for bad in [
+            &b"{\"choices\":[{\"message\":{\"content\":\"{}\"}"[..],
+            b"<html>oops</html>",
+            b"{\"choices\":[]}",
+        ] {
             let f = parse_reply(bad).unwrap_err();
             assert!(f.retryable);
             assert_eq!(f.error.kind(), "protocol");

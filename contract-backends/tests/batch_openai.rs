@@ -83,14 +83,21 @@ fn good(i: usize) -> String {
 }
 
 fn script(seen: &support::Seen, n: usize) -> Reply {
-    let i: usize = seen.key.trim_start_matches("doc-").parse().unwrap_or(usize::MAX);
+    let i: usize = seen
+        .key
+        .trim_start_matches("doc-")
+        .parse()
+        .unwrap_or(usize::MAX);
     let once = |fault: Reply| if n == 0 { fault } else { Reply::ok(good(i)) };
     match kind(i) {
         Kind::Clean => Reply::ok(good(i)),
         Kind::RateLimitedOnce => once(Reply::rate_limited("0")),
         Kind::ServerErrorOnce => once(Reply::status(500, "internal error")),
         Kind::Unavailable => Reply::status(503, "overloaded"),
-        Kind::SlowOnce => once(Reply::Slow(Duration::from_secs(6), Box::new(Reply::ok(good(i))))),
+        Kind::SlowOnce => once(Reply::Slow(
+            Duration::from_secs(6),
+            Box::new(Reply::ok(good(i))),
+        )),
         Kind::ResetOnce => once(Reply::Reset),
         Kind::TruncatedOnce => once(Reply::Truncated),
         Kind::NotJsonOnce => once(Reply::NotJson),
@@ -115,7 +122,11 @@ fn docs() -> Vec<Doc> {
         .map(|i| {
             Doc::new(
                 format!("doc-{i:04}"),
-                format!("doc-{i:04}: we expect revenue of ${} to ${} million next quarter.", i + 1, i + 2),
+                format!(
+                    "doc-{i:04}: we expect revenue of ${} to ${} million next quarter.",
+                    i + 1,
+                    i + 2
+                ),
             )
         })
         .collect()
@@ -184,14 +195,19 @@ async fn a_thousand_documents_with_faults_lose_nothing_and_resume() {
     // The first run.
     let server = MockServer::start(Expect::StructuredOutputs, script).await;
     let ex = extractor(&server);
-    let (rows, summary) = run_batch(&ex, docs(), &options, default_row).await.expect("batch");
+    let (rows, summary) = run_batch(&ex, docs(), &options, default_row)
+        .await
+        .expect("batch");
     assert_eq!(server.shape_errors(), Vec::<String>::new());
 
     let expected_failed = (0..DOCS).filter(|&i| expected(i).1.is_some()).count();
     assert_eq!(expected_failed, 80);
     assert_eq!(summary.total, DOCS);
     assert_eq!(summary.skipped, 0);
-    assert_eq!((summary.done, summary.failed), (DOCS - expected_failed, expected_failed));
+    assert_eq!(
+        (summary.done, summary.failed),
+        (DOCS - expected_failed, expected_failed)
+    );
     assert!(!summary.interrupted);
     assert_eq!(rows.len(), DOCS);
 
@@ -200,10 +216,13 @@ async fn a_thousand_documents_with_faults_lose_nothing_and_resume() {
     let ids: HashSet<&str> = written.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(ids.len(), DOCS, "every id exactly once");
     written.iter().for_each(check_row);
-    let by_kind = written.iter().fold(HashMap::<String, usize>::new(), |mut m, r| {
-        *m.entry(r["error_kind"].as_str().unwrap_or("ok").to_owned()).or_default() += 1;
-        m
-    });
+    let by_kind = written
+        .iter()
+        .fold(HashMap::<String, usize>::new(), |mut m, r| {
+            *m.entry(r["error_kind"].as_str().unwrap_or("ok").to_owned())
+                .or_default() += 1;
+            m
+        });
     assert_eq!(
         by_kind,
         HashMap::from([
@@ -219,7 +238,12 @@ async fn a_thousand_documents_with_faults_lose_nothing_and_resume() {
     let counts = server.counts();
     for i in 0..DOCS {
         let key = format!("doc-{i:04}");
-        assert_eq!(counts.get(&key).copied(), Some(expected(i).0), "{key} ({:?})", kind(i));
+        assert_eq!(
+            counts.get(&key).copied(),
+            Some(expected(i).0),
+            "{key} ({:?})",
+            kind(i)
+        );
     }
     let total_requests: usize = (0..DOCS).map(|i| expected(i).0).sum();
     assert_eq!(server.request_count(), total_requests);
@@ -251,16 +275,24 @@ async fn a_thousand_documents_with_faults_lose_nothing_and_resume() {
     // The resumed run does only the missing documents.
     let server = MockServer::start(Expect::StructuredOutputs, script).await;
     let ex = extractor(&server);
-    let (rows, summary) = run_batch(&ex, docs(), &options, default_row).await.expect("resume");
+    let (rows, summary) = run_batch(&ex, docs(), &options, default_row)
+        .await
+        .expect("resume");
     assert_eq!(summary.skipped, DOCS - missing.len());
     assert_eq!(summary.completed(), missing.len());
     assert_eq!(rows.len(), missing.len());
-    let redone: HashSet<String> = rows.iter().map(|r| r["id"].as_str().expect("id").to_owned()).collect();
+    let redone: HashSet<String> = rows
+        .iter()
+        .map(|r| r["id"].as_str().expect("id").to_owned())
+        .collect();
     assert_eq!(redone, missing);
     let expected_requests: usize = missing.iter().map(|id| expected(index(id)).0).sum();
     assert_eq!(server.request_count(), expected_requests);
     let counts = server.counts();
-    assert!(counts.keys().all(|k| missing.contains(k)), "only missing documents were requested");
+    assert!(
+        counts.keys().all(|k| missing.contains(k)),
+        "only missing documents were requested"
+    );
 
     let written = read_rows(&out);
     assert_eq!(written.len(), DOCS);
@@ -269,7 +301,9 @@ async fn a_thousand_documents_with_faults_lose_nothing_and_resume() {
     written.iter().for_each(check_row);
 
     // A third run has nothing left to do.
-    let (rows, summary) = run_batch(&ex, docs(), &options, default_row).await.expect("no-op");
+    let (rows, summary) = run_batch(&ex, docs(), &options, default_row)
+        .await
+        .expect("no-op");
     assert!(rows.is_empty());
     assert_eq!((summary.skipped, summary.completed()), (DOCS, 0));
     assert_eq!(server.request_count(), expected_requests);

@@ -20,7 +20,9 @@ use serde_json::{json, Value};
 const GOOD: &str = r#"{"quarter": 2, "year": 2024, "low": 10, "high": 12}"#;
 
 fn docs(n: usize) -> Vec<Doc> {
-    (0..n).map(|i| Doc::new(format!("d{i}"), format!("document {i}"))).collect()
+    (0..n)
+        .map(|i| Doc::new(format!("d{i}"), format!("document {i}")))
+        .collect()
 }
 
 fn temp(name: &str) -> PathBuf {
@@ -58,18 +60,35 @@ async fn scripted_backend_in_order_with_failures() {
     let extractor = Extractor::<Guidance, _>::new(backend).max_attempts(2);
     let out = temp("scripted.jsonl");
     let options = quiet().concurrency(1).output(&out);
-    let (rows, summary) = run_batch(&extractor, docs(5), &options, default_row).await.expect("batch");
+    let (rows, summary) = run_batch(&extractor, docs(5), &options, default_row)
+        .await
+        .expect("batch");
     assert_eq!(extractor.backend().remaining(), 0);
-    assert_eq!((summary.total, summary.done, summary.failed, summary.skipped), (5, 3, 2, 0));
+    assert_eq!(
+        (summary.total, summary.done, summary.failed, summary.skipped),
+        (5, 3, 2, 0)
+    );
     assert!(!summary.interrupted);
     let ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(ids, ["d0", "d1", "d2", "d3", "d4"]);
     assert_eq!(rows[1]["error_kind"], "invalid");
-    assert!(rows[1]["error"].as_str().is_some_and(|e| e.contains("after 2 attempts")), "{}", rows[1]["error"]);
-    assert_eq!(rows[1]["record"]["attempts"].as_array().map(Vec::len), Some(2));
+    assert!(
+        rows[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("after 2 attempts")),
+        "{}",
+        rows[1]["error"]
+    );
+    assert_eq!(
+        rows[1]["record"]["attempts"].as_array().map(Vec::len),
+        Some(2)
+    );
     assert_eq!(rows[3]["error_kind"], "timeout");
     assert_eq!(rows[3]["error"], "backend: backend timed out after 5 ms");
-    assert_eq!(rows[0]["value"], json!({"quarter": 2, "year": 2024, "low": 10.0, "high": 12.0}));
+    assert_eq!(
+        rows[0]["value"],
+        json!({"quarter": 2, "year": 2024, "low": 10.0, "high": 12.0})
+    );
     assert_eq!(lines(&out), rows);
 }
 
@@ -78,19 +97,30 @@ async fn concurrent_scripted_batch_and_a_custom_row() {
     let backend = ScriptedBackend::new(std::iter::repeat_n(GOOD, 40));
     let extractor = Extractor::<Guidance, _>::new(backend);
     let options = quiet().concurrency(7);
-    let (rows, summary) = run_batch(&extractor, docs(40), &options, |doc, ex| {
-        json!({ "len": doc.text.len(), "ok": ex.is_ok() })
-    })
+    let (rows, summary) = run_batch(
+        &extractor,
+        docs(40),
+        &options,
+        |doc, ex| json!({ "len": doc.text.len(), "ok": ex.is_ok() }),
+    )
     .await
     .expect("batch");
     assert_eq!((summary.done, summary.failed), (40, 0));
     let ids: HashSet<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(ids.len(), 40);
     // The runner puts the id first into custom rows, and wraps rows that are not objects.
-    assert_eq!(rows[0].as_object().and_then(|o| o.keys().next()).map(String::as_str), Some("id"));
+    assert_eq!(
+        rows[0]
+            .as_object()
+            .and_then(|o| o.keys().next())
+            .map(String::as_str),
+        Some("id")
+    );
     let backend = ScriptedBackend::new([GOOD]);
     let extractor = Extractor::<Guidance, _>::new(backend);
-    let (rows, _) = run_batch(&extractor, docs(1), &options, |_, _| json!(42)).await.expect("batch");
+    let (rows, _) = run_batch(&extractor, docs(1), &options, |_, _| json!(42))
+        .await
+        .expect("batch");
     assert_eq!(rows, [json!({"id": "d0", "row": 42})]);
 }
 
@@ -99,23 +129,38 @@ async fn duplicate_ids_are_refused_before_running() {
     let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD, GOOD]));
     let mut input = docs(2);
     input.push(Doc::new("d0", "again"));
-    let err = run_batch(&extractor, input, &quiet(), default_row).await.unwrap_err();
-    assert!(matches!(&err, BatchError::DuplicateId { id, .. } if id == "d0"), "{err}");
+    let err = run_batch(&extractor, input, &quiet(), default_row)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BatchError::DuplicateId { id, .. } if id == "d0"),
+        "{err}"
+    );
     assert!(extractor.backend().requests().is_empty());
 }
 
 #[test]
 fn reading_documents() {
     let path = temp("docs.jsonl");
-    std::fs::write(&path, "{\"id\": \"a\", \"text\": \"one\"}\n\n{\"id\": \"b\", \"text\": \"two\", \"extra\": 1}\n")
-        .expect("write");
+    std::fs::write(
+        &path,
+        "{\"id\": \"a\", \"text\": \"one\"}\n\n{\"id\": \"b\", \"text\": \"two\", \"extra\": 1}\n",
+    )
+    .expect("write");
     let docs = read_jsonl_docs(&path).expect("docs");
     assert_eq!(docs, [Doc::new("a", "one"), Doc::new("b", "two")]);
 
-    std::fs::write(&path, "{\"id\": \"a\", \"text\": \"one\"}\n{\"id\": \"b\"}\n").expect("write");
+    std::fs::write(
+        &path,
+        "{\"id\": \"a\", \"text\": \"one\"}\n{\"id\": \"b\"}\n",
+    )
+    .expect("write");
     let err = read_jsonl_docs(&path).unwrap_err();
     assert!(matches!(err, BatchError::BadInput { line: 2, .. }), "{err}");
-    assert!(err.to_string().contains(":2: ") && err.to_string().contains("text"), "{err}");
+    assert!(
+        err.to_string().contains(":2: ") && err.to_string().contains("text"),
+        "{err}"
+    );
 
     std::fs::write(&path, "{\"id\": \"a\", \"text\": \"1\"}\n{\"id\": \"b\", \"text\": \"2\"}\n{\"id\": \"a\", \"text\": \"3\"}\n")
         .expect("write");
@@ -136,25 +181,37 @@ async fn resume_skips_done_ids_cuts_a_torn_line_and_refuses_a_corrupt_one() {
     .expect("write");
     let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD, GOOD, GOOD]));
     let options = quiet().concurrency(1).output(&out).resume(true);
-    let (rows, summary) = run_batch(&extractor, docs(5), &options, default_row).await.expect("resume");
+    let (rows, summary) = run_batch(&extractor, docs(5), &options, default_row)
+        .await
+        .expect("resume");
     assert_eq!(summary.skipped, 2);
     let ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(ids, ["d1", "d3", "d4"]);
-    let all: Vec<String> = lines(&out).iter().map(|r| r["id"].as_str().unwrap_or("").to_owned()).collect();
+    let all: Vec<String> = lines(&out)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or("").to_owned())
+        .collect();
     assert_eq!(all, ["d0", "d2", "d1", "d3", "d4"]);
 
     // Without resume the output starts over.
     let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD]));
     let options = quiet().output(&out);
-    run_batch(&extractor, docs(1), &options, default_row).await.expect("fresh");
+    run_batch(&extractor, docs(1), &options, default_row)
+        .await
+        .expect("fresh");
     assert_eq!(lines(&out).len(), 1);
 
     // A corrupt row that is not the last one is not guessed at.
     std::fs::write(&out, "{\"id\": \"d0\"}\nnot json\n{\"id\": \"d1\"}\n").expect("write");
     let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD]));
     let options = quiet().output(&out).resume(true);
-    let err = run_batch(&extractor, docs(3), &options, default_row).await.unwrap_err();
-    assert!(matches!(err, BatchError::BadOutput { line: 2, .. }), "{err}");
+    let err = run_batch(&extractor, docs(3), &options, default_row)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, BatchError::BadOutput { line: 2, .. }),
+        "{err}"
+    );
     assert!(extractor.backend().requests().is_empty());
 }
 
@@ -199,10 +256,15 @@ async fn a_stop_finishes_in_flight_documents_and_a_resume_does_the_rest() {
     assert_eq!(lines(&out), rows, "every finished document was written");
     assert_eq!(summary.remaining(), 100 - rows.len());
 
-    let (rest, summary) = run_batch(&extractor, docs(100), &options, default_row).await.expect("resume");
+    let (rest, summary) = run_batch(&extractor, docs(100), &options, default_row)
+        .await
+        .expect("resume");
     assert!(!summary.interrupted);
     assert_eq!(rest.len(), 100 - rows.len());
-    let ids: HashSet<String> = lines(&out).iter().map(|r| r["id"].as_str().unwrap_or("").to_owned()).collect();
+    let ids: HashSet<String> = lines(&out)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or("").to_owned())
+        .collect();
     assert_eq!(ids.len(), 100);
     assert_eq!(lines(&out).len(), 100);
 }

@@ -16,16 +16,26 @@ struct Slow;
 impl Backend for Slow {
     async fn complete(&self, _req: &Request) -> Result<Response, BackendError> {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        Ok(Response::text(r#"{"quarter": 1, "year": 2024, "low": 1, "high": 2}"#))
+        Ok(Response::text(
+            r#"{"quarter": 1, "year": 2024, "low": 1, "high": 2}"#,
+        ))
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_finishes_in_flight_documents() {
-    let out = std::env::temp_dir().join(format!("contract-batch-sigint-{}.jsonl", std::process::id()));
-    let docs: Vec<Doc> = (0..300).map(|i| Doc::new(format!("d{i}"), format!("document {i}"))).collect();
+    let out = std::env::temp_dir().join(format!(
+        "contract-batch-sigint-{}.jsonl",
+        std::process::id()
+    ));
+    let docs: Vec<Doc> = (0..300)
+        .map(|i| Doc::new(format!("d{i}"), format!("document {i}")))
+        .collect();
     let extractor = Extractor::<Guidance, _>::new(Slow);
-    let options = BatchOptions::default().concurrency(3).output(&out).progress(false);
+    let options = BatchOptions::default()
+        .concurrency(3)
+        .output(&out)
+        .progress(false);
     let sent = std::sync::atomic::AtomicBool::new(false);
     let row = |doc: &Doc, ex| {
         if !sent.swap(true, std::sync::atomic::Ordering::SeqCst) {
@@ -37,7 +47,9 @@ async fn ctrl_c_finishes_in_flight_documents() {
         }
         default_row::<Guidance>(doc, ex)
     };
-    let (rows, summary) = run_batch(&extractor, docs, &options, row).await.expect("batch");
+    let (rows, summary) = run_batch(&extractor, docs, &options, row)
+        .await
+        .expect("batch");
     assert!(summary.interrupted, "{summary:?}");
     assert!(summary.completed() < 300, "{summary:?}");
     assert_eq!(rows.len(), summary.completed());

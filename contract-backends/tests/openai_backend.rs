@@ -72,10 +72,17 @@ async fn every_mode_sends_its_shape() {
         let body = &seen[0].body;
         assert_eq!(body["model"], "mock-model");
         assert_eq!(body["max_tokens"], 200);
-        assert_eq!(seen[0].headers.get("authorization").map(String::as_str), Some("Bearer test-key"));
+        assert_eq!(
+            seen[0].headers.get("authorization").map(String::as_str),
+            Some("Bearer test-key")
+        );
         // The signature is in the system message in every mode.
         let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-        assert!(system.contains(&<Guidance as contract_core::Contract>::signature().trim_end().to_string()));
+        assert!(system.contains(
+            &<Guidance as contract_core::Contract>::signature()
+                .trim_end()
+                .to_string()
+        ));
         match mode {
             Mode::StructuredOutputs => {
                 assert_eq!(body["response_format"]["json_schema"]["name"], "Guidance");
@@ -100,15 +107,17 @@ async fn every_mode_sends_its_shape() {
 #[test]
 fn the_shape_checker_catches_bad_requests() {
     let good_schema = <Guidance as contract_core::Contract>::strict_schema();
-    let body = |rf: serde_json::Value| {
-        json!({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], "response_format": rf})
-    };
-    let ok = body(json!({"type": "json_schema", "json_schema": {"name": "G", "strict": true, "schema": good_schema}}));
+    let body = |rf: serde_json::Value| json!({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], "response_format": rf});
+    let ok = body(
+        json!({"type": "json_schema", "json_schema": {"name": "G", "strict": true, "schema": good_schema}}),
+    );
     assert!(check_shape(Expect::StructuredOutputs, &ok).is_empty());
     // Not strict, a bad name, and a schema keyword outside the strict subset.
     let mut loose = good_schema.clone();
     loose["properties"]["quarter"]["minLength"] = json!(1);
-    let bad = body(json!({"type": "json_schema", "json_schema": {"name": "a b", "strict": false, "schema": loose}}));
+    let bad = body(
+        json!({"type": "json_schema", "json_schema": {"name": "a b", "strict": false, "schema": loose}}),
+    );
     let errors = check_shape(Expect::StructuredOutputs, &bad);
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(!check_shape(Expect::JsonMode, &ok).is_empty());
@@ -130,24 +139,36 @@ async fn a_contract_without_strict_schema_is_refused_in_structured_mode() {
         max_tokens: None,
         sampling: Default::default(),
     };
-    let err = contract_core::Backend::complete(&backend, &req).await.unwrap_err();
+    let err = contract_core::Backend::complete(&backend, &req)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), "invalid_request");
     assert!(err.to_string().contains("json_mode"), "{err}");
     assert_eq!(server.request_count(), 0);
     req.strict_schema = Some(<Guidance as contract_core::Contract>::strict_schema());
-    assert!(contract_core::Backend::complete(&backend, &req).await.is_ok());
+    assert!(contract_core::Backend::complete(&backend, &req)
+        .await
+        .is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning_in_content_and_in_its_own_field_ends_in_the_record() {
     let server = MockServer::start(Expect::JsonMode, |_, _| {
-        Reply::ok(format!("<think>The release says $7.23-7.65 billion.</think>\n{GOOD}"))
+        Reply::ok(format!(
+            "<think>The release says $7.23-7.65 billion.</think>\n{GOOD}"
+        ))
     })
     .await;
     let ex = extract(&server, Mode::JsonMode, 0).await;
     assert!(ex.is_ok(), "{:?}", ex.violations);
-    assert_eq!(ex.reasoning.as_deref(), Some("The release says $7.23-7.65 billion."));
-    assert!(ex.attempts[0].raw.as_deref().is_some_and(|r| r.starts_with("<think>")));
+    assert_eq!(
+        ex.reasoning.as_deref(),
+        Some("The release says $7.23-7.65 billion.")
+    );
+    assert!(ex.attempts[0]
+        .raw
+        .as_deref()
+        .is_some_and(|r| r.starts_with("<think>")));
 
     let server = MockServer::start(Expect::JsonMode, |_, _| Reply::Content {
         content: Some(GOOD.into()),
@@ -158,7 +179,10 @@ async fn reasoning_in_content_and_in_its_own_field_ends_in_the_record() {
     .await;
     let ex = extract(&server, Mode::JsonMode, 0).await;
     assert!(ex.is_ok());
-    assert_eq!(ex.reasoning.as_deref(), Some("Quarter three, range in millions."));
+    assert_eq!(
+        ex.reasoning.as_deref(),
+        Some("Quarter three, range in millions.")
+    );
     let line = ex.to_json_line().expect("json line");
     assert!(line.contains("Quarter three, range in millions."));
 }
@@ -195,8 +219,15 @@ async fn length_is_reported_as_such() {
     assert!(!ex.is_ok());
     assert!(ex.error.is_none());
     assert_eq!(ex.attempts.len(), 2);
-    assert!(ex.attempts.iter().all(|a| a.finish_reason == Some(FinishReason::Length)));
-    assert_eq!(server.request_count(), 2, "length is not an HTTP fault: no backend retry");
+    assert!(ex
+        .attempts
+        .iter()
+        .all(|a| a.finish_reason == Some(FinishReason::Length)));
+    assert_eq!(
+        server.request_count(),
+        2,
+        "length is not an HTTP fault: no backend retry"
+    );
     let reason = failure_reason(&ex).expect("a failure");
     assert_eq!(reason.kind, "length");
     assert!(reason.message.contains("token limit"), "{}", reason.message);
@@ -222,10 +253,16 @@ async fn with_fault(fault: Reply, times: usize, max_retries: u32) -> (Extraction
 async fn transient_faults_are_retried_until_they_pass() {
     let faults = [
         ("429 seconds", Reply::rate_limited("0")),
-        ("429 http date", Reply::rate_limited("Wed, 21 Oct 2015 07:28:00 GMT")),
+        (
+            "429 http date",
+            Reply::rate_limited("Wed, 21 Oct 2015 07:28:00 GMT"),
+        ),
         ("500", Reply::status(500, "internal error")),
         ("503", Reply::status(503, "overloaded")),
-        ("timeout", Reply::Slow(Duration::from_secs(4), Box::new(Reply::ok(GOOD)))),
+        (
+            "timeout",
+            Reply::Slow(Duration::from_secs(4), Box::new(Reply::ok(GOOD))),
+        ),
         ("reset", Reply::Reset),
         ("truncated", Reply::Truncated),
         ("not json", Reply::NotJson),
@@ -234,7 +271,11 @@ async fn transient_faults_are_retried_until_they_pass() {
         let (ex, requests) = with_fault(fault, 2, 2).await;
         assert!(ex.is_ok(), "{name}: {:?}", ex.error);
         assert_eq!(requests, 3, "{name}: two faults then the answer");
-        assert_eq!(ex.attempts.len(), 1, "{name}: retries happen below the extractor");
+        assert_eq!(
+            ex.attempts.len(),
+            1,
+            "{name}: retries happen below the extractor"
+        );
     }
 }
 
@@ -242,12 +283,32 @@ async fn transient_faults_are_retried_until_they_pass() {
 async fn persistent_faults_end_in_a_clear_error() {
     let cases: [(&str, Reply, &str, Option<&str>); 7] = [
         ("429", Reply::rate_limited("0"), "rate_limited", None),
-        ("503", Reply::status(503, "overloaded"), "unavailable", Some("HTTP 503 Service Unavailable: overloaded (after 3 attempts)")),
-        ("timeout", Reply::Slow(Duration::from_secs(4), Box::new(Reply::ok(GOOD))), "timeout", Some("timed out after 1500 ms")),
-        ("reset", Reply::Reset, "unavailable", Some("(after 3 attempts)")),
+        (
+            "503",
+            Reply::status(503, "overloaded"),
+            "unavailable",
+            Some("HTTP 503 Service Unavailable: overloaded (after 3 attempts)"),
+        ),
+        (
+            "timeout",
+            Reply::Slow(Duration::from_secs(4), Box::new(Reply::ok(GOOD))),
+            "timeout",
+            Some("timed out after 1500 ms"),
+        ),
+        (
+            "reset",
+            Reply::Reset,
+            "unavailable",
+            Some("(after 3 attempts)"),
+        ),
         ("truncated", Reply::Truncated, "protocol", Some("cut off")),
         ("not json", Reply::NotJson, "protocol", Some("not JSON")),
-        ("400", Reply::status(400, "Invalid schema for response_format"), "invalid_request", Some("(after 1 attempt)")),
+        (
+            "400",
+            Reply::status(400, "Invalid schema for response_format"),
+            "invalid_request",
+            Some("(after 1 attempt)"),
+        ),
     ];
     for (name, fault, kind, text) in cases {
         let (ex, requests) = with_fault(fault, usize::MAX, 2).await;
@@ -260,7 +321,11 @@ async fn persistent_faults_end_in_a_clear_error() {
         assert_eq!(requests, expected, "{name}");
         let reason = failure_reason(&ex).expect("a failure");
         assert_eq!(reason.kind, kind);
-        assert!(reason.message.starts_with(&format!("backend: {err}")), "{}", reason.message);
+        assert!(
+            reason.message.starts_with(&format!("backend: {err}")),
+            "{}",
+            reason.message
+        );
     }
 }
 
@@ -279,14 +344,22 @@ async fn retry_after_is_honoured() {
     let seen = server.seen();
     assert_eq!(seen.len(), 2);
     let gap = seen[1].at - seen[0].at;
-    assert!(gap >= Duration::from_millis(1000), "retried after {gap:?}, before Retry-After: 1");
+    assert!(
+        gap >= Duration::from_millis(1000),
+        "retried after {gap:?}, before Retry-After: 1"
+    );
 
     // A wait beyond `max_retry_after` ends the retries at once, with the wait reported.
-    let server = MockServer::start(Expect::StructuredOutputs, |_, _| Reply::rate_limited("3600")).await;
+    let server = MockServer::start(Expect::StructuredOutputs, |_, _| {
+        Reply::rate_limited("3600")
+    })
+    .await;
     let ex = extract(&server, Mode::StructuredOutputs, 5).await;
     assert_eq!(
         backend_error(&ex),
-        BackendError::RateLimited { retry_after_ms: Some(3_600_000) }
+        BackendError::RateLimited {
+            retry_after_ms: Some(3_600_000)
+        }
     );
     assert_eq!(server.request_count(), 1);
 }
@@ -301,7 +374,10 @@ async fn context_length_and_quota_are_not_retried() {
     let (ex, requests) = with_fault(ctx, usize::MAX, 3).await;
     assert_eq!(
         backend_error(&ex),
-        BackendError::ContextLength { prompt_tokens: 3000, context: 2048 }
+        BackendError::ContextLength {
+            prompt_tokens: 3000,
+            context: 2048
+        }
     );
     assert_eq!(requests, 1);
 

@@ -148,7 +148,10 @@ pub fn doc_key(body: &Value) -> String {
         .unwrap_or("");
     match user.find("doc-") {
         Some(i) => {
-            let digits: String = user[i + 4..].chars().take_while(char::is_ascii_digit).collect();
+            let digits: String = user[i + 4..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
             format!("doc-{digits}")
         }
         None => user.to_owned(),
@@ -161,7 +164,11 @@ pub fn check_shape(expect: Expect, body: &Value) -> Vec<String> {
     let Some(obj) = body.as_object() else {
         return vec!["the body is not a JSON object".into()];
     };
-    if !obj.get("model").and_then(Value::as_str).is_some_and(|m| !m.is_empty()) {
+    if obj
+        .get("model")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
         errors.push("`model` must be a non-empty string".into());
     }
     match obj.get("messages").and_then(Value::as_array) {
@@ -171,7 +178,9 @@ pub fn check_shape(expect: Expect, body: &Value) -> Vec<String> {
                     .as_str()
                     .is_some_and(|r| ["system", "user", "assistant", "developer"].contains(&r));
                 if !role_ok || !m["content"].is_string() {
-                    errors.push(format!("messages[{i}] needs a known role and string content: {m}"));
+                    errors.push(format!(
+                        "messages[{i}] needs a known role and string content: {m}"
+                    ));
                 }
             }
             if ms[0]["role"] != "system" {
@@ -203,7 +212,8 @@ pub fn check_shape(expect: Expect, body: &Value) -> Vec<String> {
                     let js = &rf["json_schema"];
                     let name_ok = js["name"].as_str().is_some_and(|n| {
                         (1..=64).contains(&n.len())
-                            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                            && n.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
                     });
                     if !name_ok {
                         errors.push(format!("bad json_schema.name: {}", js["name"]));
@@ -213,7 +223,9 @@ pub fn check_shape(expect: Expect, body: &Value) -> Vec<String> {
                     }
                     check_schema(&mut errors, "json_schema.schema", js.get("schema"));
                 }
-                other => errors.push(format!("expected a json_schema response_format, got {other:?}")),
+                other => errors.push(format!(
+                    "expected a json_schema response_format, got {other:?}"
+                )),
             }
         }
         Expect::JsonMode => {
@@ -236,7 +248,11 @@ pub fn check_shape(expect: Expect, body: &Value) -> Vec<String> {
             if guided.is_some() {
                 errors.push("unexpected `guided_json`".into());
             }
-            check_schema(&mut errors, "response_format.schema", rf.and_then(|r| r.get("schema")));
+            check_schema(
+                &mut errors,
+                "response_format.schema",
+                rf.and_then(|r| r.get("schema")),
+            );
         }
         Expect::VllmGuidedJson => {
             if rf.is_some() {
@@ -255,7 +271,9 @@ impl MockServer {
         expect: Expect,
         script: impl Fn(&Seen, usize) -> Reply + Send + Sync + 'static,
     ) -> MockServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
             expect,
@@ -267,7 +285,9 @@ impl MockServer {
         let st = state.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
                 let st = st.clone();
                 tokio::spawn(async move {
                     let _ = serve(stream, st).await;
@@ -303,7 +323,9 @@ impl MockServer {
     }
 }
 
-async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<(String, HashMap<String, String>, Vec<u8>)>> {
+async fn read_request(
+    stream: &mut TcpStream,
+) -> std::io::Result<Option<(String, HashMap<String, String>, Vec<u8>)>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {
@@ -323,7 +345,10 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<(String,
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    let len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < len {
         let n = stream.read(&mut chunk).await?;
@@ -336,7 +361,13 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<(String,
 }
 
 fn completion(body: &Value, reply: &Reply) -> String {
-    let Reply::Content { content, reasoning_content, refusal, finish_reason } = reply else {
+    let Reply::Content {
+        content,
+        reasoning_content,
+        refusal,
+        finish_reason,
+    } = reply
+    else {
         unreachable!()
     };
     json!({
@@ -404,7 +435,11 @@ async fn write_reply(stream: &mut TcpStream, body: &Value, reply: Reply) -> std:
             vec![("Content-Type".to_owned(), "application/json".to_owned())],
             completion(body, &r),
         ),
-        Reply::Status { code, mut headers, body } => {
+        Reply::Status {
+            code,
+            mut headers,
+            body,
+        } => {
             headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
             (code, headers, body)
         }
@@ -413,7 +448,10 @@ async fn write_reply(stream: &mut TcpStream, body: &Value, reply: Reply) -> std:
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", payload.len()));
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        payload.len()
+    ));
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(payload.as_bytes()).await?;
     stream.flush().await?;
@@ -429,12 +467,21 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) -> std::io::Result<()> 
     if !line.starts_with("POST /v1/chat/completions ") {
         errors.push(format!("unexpected request line `{line}`"));
     }
-    if !headers.get("content-type").is_some_and(|v| v.starts_with("application/json")) {
+    if !headers
+        .get("content-type")
+        .is_some_and(|v| v.starts_with("application/json"))
+    {
         errors.push("the content type must be application/json".into());
     }
     errors.extend(check_shape(state.expect, &body));
     let key = doc_key(&body);
-    let seen = Seen { line, headers, body: body.clone(), key: key.clone(), at: Instant::now() };
+    let seen = Seen {
+        line,
+        headers,
+        body: body.clone(),
+        key: key.clone(),
+        at: Instant::now(),
+    };
     let n = {
         let mut counts = lock(&state.counts);
         let c = counts.entry(key).or_insert(0);
