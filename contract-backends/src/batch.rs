@@ -17,7 +17,7 @@
 //!
 //! # The local backend
 //!
-//! [`LocalBackend`](crate::local::LocalBackend) decodes synchronously inside `complete` and keeps
+//! `local::LocalBackend` (feature `local`) decodes synchronously inside `complete` and keeps
 //! one model behind a mutex, so extractions cannot overlap: run it with `concurrency(1)` (a
 //! larger value is harmless but gains nothing). While a local extraction decodes, the runner
 //! cannot react; Ctrl-C takes effect when the current document ends.

@@ -45,9 +45,9 @@
 //! # Why not async-openai's `Client`
 //!
 //! The request body is built from async-openai's typed
-//! [`CreateChatCompletionRequest`](async_openai::types::chat::CreateChatCompletionRequest), and
+//! [`CreateChatCompletionRequest`], and
 //! the base URL, API key and headers come from its
-//! [`OpenAIConfig`](async_openai::config::OpenAIConfig). The request itself is sent with
+//! [`OpenAIConfig`]. The request itself is sent with
 //! reqwest, because async-openai's `Client` retries 429s and 5xx on its own (three times, without
 //! jitter, `Retry-After` in seconds only), which would multiply with the bounded retries here,
 //! and its errors drop the response headers (`Retry-After`) and the status of non-JSON error
