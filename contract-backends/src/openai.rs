@@ -60,7 +60,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use async_openai::config::{Config, OpenAIConfig};
+use async_openai::config::Config;
+/// async-openai's client configuration, for [`OpenAiBuilder::config`].
+pub use async_openai::config::OpenAIConfig;
 use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
     ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
@@ -260,8 +262,9 @@ impl OpenAiBuilder {
         self
     }
 
-    /// An async-openai configuration (organisation, project, custom headers); `base_url` and
-    /// `api_key` given to this builder override its own.
+    /// An async-openai configuration (organisation, project, custom headers, its own base URL
+    /// and key, which the environment then does not override); `base_url` and `api_key` given
+    /// to this builder override its own.
     pub fn config(mut self, config: OpenAIConfig) -> Self {
         self.config = Some(config);
         self
@@ -303,14 +306,18 @@ impl OpenAiBuilder {
         self
     }
 
-    /// The backend; fails only when the HTTP client cannot be built (TLS setup) or a header is
-    /// invalid.
+    /// The backend; fails only when the HTTP client cannot be built (TLS setup).
     pub fn build(self) -> Result<OpenAiBackend, BackendError> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let mut config = self.config.unwrap_or_default();
+        // A given configuration keeps its own base URL and key; the environment fills in only
+        // for the default one.
+        let (mut config, env_url, env_key) = match self.config {
+            Some(c) => (c, None, None),
+            None => (OpenAIConfig::default(), env(BASE_URL_ENV), env(API_KEY_ENV)),
+        };
         let base_url = self
             .base_url
-            .or_else(|| env(BASE_URL_ENV))
+            .or(env_url)
             .unwrap_or_else(|| config.api_base().to_owned());
         let base_url = if base_url.trim().is_empty() {
             DEFAULT_BASE_URL.to_owned()
@@ -318,7 +325,7 @@ impl OpenAiBuilder {
             base_url.trim().trim_end_matches('/').to_owned()
         };
         config = config.with_api_base(base_url.clone());
-        if let Some(key) = self.api_key.or_else(|| env(API_KEY_ENV)) {
+        if let Some(key) = self.api_key.or(env_key) {
             config = config.with_api_key(key);
         }
         let mut headers = config.headers();

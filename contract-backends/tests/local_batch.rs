@@ -25,7 +25,8 @@ async fn local_backend_batch_at_concurrency_one() {
         ),
         Doc::new("initech", "Initech expects fourth-quarter 2025 revenue of approximately $820 million."),
     ];
-    let out = std::env::temp_dir().join(format!("contract-local-batch-{}.jsonl", std::process::id()));
+    let out =
+        std::env::temp_dir().join(format!("contract-local-batch-{}.jsonl", std::process::id()));
     let options = BatchOptions::default()
         .concurrency(1)
         .output(&out)
@@ -42,7 +43,9 @@ async fn local_backend_batch_at_concurrency_one() {
     for row in &rows {
         // Under the contract's mask every reply is valid Guidance.
         assert_eq!(row["ok"], true, "{}", row["error"]);
-        assert!(row["record"]["attempts"][0]["forward_calls"].as_u64().is_some());
+        assert!(row["record"]["attempts"][0]["forward_calls"]
+            .as_u64()
+            .is_some());
     }
     let (again, summary) = run_batch(&extractor, docs, &options, default_row)
         .await

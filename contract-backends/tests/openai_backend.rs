@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use contract_backends::batch::failure_reason;
-use contract_backends::openai::{Mode, OpenAiBackend, RetryPolicy, REFUSAL_PREFIX};
+use contract_backends::openai::{Mode, OpenAIConfig, OpenAiBackend, RetryPolicy, REFUSAL_PREFIX};
 use contract_core::extract::{AttemptError, BackendError, FinishReason};
 use contract_core::{Extraction, Extractor};
 use examples::Guidance;
@@ -409,4 +409,44 @@ async fn nothing_listening_is_unavailable() {
     assert_eq!(err.kind(), "unavailable");
     assert!(err.to_string().contains("cannot connect"), "{err}");
     assert!(err.to_string().contains("(after 2 attempts)"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_openai_config_supplies_key_and_headers() {
+    let server = MockServer::start(Expect::JsonMode, |_, _| Reply::ok(GOOD)).await;
+    let config = OpenAIConfig::new()
+        .with_api_base(server.base_url())
+        .with_api_key("cfg-key")
+        .with_org_id("org-1");
+    let backend = OpenAiBackend::builder("m")
+        .config(config)
+        .mode(Mode::JsonMode)
+        .build()
+        .expect("backend");
+    assert_eq!(backend.base_url(), server.base_url());
+    let ex = Extractor::<Guidance, _>::new(backend).extract(DOC).await;
+    assert!(ex.is_ok());
+    let headers = &server.seen()[0].headers;
+    assert_eq!(
+        headers.get("authorization").map(String::as_str),
+        Some("Bearer cfg-key")
+    );
+    assert_eq!(
+        headers.get("openai-organization").map(String::as_str),
+        Some("org-1")
+    );
+
+    // No key at all: no Authorization header (local servers need none).
+    let server = MockServer::start(Expect::JsonMode, |_, _| Reply::ok(GOOD)).await;
+    let backend = OpenAiBackend::builder("m")
+        .config(OpenAIConfig::new().with_api_key(""))
+        .base_url(server.base_url())
+        .mode(Mode::JsonMode)
+        .build()
+        .expect("backend");
+    assert!(Extractor::<Guidance, _>::new(backend)
+        .extract(DOC)
+        .await
+        .is_ok());
+    assert!(!server.seen()[0].headers.contains_key("authorization"));
 }
