@@ -313,6 +313,7 @@ async fn persistent_faults_end_in_a_clear_error() {
     for (name, fault, kind, text) in cases {
         let (ex, requests) = with_fault(fault, usize::MAX, 2).await;
         let err = backend_error(&ex);
+        eprintln!("{name}: {err}");
         assert_eq!(err.kind(), kind, "{name}: {err}");
         if let Some(text) = text {
             assert!(err.to_string().contains(text), "{name}: {err}");
