@@ -1,0 +1,1103 @@
+//! OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, ...) over HTTP (feature `openai`).
+//!
+//! [`OpenAiBackend`] sends each [`Request`] to `POST {base}/chat/completions` in one of four
+//! [`Mode`]s, the reliability ladder of a remote API, best first:
+//!
+//! | mode | what the server is told | what enforces the contract |
+//! | --- | --- | --- |
+//! | [`Mode::StructuredOutputs`] | `response_format: {type: json_schema, json_schema: {strict: true, schema}}` with the contract's [`strict_schema`](contract_core::Contract::strict_schema) | the server's constrained decoder, then validation |
+//! | [`Mode::VllmGuidedJson`] | `guided_json: schema` (vLLM's extra body field) | the server's constrained decoder, then validation |
+//! | [`Mode::JsonObjectSchema`] | `response_format: {type: json_object, schema}` (llama-cpp-python's server) | the server's grammar, then validation |
+//! | [`Mode::JsonMode`] | `response_format: {type: json_object}` | syntax only, then validation |
+//! | [`Mode::PromptOnly`] | nothing: the signature in the system message | validation only |
+//!
+//! The system message always carries the contract's one-line signature (see
+//! [`contract_core::prompt`]), so every mode asks for the same object; the modes differ only in
+//! what the server enforces.
+//!
+//! # Replies
+//!
+//! The message `content` becomes [`Response::text`] unchanged: a `<think>` trace in it is split
+//! off by the extractor's output ladder ([`contract_core::parse`]) and kept in the record. A trace
+//! the server returns in a separate field (`reasoning_content` from vLLM and DeepSeek, or
+//! `reasoning`) becomes [`Response::reasoning`]. `finish_reason: "length"` becomes
+//! [`FinishReason::Length`]; a refusal (`message.refusal`) is an error whose message starts with
+//! [`REFUSAL_PREFIX`], never retried.
+//!
+//! # Faults and retries
+//!
+//! Each HTTP attempt has its own timeout ([`OpenAiBuilder::timeout`]). Transient failures are
+//! retried at most [`RetryPolicy::max_retries`] times with exponential backoff and jitter:
+//!
+//! | failure | error kind | retried |
+//! | --- | --- | --- |
+//! | 429 | `rate_limited` (after honouring `Retry-After` / `retry-after-ms`) | yes; not `insufficient_quota` (`unavailable`) |
+//! | 5xx, 408, 409, 425 | `unavailable` | yes |
+//! | no reply in time | `timeout` | yes |
+//! | connection refused, reset or closed | `unavailable` | yes |
+//! | truncated body, non-JSON body, reply without choices | `protocol` | yes |
+//! | 400 naming the context length | `context_length` | no |
+//! | other 4xx | `invalid_request` (401, 403, 404: `unavailable`) | no |
+//! | refusal | `other` | no |
+//!
+//! Errors that carry a message end with the number of attempts made (`after 4 attempts`).
+//!
+//! # Why not async-openai's `Client`
+//!
+//! The request body is built from async-openai's typed
+//! [`CreateChatCompletionRequest`], and
+//! the base URL, API key and headers come from its
+//! [`OpenAIConfig`]. The request itself is sent with
+//! reqwest, because async-openai's `Client` retries 429s and 5xx on its own (three times, without
+//! jitter, `Retry-After` in seconds only), which would multiply with the bounded retries here,
+//! and its errors drop the response headers (`Retry-After`) and the status of non-JSON error
+//! bodies, which the fault mapping above needs. Replies are read leniently (servers differ in
+//! which fields they send) rather than into async-openai's response type.
+
+use std::collections::hash_map::RandomState;
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use async_openai::config::Config;
+/// async-openai's client configuration, for [`OpenAiBuilder::config`].
+pub use async_openai::config::OpenAIConfig;
+use async_openai::types::chat::{
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
+    ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
+    CreateChatCompletionRequest, ResponseFormat, ResponseFormatJsonSchema,
+};
+use contract_core::extract::{Backend, BackendError, FinishReason, Request, Response};
+use contract_core::prompt::Role;
+use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The API's default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Environment variable with the API key (read when none is given).
+pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
+/// Environment variable with the base URL (read when none is given).
+pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
+/// How the message of a refusal error starts.
+pub const REFUSAL_PREFIX: &str = "the model refused";
+
+/// What the server is asked to enforce; see the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// `response_format` `json_schema` with `strict: true` and the contract's strict schema.
+    #[default]
+    StructuredOutputs,
+    /// `response_format` `json_object`, then validation.
+    JsonMode,
+    /// No `response_format`: the signature in the prompt, then validation.
+    PromptOnly,
+    /// vLLM's `guided_json` extra body field with the contract's strict schema.
+    VllmGuidedJson,
+    /// `response_format` `{type: json_object, schema}` with the contract's strict schema: how
+    /// llama-cpp-python's server (which refuses the `json_schema` type) constrains to a schema.
+    JsonObjectSchema,
+}
+
+impl Mode {
+    /// The snake_case name (`structured_outputs`, `json_mode`, `prompt_only`, `vllm_guided_json`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::StructuredOutputs => "structured_outputs",
+            Mode::JsonMode => "json_mode",
+            Mode::PromptOnly => "prompt_only",
+            Mode::VllmGuidedJson => "vllm_guided_json",
+            Mode::JsonObjectSchema => "json_object_schema",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    /// Reads a mode name: `structured_outputs` (or `strict`, `schema`), `json_mode` (or `json`),
+    /// `prompt_only` (or `prompt`), `vllm_guided_json` (or `vllm`, `guided_json`),
+    /// `json_object_schema` (or `llama_cpp`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "structured_outputs" | "strict" | "schema" => Ok(Mode::StructuredOutputs),
+            "json_mode" | "json" | "json_object" => Ok(Mode::JsonMode),
+            "prompt_only" | "prompt" => Ok(Mode::PromptOnly),
+            "vllm_guided_json" | "vllm" | "guided_json" => Ok(Mode::VllmGuidedJson),
+            "json_object_schema" | "llama_cpp" | "llamacpp" => Ok(Mode::JsonObjectSchema),
+            other => Err(format!(
+                "unknown mode `{other}` (expected `structured_outputs`, `json_mode`, \
+                 `prompt_only`, `vllm_guided_json` or `json_object_schema`)"
+            )),
+        }
+    }
+}
+
+/// Which body field carries [`Request::max_tokens`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MaxTokensField {
+    /// `max_tokens`: understood by OpenAI's non-reasoning models, vLLM and llama.cpp.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: required by OpenAI's reasoning models.
+    MaxCompletionTokens,
+}
+
+/// Bounded retries with exponential backoff and jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0: no retry).
+    pub max_retries: u32,
+    /// The backoff before the first retry; it doubles with each retry.
+    pub base_delay: Duration,
+    /// The longest backoff.
+    pub max_delay: Duration,
+    /// The longest `Retry-After` to wait for; a longer one ends the retries at once.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 4 retries, 500 ms doubling up to 20 s, `Retry-After` up to 60 s.
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries.
+    pub fn none() -> Self {
+        RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The wait before retry number `retry` (0 for the first), or `None` when the server asked
+    /// for a wait longer than [`max_retry_after`](Self::max_retry_after).
+    ///
+    /// Without `retry_after`: "equal jitter", half of `min(base * 2^retry, max)` plus a random
+    /// part of the other half. With it: that wait plus up to `base_delay` of jitter, so clients
+    /// told the same time do not all come back at once.
+    pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Option<Duration> {
+        if let Some(wait) = retry_after {
+            if wait > self.max_retry_after {
+                return None;
+            }
+            return Some(wait + self.base_delay.mul_f64(random_unit()));
+        }
+        let exp = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(retry.min(31)))
+            .min(self.max_delay);
+        Some(exp / 2 + (exp / 2).mul_f64(random_unit()))
+    }
+}
+
+/// A uniform number in `[0, 1)`; the randomness of std's hasher keys is enough for jitter.
+fn random_unit() -> f64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Reads a `Retry-After` value: seconds (`"2"`, `"1.5"`) or an HTTP date
+/// (`"Wed, 21 Oct 2015 07:28:00 GMT"`, a date in the past meaning no wait), relative to `now`.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let now = chrono::DateTime::<chrono::Utc>::from(now);
+    let wait = date.with_timezone(&chrono::Utc) - now;
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// The wait a reply asks for: `retry-after-ms` (OpenAI) or `Retry-After`.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    header("retry-after").and_then(|v| parse_retry_after(v, SystemTime::now()))
+}
+
+/// Builds an [`OpenAiBackend`].
+#[derive(Debug, Clone)]
+pub struct OpenAiBuilder {
+    model: String,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    config: Option<OpenAIConfig>,
+    mode: Mode,
+    timeout: Duration,
+    connect_timeout: Duration,
+    retry: RetryPolicy,
+    max_tokens_field: MaxTokensField,
+}
+
+impl OpenAiBuilder {
+    /// The base URL (`http://127.0.0.1:8000/v1`); default: `OPENAI_BASE_URL`, else
+    /// [`DEFAULT_BASE_URL`].
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// The API key; default: `OPENAI_API_KEY`, else none (no `Authorization` header, as local
+    /// servers expect).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// An async-openai configuration (organisation, project, custom headers, its own base URL
+    /// and key, which the environment then does not override); `base_url` and `api_key` given
+    /// to this builder override its own.
+    pub fn config(mut self, config: OpenAIConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// What the server is asked to enforce (default [`Mode::StructuredOutputs`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The limit for one HTTP attempt, from connecting to the end of the body (default 120 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The limit for connecting (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The retry policy (default [`RetryPolicy::default`]).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Shorthand for the retry count, keeping the other retry settings.
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.retry.max_retries = n;
+        self
+    }
+
+    /// Which body field carries the token limit (default `max_tokens`).
+    pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+
+    /// The backend; fails only when the HTTP client cannot be built (TLS setup).
+    pub fn build(self) -> Result<OpenAiBackend, BackendError> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        // A given configuration keeps its own base URL and key; the environment fills in only
+        // for the default one.
+        let (mut config, env_url, env_key) = match self.config {
+            Some(c) => (c, None, None),
+            None => (OpenAIConfig::default(), env(BASE_URL_ENV), env(API_KEY_ENV)),
+        };
+        let base_url = self
+            .base_url
+            .or(env_url)
+            .unwrap_or_else(|| config.api_base().to_owned());
+        let base_url = if base_url.trim().is_empty() {
+            DEFAULT_BASE_URL.to_owned()
+        } else {
+            base_url.trim().trim_end_matches('/').to_owned()
+        };
+        config = config.with_api_base(base_url.clone());
+        if let Some(key) = self.api_key.or(env_key) {
+            config = config.with_api_key(key);
+        }
+        let mut headers = config.headers();
+        if headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() == "Bearer")
+        {
+            headers.remove(AUTHORIZATION);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .map_err(|e| BackendError::Unavailable {
+                message: format!("cannot build the HTTP client: {}", chain(&e)),
+            })?;
+        Ok(OpenAiBackend {
+            url: config.url("/chat/completions"),
+            query: config
+                .query()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            http,
+            headers,
+            base_url,
+            model: self.model,
+            mode: self.mode,
+            timeout: self.timeout,
+            retry: self.retry,
+            max_tokens_field: self.max_tokens_field,
+        })
+    }
+}
+
+/// A chat-completions backend for OpenAI and OpenAI-compatible servers; see the
+/// [module docs](self).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use contract_backends::openai::{Mode, OpenAiBackend};
+/// let backend = OpenAiBackend::builder("gpt-4o-mini")   // key from OPENAI_API_KEY
+///     .mode(Mode::StructuredOutputs)
+///     .timeout(Duration::from_secs(60))
+///     .max_retries(4)
+///     .build()?;
+/// let local = OpenAiBackend::builder("smollm2")
+///     .base_url("http://127.0.0.1:8000/v1")
+///     .mode(Mode::JsonMode)
+///     .build()?;
+/// # Ok::<(), contract_core::BackendError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct OpenAiBackend {
+    http: reqwest::Client,
+    url: String,
+    query: Vec<(String, String)>,
+    headers: HeaderMap,
+    base_url: String,
+    model: String,
+    mode: Mode,
+    timeout: Duration,
+    retry: RetryPolicy,
+    max_tokens_field: MaxTokensField,
+}
+
+impl OpenAiBackend {
+    /// A builder for `model` with the defaults (structured outputs, 120 s timeout, 4 retries).
+    pub fn builder(model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder {
+            model: model.into(),
+            base_url: None,
+            api_key: None,
+            config: None,
+            mode: Mode::default(),
+            timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            max_tokens_field: MaxTokensField::default(),
+        }
+    }
+
+    /// A backend for `model` with the defaults and the base URL and key from the environment.
+    pub fn new(model: impl Into<String>) -> Result<Self, BackendError> {
+        Self::builder(model).build()
+    }
+
+    /// The model name sent with each request.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The retry policy.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// The JSON body sent for `req` (useful to inspect what a mode sends).
+    ///
+    /// Fails with [`BackendError::InvalidRequest`] when the mode needs a strict schema and the
+    /// contract has none.
+    pub fn request_body(&self, req: &Request) -> Result<Value, BackendError> {
+        let messages = req
+            .messages
+            .iter()
+            .map(|m| match m.role {
+                Role::System => ChatCompletionRequestMessage::System(
+                    ChatCompletionRequestSystemMessage::from(m.content.as_str()),
+                ),
+                Role::User => ChatCompletionRequestMessage::User(
+                    ChatCompletionRequestUserMessage::from(m.content.as_str()),
+                ),
+                Role::Assistant => {
+                    ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
+                        content: Some(m.content.as_str().into()),
+                        ..Default::default()
+                    })
+                }
+            })
+            .collect();
+        let strict_schema = || {
+            req.strict_schema
+                .clone()
+                .ok_or_else(|| BackendError::InvalidRequest {
+                    message: format!(
+                        "mode `{}` needs a strict schema and contract `{}` has none \
+                     (use json_mode or prompt_only)",
+                        self.mode.as_str(),
+                        req.contract
+                    ),
+                })
+        };
+        let response_format = match self.mode {
+            Mode::StructuredOutputs => Some(ResponseFormat::JsonSchema {
+                json_schema: ResponseFormatJsonSchema {
+                    description: None,
+                    name: schema_name(&req.contract),
+                    schema: strict_schema()?,
+                    strict: Some(true),
+                },
+            }),
+            Mode::JsonMode | Mode::JsonObjectSchema => Some(ResponseFormat::JsonObject),
+            Mode::PromptOnly | Mode::VllmGuidedJson => None,
+        };
+        #[allow(deprecated)] // `max_tokens` and `seed` are still what compatible servers read
+        let typed = CreateChatCompletionRequest {
+            model: self.model.clone(),
+            messages,
+            response_format,
+            temperature: req.sampling.temperature,
+            top_p: req.sampling.top_p,
+            seed: req.sampling.seed.map(|s| (s & i64::MAX as u64) as i64),
+            max_tokens: req
+                .max_tokens
+                .filter(|_| self.max_tokens_field == MaxTokensField::MaxTokens),
+            max_completion_tokens: req
+                .max_tokens
+                .filter(|_| self.max_tokens_field == MaxTokensField::MaxCompletionTokens),
+            ..Default::default()
+        };
+        let mut body = serde_json::to_value(&typed).map_err(|e| BackendError::InvalidRequest {
+            message: format!("cannot serialise the request: {e}"),
+        })?;
+        match (self.mode, &mut body) {
+            (Mode::VllmGuidedJson, Value::Object(map)) => {
+                map.insert("guided_json".to_owned(), strict_schema()?);
+            }
+            (Mode::JsonObjectSchema, Value::Object(map)) => {
+                if let Some(Value::Object(rf)) = map.get_mut("response_format") {
+                    rf.insert("schema".to_owned(), strict_schema()?);
+                }
+            }
+            _ => {}
+        }
+        Ok(body)
+    }
+
+    async fn attempt(&self, body: &[u8]) -> Result<Response, Failure> {
+        let sent = self
+            .http
+            .post(&self.url)
+            .query(&self.query)
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .timeout(self.timeout)
+            .body(body.to_vec())
+            .send()
+            .await;
+        let reply = sent.map_err(|e| self.transport_failure(&e))?;
+        let status = reply.status();
+        let wait = retry_after(reply.headers());
+        let bytes = reply
+            .bytes()
+            .await
+            .map_err(|e| self.transport_failure(&e))?;
+        if !status.is_success() {
+            return Err(status_failure(status, wait, &bytes));
+        }
+        parse_reply(&bytes)
+    }
+
+    fn transport_failure(&self, e: &reqwest::Error) -> Failure {
+        let detail = chain(e);
+        let error = if e.is_timeout() {
+            BackendError::Timeout {
+                after_ms: self.timeout.as_millis().try_into().unwrap_or(u64::MAX),
+            }
+        } else if e.is_builder() {
+            return Failure::fatal(BackendError::InvalidRequest {
+                message: format!("cannot build the request for {}: {detail}", self.url),
+            });
+        } else if e.is_connect() {
+            BackendError::Unavailable {
+                message: format!("cannot connect to {}: {detail}", self.url),
+            }
+        } else if e.is_body() || e.is_decode() {
+            BackendError::Protocol {
+                message: format!("the response body was cut off: {detail}"),
+            }
+        } else {
+            BackendError::Unavailable {
+                message: format!("the connection failed before a reply: {detail}"),
+            }
+        };
+        Failure::retry(error, None)
+    }
+}
+
+/// A name the API accepts for the schema: `[A-Za-z0-9_-]{1,64}`.
+fn schema_name(contract: &str) -> String {
+    let name: String = contract
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "contract".to_owned()
+    } else {
+        name
+    }
+}
+
+/// An error with its source chain (`error sending request: connection closed before message
+/// completed`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !s.contains(&text) {
+            let _ = write!(s, ": {text}");
+        }
+        source = cause.source();
+    }
+    s
+}
+
+/// At most `n` characters of `text`, on one line.
+fn excerpt(text: &str, n: usize) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let trimmed = one_line.trim();
+    match trimmed.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &trimmed[..i]),
+        None => trimmed.to_owned(),
+    }
+}
+
+/// One failed attempt: the error, whether to retry, and the wait the server asked for.
+#[derive(Debug)]
+struct Failure {
+    error: BackendError,
+    retryable: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Failure {
+    fn retry(error: BackendError, retry_after: Option<Duration>) -> Self {
+        Failure {
+            error,
+            retryable: true,
+            retry_after,
+        }
+    }
+
+    fn fatal(error: BackendError) -> Self {
+        Failure {
+            error,
+            retryable: false,
+            retry_after: None,
+        }
+    }
+
+    /// The error to report after `attempts` attempts (counted in messages).
+    fn into_error(self, attempts: u32) -> BackendError {
+        let count = |message: String| {
+            let plural = if attempts == 1 { "" } else { "s" };
+            format!("{message} (after {attempts} attempt{plural})")
+        };
+        match self.error {
+            BackendError::Unavailable { message } => BackendError::Unavailable {
+                message: count(message),
+            },
+            BackendError::Protocol { message } => BackendError::Protocol {
+                message: count(message),
+            },
+            BackendError::InvalidRequest { message } => BackendError::InvalidRequest {
+                message: count(message),
+            },
+            BackendError::Other { message } => BackendError::Other {
+                message: count(message),
+            },
+            other => other,
+        }
+    }
+}
+
+/// The `error` object of an error reply, read leniently (OpenAI, vLLM and llama.cpp differ).
+#[derive(Debug, Default)]
+struct ApiError {
+    message: String,
+    kind: Option<String>,
+    code: Option<String>,
+    raw: Value,
+}
+
+fn api_error(body: &[u8]) -> ApiError {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return ApiError {
+            message: excerpt(&String::from_utf8_lossy(body), 300),
+            ..ApiError::default()
+        };
+    };
+    let error = match value.get("error") {
+        Some(Value::String(s)) => {
+            return ApiError {
+                message: s.clone(),
+                raw: value.clone(),
+                ..ApiError::default()
+            }
+        }
+        Some(e @ Value::Object(_)) => e.clone(),
+        _ => value.clone(),
+    };
+    let text = |k: &str| match error.get(k) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    ApiError {
+        message: text("message")
+            .or_else(|| text("detail"))
+            .unwrap_or_else(|| excerpt(&value.to_string(), 300)),
+        kind: text("type"),
+        code: text("code"),
+        raw: error,
+    }
+}
+
+impl ApiError {
+    fn mentions(&self, needle: &str) -> bool {
+        [&self.kind, &self.code]
+            .into_iter()
+            .flatten()
+            .any(|s| s.contains(needle))
+    }
+}
+
+/// The number right after `phrase` in `text` (`"maximum context length is 4096 tokens"`).
+fn number_after(text: &str, phrase: &str) -> Option<usize> {
+    let start = text.find(phrase)? + phrase.len();
+    let digits: String = text[start..]
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    digits.parse().ok()
+}
+
+/// A context-length error, when the reply names both numbers (OpenAI, vLLM or llama.cpp style).
+fn context_length(error: &ApiError) -> Option<BackendError> {
+    let field = |k: &str| error.raw.get(k).and_then(Value::as_u64).map(|n| n as usize);
+    let lower = error.message.to_ascii_lowercase();
+    let context = field("n_ctx").or_else(|| number_after(&lower, "maximum context length is"))?;
+    let prompt = field("n_prompt_tokens")
+        .or_else(|| number_after(&lower, "resulted in"))
+        .or_else(|| number_after(&lower, "you requested"))?;
+    Some(BackendError::ContextLength {
+        prompt_tokens: prompt,
+        context,
+    })
+}
+
+fn status_failure(status: StatusCode, wait: Option<Duration>, body: &[u8]) -> Failure {
+    let error = api_error(body);
+    let what = format!("HTTP {status}: {}", excerpt(&error.message, 300));
+    match status.as_u16() {
+        429 if error.mentions("insufficient_quota") => Failure::fatal(BackendError::Unavailable {
+            message: format!("insufficient quota ({what})"),
+        }),
+        429 => Failure::retry(
+            BackendError::RateLimited {
+                retry_after_ms: wait.map(|d| d.as_millis().try_into().unwrap_or(u64::MAX)),
+            },
+            wait,
+        ),
+        408 | 409 | 425 | 500..=599 => {
+            Failure::retry(BackendError::Unavailable { message: what }, wait)
+        }
+        401 | 403 => Failure::fatal(BackendError::Unavailable {
+            message: format!("not authorised, check the API key ({what})"),
+        }),
+        404 => Failure::fatal(BackendError::Unavailable {
+            message: format!("not found, check the base URL and the model name ({what})"),
+        }),
+        400 | 413 | 422 => Failure::fatal(
+            context_length(&error).unwrap_or(BackendError::InvalidRequest { message: what }),
+        ),
+        400..=499 => Failure::fatal(BackendError::InvalidRequest { message: what }),
+        _ => Failure::fatal(BackendError::Protocol {
+            message: format!("unexpected {what}"),
+        }),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Reply {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    message: Option<ReplyMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ReplyMessage {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Text from a content value: a string, or an array of `{type: text, text}` parts.
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::Null => Some(String::new()),
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+fn finish_reason(s: &str) -> FinishReason {
+    match s {
+        "stop" | "eos" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "length" | "max_tokens" => FinishReason::Length,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+fn parse_reply(body: &[u8]) -> Result<Response, Failure> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        Failure::retry(
+            BackendError::Protocol {
+                message: format!(
+                    "the reply is not JSON ({e}; {} bytes, starting `{}`)",
+                    body.len(),
+                    excerpt(&String::from_utf8_lossy(body), 80)
+                ),
+            },
+            None,
+        )
+    })?;
+    if value.get("error").is_some_and(|e| !e.is_null()) && value.get("choices").is_none() {
+        let error = api_error(body);
+        return Err(Failure::retry(
+            BackendError::Protocol {
+                message: format!("the server replied with an error: {}", error.message),
+            },
+            None,
+        ));
+    }
+    let reply: Reply = serde_json::from_value(value).map_err(|e| {
+        Failure::retry(
+            BackendError::Protocol {
+                message: format!("the reply is not a chat completion: {e}"),
+            },
+            None,
+        )
+    })?;
+    let usage = reply.usage;
+    let choice = reply.choices.into_iter().next().ok_or_else(|| {
+        Failure::retry(
+            BackendError::Protocol {
+                message: "the reply has no choices".to_owned(),
+            },
+            None,
+        )
+    })?;
+    let message = choice.message.unwrap_or_default();
+    if let Some(refusal) = message.refusal.filter(|r| !r.trim().is_empty()) {
+        return Err(Failure::fatal(BackendError::Other {
+            message: format!("{REFUSAL_PREFIX}: {}", excerpt(&refusal, 500)),
+        }));
+    }
+    let text = match &message.content {
+        None => String::new(),
+        Some(c) => content_text(c).ok_or_else(|| {
+            Failure::retry(
+                BackendError::Protocol {
+                    message: format!(
+                        "the message content is neither text nor text parts: {}",
+                        excerpt(&c.to_string(), 80)
+                    ),
+                },
+                None,
+            )
+        })?,
+    };
+    let reasoning = message
+        .reasoning_content
+        .or_else(|| match message.reasoning {
+            Some(Value::String(s)) => Some(s),
+            Some(Value::Object(o)) => o.get("content").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        })
+        .filter(|r| !r.trim().is_empty());
+    let tokens = |n: Option<u64>| n.map(|n| n.try_into().unwrap_or(u32::MAX));
+    Ok(Response {
+        text,
+        reasoning,
+        finish_reason: choice.finish_reason.as_deref().map(finish_reason),
+        prompt_tokens: tokens(usage.as_ref().and_then(|u| u.prompt_tokens)),
+        completion_tokens: tokens(usage.as_ref().and_then(|u| u.completion_tokens)),
+        forward_calls: None,
+    })
+}
+
+impl Backend for OpenAiBackend {
+    /// Sends `req`, retrying transient failures per the [`RetryPolicy`].
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        let body = self.request_body(req)?;
+        let body = serde_json::to_vec(&body).map_err(|e| BackendError::InvalidRequest {
+            message: format!("cannot serialise the request: {e}"),
+        })?;
+        let mut retries = 0u32;
+        loop {
+            let failure = match self.attempt(&body).await {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            };
+            if !failure.retryable || retries >= self.retry.max_retries {
+                return Err(failure.into_error(retries + 1));
+            }
+            let Some(wait) = self.retry.delay(retries, failure.retry_after) else {
+                return Err(failure.into_error(retries + 1));
+            };
+            tokio::time::sleep(wait).await;
+            retries += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480); // 2015-10-21 07:28:00
+        assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
+        assert_eq!(
+            parse_retry_after(" 1.5 ", now),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", "3".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn backoff_grows_is_jittered_and_bounded() {
+        let p = RetryPolicy {
+            max_retries: 10,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(1000),
+            max_retry_after: Duration::from_secs(5),
+        };
+        for retry in 0..10 {
+            let exp = (100u64 << retry).min(1000);
+            let d = p.delay(retry, None).unwrap().as_millis() as u64;
+            assert!(
+                d >= exp / 2 && d <= exp,
+                "retry {retry}: {d} ms not in {exp}/2..={exp}"
+            );
+        }
+        let waits: std::collections::HashSet<_> = (0..20).map(|_| p.delay(3, None)).collect();
+        assert!(waits.len() > 1, "no jitter");
+        let d = p.delay(0, Some(Duration::from_secs(2))).unwrap();
+        assert!(d >= Duration::from_secs(2) && d <= Duration::from_millis(2100));
+        assert_eq!(p.delay(0, Some(Duration::from_secs(6))), None);
+    }
+
+    #[test]
+    fn status_mapping() {
+        let f = status_failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(1)),
+            b"{}",
+        );
+        assert!(f.retryable);
+        assert_eq!(
+            f.error,
+            BackendError::RateLimited {
+                retry_after_ms: Some(1000)
+            }
+        );
+        let quota = br#"{"error":{"message":"quota","type":"insufficient_quota"}}"#;
+        let f = status_failure(StatusCode::TOO_MANY_REQUESTS, None, quota);
+        assert!(!f.retryable && f.error.kind() == "unavailable");
+        let f = status_failure(StatusCode::SERVICE_UNAVAILABLE, None, b"<html>busy</html>");
+        assert!(f.retryable);
+        assert_eq!(f.error.kind(), "unavailable");
+        assert!(f.error.to_string().contains("503"), "{}", f.error);
+        let ctx = br#"{"error":{"message":"This model's maximum context length is 4,096 tokens. However, your messages resulted in 5000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        let f = status_failure(StatusCode::BAD_REQUEST, None, ctx);
+        assert!(!f.retryable);
+        assert_eq!(
+            f.error,
+            BackendError::ContextLength {
+                prompt_tokens: 5000,
+                context: 4096
+            }
+        );
+        let llama = br#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error","n_prompt_tokens":900,"n_ctx":512}}"#;
+        let f = status_failure(StatusCode::BAD_REQUEST, None, llama);
+        assert_eq!(
+            f.error,
+            BackendError::ContextLength {
+                prompt_tokens: 900,
+                context: 512
+            }
+        );
+        let bad = br#"{"error":{"message":"Invalid schema","type":"invalid_request_error"}}"#;
+        let f = status_failure(StatusCode::BAD_REQUEST, None, bad);
+        assert_eq!(f.error.kind(), "invalid_request");
+        assert!(f.error.to_string().contains("Invalid schema"));
+        assert_eq!(
+            status_failure(StatusCode::UNAUTHORIZED, None, b"")
+                .error
+                .kind(),
+            "unavailable"
+        );
+        assert!(status_failure(StatusCode::BAD_GATEWAY, None, b"").retryable);
+    }
+
+    #[test]
+    fn attempts_counted_in_messages() {
+        let f = Failure::retry(
+            BackendError::Unavailable {
+                message: "HTTP 503".into(),
+            },
+            None,
+        );
+        assert_eq!(
+            f.into_error(4).to_string(),
+            "backend unavailable: HTTP 503 (after 4 attempts)"
+        );
+        let f = Failure::fatal(BackendError::Protocol {
+            message: "x".into(),
+        });
+        assert_eq!(
+            f.into_error(1).to_string(),
+            "protocol error: x (after 1 attempt)"
+        );
+    }
+
+    #[test]
+    fn replies() {
+        let ok = br#"{"choices":[{"message":{"role":"assistant","content":"{}","reasoning_content":"hmm"},"finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}"#;
+        let r = parse_reply(ok).unwrap();
+        assert_eq!(r.text, "{}");
+        assert_eq!(r.reasoning.as_deref(), Some("hmm"));
+        assert_eq!(r.finish_reason, Some(FinishReason::Length));
+        assert_eq!((r.prompt_tokens, r.completion_tokens), (Some(12), Some(3)));
+        let parts = br#"{"choices":[{"message":{"content":[{"type":"text","text":"{"},{"type":"text","text":"}"}],"reasoning":"r"},"finish_reason":"stop"}]}"#;
+        let r = parse_reply(parts).unwrap();
+        assert_eq!((r.text.as_str(), r.reasoning.as_deref()), ("{}", Some("r")));
+        let refusal = br#"{"choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}"#;
+        let f = parse_reply(refusal).unwrap_err();
+        assert!(!f.retryable);
+        assert!(
+            f.error.to_string().starts_with(REFUSAL_PREFIX),
+            "{}",
+            f.error
+        );
+        for bad in [
+            &b"{\"choices\":[{\"message\":{\"content\":\"{}\"}"[..],
+            b"<html>oops</html>",
+            b"{\"choices\":[]}",
+        ] {
+            let f = parse_reply(bad).unwrap_err();
+            assert!(f.retryable);
+            assert_eq!(f.error.kind(), "protocol");
+        }
+    }
+
+    #[test]
+    fn names_and_modes() {
+        assert_eq!(schema_name("Guidance"), "Guidance");
+        assert_eq!(schema_name("a b.c"), "a_b_c");
+        assert_eq!(schema_name(""), "contract");
+        assert_eq!("json".parse::<Mode>(), Ok(Mode::JsonMode));
+        assert_eq!("vllm-guided-json".parse::<Mode>(), Ok(Mode::VllmGuidedJson));
+        assert_eq!("llama_cpp".parse::<Mode>(), Ok(Mode::JsonObjectSchema));
+        assert!("x".parse::<Mode>().is_err());
+    }
+}
