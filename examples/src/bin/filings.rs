@@ -10,21 +10,27 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use contract_backends::batch::{run_batch, BatchOptions, Doc};
 use contract_backends::local::{LocalBackend, LocalOptions, WeightFormat};
+use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
+use contract_core::Backend;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::Value;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendKind {
     /// A GGUF model on Candle (the default model unless `--model`).
     Local,
+    /// An OpenAI-compatible server (`--base-url`, `--model-name`, `OPENAI_API_KEY`).
+    Openai,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -83,6 +89,26 @@ struct Args {
     /// Most tokens per reply.
     #[arg(long, default_value_t = 160)]
     max_tokens: u32,
+    /// The server's base URL (`--backend openai`; default `OPENAI_BASE_URL` or OpenAI's).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// The model name the server serves (`--backend openai`).
+    #[arg(long, default_value = "gpt-4o-mini")]
+    model_name: String,
+    /// How the masked modes ask the server to constrain (`structured_outputs`, `json_mode`,
+    /// `vllm_guided_json`, `json_object_schema` for llama.cpp). The free modes send no format.
+    #[arg(long, default_value = "structured_outputs")]
+    server_mode: String,
+    /// Requests in flight at once with `--backend openai` (the local backend runs one at a time).
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Score replies produced elsewhere instead of running a backend: `{id, raw, seconds}` JSON
+    /// lines, read through the same ladder and normalisation; `--label` names them.
+    #[arg(long)]
+    replies: Option<PathBuf>,
+    /// The name of `--replies` in the table.
+    #[arg(long, default_value = "external")]
+    label: String,
     /// Write the generated releases as `{id, text, truth}` JSON lines here and exit.
     #[arg(long)]
     write_docs: Option<PathBuf>,
@@ -99,7 +125,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn read_docs(path: &PathBuf) -> Result<Vec<StudyDoc>, String> {
+fn read_docs(path: &Path) -> Result<Vec<StudyDoc>, String> {
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut docs = Vec::new();
     let mut seen = HashMap::new();
@@ -147,68 +173,173 @@ fn run(args: Args) -> Result<(), String> {
         return Ok(());
     }
 
-    let weights = match args.weights {
-        Weights::Auto => WeightFormat::Auto,
-        Weights::Stored => WeightFormat::AsStored,
-        Weights::F32 => WeightFormat::F32,
-        Weights::Q8 => WeightFormat::Q8_0,
+    let out = match &args.output {
+        Some(p) => Some(BufWriter::new(
+            File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        )),
+        None => None,
     };
-    let options = LocalOptions::default().weights(weights).max_tokens(args.max_tokens);
-    let path = match &args.model {
-        Some(p) => p.clone(),
-        None => contract_backends::local::fetch::default_model_path().map_err(|e| e.to_string())?,
+    let out = Mutex::new(out);
+    let emit = |row: &Value| {
+        if let Ok(mut guard) = out.lock() {
+            if let Some(w) = guard.as_mut() {
+                let line = serde_json::to_string(row).unwrap_or_default();
+                if let Err(e) = writeln!(w, "{line}").and_then(|_| w.flush()) {
+                    eprintln!("error: writing the output: {e}");
+                }
+            }
+        }
     };
-    let BackendKind::Local = args.backend;
-    eprintln!("loading {}", path.display());
-    let backend = LocalBackend::with_options(&path, options).map_err(|e| e.to_string())?;
+
+    if let Some(path) = &args.replies {
+        let rows = score_replies(path, &docs, &args.label, &emit)?;
+        println!("\nreplies: {}\ndocuments: {}\n", path.display(), docs.len());
+        println!("{}", study::table(&[study::summarize(&args.label, &rows)]));
+        return Ok(());
+    }
+
     let whitespace = args.whitespace.map(|w| match w {
         Ws::Bounded => Whitespace::DEFAULT,
         Ws::Compact => Whitespace::Compact,
     });
-
-    let mut out = match &args.output {
-        Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
-        None => None,
-    };
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     let mut rows: Vec<Value> = Vec::new();
-    let started = Instant::now();
-    for mode in &modes {
-        let mode = *mode;
-        let extractor = study::extractor(
-            ModeBackend::new(&backend, mode).whitespace(whitespace),
-            mode,
-            args.max_tokens,
-        );
-        for (i, doc) in docs.iter().enumerate() {
-            let ex = runtime.block_on(extractor.extract(&doc.text));
-            let row = study::row(doc, mode, &ex);
-            eprintln!(
-                "[{:>5.0}s] {:<11} {:>3}/{} {:<8} valid={} correct={} {:.1}s",
-                started.elapsed().as_secs_f64(),
-                mode.as_str(),
-                i + 1,
-                docs.len(),
-                doc.id,
-                row["valid"],
-                row["correct"],
-                row["seconds"].as_f64().unwrap_or(0.0)
-            );
-            if let Some(out) = out.as_mut() {
-                let line = serde_json::to_string(&row).map_err(|e| e.to_string())?;
-                writeln!(out, "{line}").and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+    let described;
+    match args.backend {
+        BackendKind::Local => {
+            let weights = match args.weights {
+                Weights::Auto => WeightFormat::Auto,
+                Weights::Stored => WeightFormat::AsStored,
+                Weights::F32 => WeightFormat::F32,
+                Weights::Q8 => WeightFormat::Q8_0,
+            };
+            let options = LocalOptions::default()
+                .weights(weights)
+                .max_tokens(args.max_tokens);
+            let path = match &args.model {
+                Some(p) => p.clone(),
+                None => contract_backends::local::fetch::default_model_path()
+                    .map_err(|e| e.to_string())?,
+            };
+            eprintln!("loading {}", path.display());
+            let local = LocalBackend::with_options(&path, options).map_err(|e| e.to_string())?;
+            described = format!("local {}", path.display());
+            for &mode in &modes {
+                let backend = ModeBackend::new(&local, mode).whitespace(whitespace);
+                rows.extend(runtime.block_on(run_mode(backend, mode, &docs, &args, 1, &emit))?);
             }
-            rows.push(row);
+        }
+        BackendKind::Openai => {
+            let masked_mode: openai::Mode = args.server_mode.parse()?;
+            let build = |mode: openai::Mode| {
+                let mut b = OpenAiBackend::builder(args.model_name.clone())
+                    .mode(mode)
+                    .timeout(Duration::from_secs(120));
+                if let Some(url) = &args.base_url {
+                    b = b.base_url(url.clone());
+                }
+                b.build().map_err(|e| e.to_string())
+            };
+            let free = build(openai::Mode::PromptOnly)?;
+            let masked = build(masked_mode)?;
+            described = format!(
+                "openai {} at {} ({} for the masked modes; `rules` cannot be enforced by a server)",
+                args.model_name,
+                masked.base_url(),
+                masked_mode.as_str()
+            );
+            for &mode in &modes {
+                let server = if mode.masked() { &masked } else { &free };
+                let backend = ModeBackend::new(server, mode);
+                rows.extend(runtime.block_on(run_mode(
+                    backend,
+                    mode,
+                    &docs,
+                    &args,
+                    args.concurrency,
+                    &emit,
+                ))?);
+            }
         }
     }
-    let summaries: Vec<_> = modes.iter().map(|m| study::summarize(*m, &rows)).collect();
-    println!(
-        "\nmodel: {}\ndocuments: {}\n",
-        path.display(),
-        docs.len()
-    );
+    let summaries: Vec<_> = modes
+        .iter()
+        .map(|m| study::summarize(m.as_str(), &rows))
+        .collect();
+    println!("\nbackend: {described}\ndocuments: {}\n", docs.len());
     println!("{}", study::table(&summaries));
     Ok(())
+}
+
+/// Runs one mode over every document with the batch runner (progress bar on stderr); each row
+/// is written as it arrives.
+async fn run_mode<B: Backend + Sync>(
+    backend: B,
+    mode: Mode,
+    docs: &[StudyDoc],
+    args: &Args,
+    concurrency: usize,
+    emit: &(dyn Fn(&Value) + Sync),
+) -> Result<Vec<Value>, String> {
+    let extractor = study::extractor(backend, mode, args.max_tokens);
+    let by_id: HashMap<&str, &StudyDoc> = docs.iter().map(|d| (d.id.as_str(), d)).collect();
+    let batch: Vec<Doc> = docs.iter().map(|d| Doc::new(&d.id, &d.text)).collect();
+    let options = BatchOptions::default()
+        .concurrency(concurrency)
+        .label(mode.as_str());
+    let (rows, summary) = run_batch(&extractor, batch, &options, |doc, ex| {
+        let row = match by_id.get(doc.id.as_str()) {
+            Some(d) => study::row(d, mode, &ex),
+            None => serde_json::json!({"id": doc.id, "mode": mode.as_str(), "valid": false,
+                                        "error": "unknown document id"}),
+        };
+        emit(&row);
+        row
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    eprintln!(
+        "{:<11} {} documents, {} valid, {:.1} s{}",
+        mode.as_str(),
+        summary.done + summary.failed,
+        summary.done,
+        summary.seconds,
+        if summary.interrupted { " (interrupted)" } else { "" }
+    );
+    if summary.interrupted {
+        return Err(format!("interrupted during `{}`", mode.as_str()));
+    }
+    Ok(rows)
+}
+
+/// Scores `{id, raw, seconds}` rows produced by another engine.
+fn score_replies(
+    path: &Path,
+    docs: &[StudyDoc],
+    label: &str,
+    emit: &dyn Fn(&Value),
+) -> Result<Vec<Value>, String> {
+    let by_id: HashMap<&str, &StudyDoc> = docs.iter().map(|d| (d.id.as_str(), d)).collect();
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| format!("{}: {e}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply: Value = serde_json::from_str(&line)
+            .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+        let id = reply["id"].as_str().unwrap_or_default();
+        let Some(doc) = by_id.get(id) else {
+            return Err(format!("{}:{}: unknown document id `{id}`", path.display(), i + 1));
+        };
+        let raw = reply["raw"].as_str().unwrap_or_default();
+        let row = study::score_reply(doc, label, raw, reply["seconds"].as_f64().unwrap_or(0.0));
+        emit(&row);
+        rows.push(row);
+    }
+    Ok(rows)
 }

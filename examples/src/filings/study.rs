@@ -18,7 +18,7 @@ use std::future::Future;
 
 use contract_core::extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
 use contract_core::grammar::{Grammar, Whitespace};
-use contract_core::parse::ParseOptions;
+use contract_core::parse::{parse_output_with, ParseOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -185,24 +185,45 @@ pub fn extractor<B: Backend>(backend: B, mode: Mode, max_tokens: u32) -> Extract
         })
 }
 
+struct Scored {
+    valid: bool,
+    value: Option<Expected>,
+    correct: Option<bool>,
+    normalize_error: Option<String>,
+}
+
+/// Normalises a filled contract and compares it with the truth.
+fn score(doc: &StudyDoc, filled: Option<&ReleaseGuidance>) -> Scored {
+    let (value, normalize_error) = match filled.map(normalize) {
+        Some(Ok(v)) => (v, None),
+        Some(Err(e)) => (None, Some(e.to_string())),
+        None => (None, None),
+    };
+    let valid = filled.is_some();
+    let correct = doc
+        .truth
+        .as_ref()
+        .map(|t| valid && normalize_error.is_none() && is_correct(value.as_ref(), t.as_ref()));
+    Scored {
+        valid,
+        value,
+        correct,
+        normalize_error,
+    }
+}
+
 /// The output row of one document in one mode.
 ///
 /// `value` is the normalised guidance (`{quarter, year, low, high, currency}`, amounts in
 /// millions) or null; `valid` says the reply filled the contract, rules included; `correct`
 /// compares `value` with the truth (null when the truth is unknown).
 pub fn row(doc: &StudyDoc, mode: Mode, ex: &Extraction<ReleaseGuidance>) -> Value {
-    let (value, normalize_error) = match &ex.value {
-        Some(g) => match normalize(g) {
-            Ok(v) => (v, None),
-            Err(e) => (None, Some(e.to_string())),
-        },
-        None => (None, None),
-    };
-    let valid = ex.value.is_some();
-    let correct = doc
-        .truth
-        .as_ref()
-        .map(|t| valid && normalize_error.is_none() && is_correct(value.as_ref(), t.as_ref()));
+    let Scored {
+        valid,
+        value,
+        correct,
+        normalize_error,
+    } = score(doc, ex.value.as_ref());
     let forward_calls: Option<u32> = ex
         .attempts
         .iter()
@@ -254,15 +275,12 @@ pub struct ModeSummary {
     pub mean_attempts: f64,
 }
 
-/// Sums rows of one mode.
-pub fn summarize(mode: Mode, rows: &[Value]) -> ModeSummary {
-    let rows: Vec<&Value> = rows
-        .iter()
-        .filter(|r| r["mode"] == mode.as_str())
-        .collect();
+/// Sums the rows whose `mode` is `mode` (a [`Mode`] name or another engine's label).
+pub fn summarize(mode: &str, rows: &[Value]) -> ModeSummary {
+    let rows: Vec<&Value> = rows.iter().filter(|r| r["mode"] == mode).collect();
     let n = rows.len();
     let mut s = ModeSummary {
-        mode: mode.as_str().to_owned(),
+        mode: mode.to_owned(),
         docs: n,
         ..ModeSummary::default()
     };
@@ -328,4 +346,38 @@ pub fn table(summaries: &[ModeSummary]) -> String {
         );
     }
     t
+}
+
+/// The row of a reply produced elsewhere (another engine, e.g. llama.cpp), read through the same
+/// ladder and scored the same way as [`row`]: `label` takes the place of the mode.
+pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Value {
+    let parsed = parse_output_with::<ReleaseGuidance>(
+        raw,
+        ParseOptions {
+            no_repair: true,
+            ..ParseOptions::default()
+        },
+    );
+    let Scored {
+        valid,
+        value,
+        correct,
+        normalize_error,
+    } = score(doc, parsed.value.as_ref());
+    let error = normalize_error.or_else(|| (!valid).then(|| parsed.violations.to_string()));
+    json!({
+        "id": doc.id,
+        "mode": label,
+        "valid": valid,
+        "level": parsed.level.as_str(),
+        "value": value,
+        "correct": correct,
+        "truth": doc.truth,
+        "copied": parsed.json,
+        "raw": raw,
+        "attempts": 1,
+        "forward_calls": null,
+        "seconds": seconds,
+        "error": error,
+    })
 }

@@ -1,0 +1,144 @@
+//! The filings study's pipeline with a scripted model: what each mode sends, and how replies are
+//! scored (perfect copies are correct; the classic small-model mistakes are not).
+
+use contract_backends::ScriptedBackend;
+use contract_core::grammar::Grammar;
+use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
+use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
+use serde_json::{json, Value};
+
+fn docs() -> Vec<(StudyDoc, String)> {
+    generate(DEFAULT_DOCS, DEFAULT_SEED)
+        .into_iter()
+        .map(|f| {
+            let reply = serde_json::to_string(&f.answer).expect("serialise the answer");
+            (
+                StudyDoc {
+                    id: f.id,
+                    text: f.text,
+                    truth: Some(f.truth),
+                },
+                reply,
+            )
+        })
+        .collect()
+}
+
+fn run(mode: Mode, replies: Vec<String>, docs: &[StudyDoc]) -> (Vec<Value>, ScriptedBackend) {
+    let scripted = ScriptedBackend::new(replies);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let rows = {
+        let extractor = study::extractor(ModeBackend::new(&scripted, mode), mode, 160);
+        docs.iter()
+            .map(|d| study::row(d, mode, &rt.block_on(extractor.extract(&d.text))))
+            .collect()
+    };
+    (rows, scripted)
+}
+
+#[test]
+fn perfect_copies_are_valid_and_correct_in_every_mode() {
+    let (docs, replies): (Vec<_>, Vec<_>) = docs().into_iter().unzip();
+    for mode in Mode::ALL {
+        let (rows, scripted) = run(mode, replies.clone(), &docs);
+        let s = study::summarize(mode.as_str(), &rows);
+        assert_eq!((s.docs, s.valid, s.correct, s.scored), (40, 40, 40, 40), "{mode:?}");
+        assert_eq!(s.levels, [40, 0, 0, 0]);
+        // What the backend received: the grammar only in the masked modes, without its rules
+        // in `constrained`.
+        for req in scripted.requests() {
+            match mode {
+                Mode::Free | Mode::Retry | Mode::Repair => assert!(req.grammar.is_none()),
+                Mode::Constrained | Mode::Rules => {
+                    let g: Grammar =
+                        serde_json::from_value(req.grammar.clone().expect("grammar"))
+                            .expect("a contract grammar");
+                    let rules: usize = g.objects.iter().map(|o| o.rules.len()).sum();
+                    assert_eq!(rules > 0, mode == Mode::Rules, "{mode:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn small_model_mistakes_are_valid_but_not_correct() {
+    let (docs, _) = docs().into_iter().unzip::<_, _, Vec<_>, Vec<String>>();
+    let doc = docs
+        .iter()
+        .find(|d| matches!(&d.truth, Some(Some(_))))
+        .expect("a document with guidance");
+    let truth = doc.truth.clone().flatten().expect("truth");
+    // The quarter after the right one (the classic "quarter just closed" confusion), and the
+    // scale word applied to a number that is already in millions.
+    let wrong_quarter = json!({
+        "period": format!("Q{} {}", truth.quarter % 4 + 1, truth.year),
+        "low": {"value": truth.low, "currency": truth.currency, "unit": "million"},
+        "high": {"value": truth.high, "currency": truth.currency, "unit": "million"},
+        "line": 7
+    });
+    let right = json!({
+        "period": format!("Q{} {}", truth.quarter, truth.year),
+        "low": {"value": truth.low, "currency": truth.currency, "unit": "million"},
+        "high": {"value": truth.high, "currency": truth.currency, "unit": "million"},
+        "line": 7
+    });
+    let scaled_twice = json!({
+        "period": format!("Q{} {}", truth.quarter, truth.year),
+        "low": {"value": truth.low, "currency": truth.currency, "unit": "billion"},
+        "high": {"value": truth.high, "currency": truth.currency, "unit": "billion"},
+        "line": 7
+    });
+    let one = std::slice::from_ref(doc);
+    for (reply, correct) in [(right, true), (wrong_quarter, false), (scaled_twice, false)] {
+        let (rows, _) = run(Mode::Free, vec![reply.to_string()], one);
+        assert_eq!(rows[0]["valid"], true);
+        assert_eq!(rows[0]["correct"], correct, "{reply}");
+    }
+    // A null answer where there is guidance: valid, not correct.
+    let (rows, _) = run(
+        Mode::Free,
+        vec![r#"{"period": null, "low": null, "high": null, "line": null}"#.into()],
+        one,
+    );
+    assert_eq!((rows[0]["valid"].clone(), rows[0]["correct"].clone()), (json!(true), json!(false)));
+}
+
+#[test]
+fn free_refuses_repairs_retry_feeds_back_repair_accepts() {
+    let (docs, replies): (Vec<_>, Vec<_>) = docs().into_iter().unzip();
+    let doc = &docs[..1];
+    let good = replies[0].clone();
+    // Trailing commas: the ladder repairs them.
+    let broken = good.replace('}', ",}");
+    let (rows, _) = run(Mode::Free, vec![broken.clone()], doc);
+    assert_eq!(rows[0]["valid"], false);
+    assert_eq!(rows[0]["level"], "repaired");
+    let (rows, _) = run(Mode::Repair, vec![broken.clone()], doc);
+    assert_eq!(rows[0]["valid"], true);
+    let (rows, scripted) = run(Mode::Retry, vec![broken, good], doc);
+    assert_eq!(rows[0]["valid"], true);
+    assert_eq!(rows[0]["attempts"], 2);
+    assert_eq!(scripted.requests().len(), 2);
+}
+
+#[test]
+fn a_violated_rule_is_invalid() {
+    let (docs, _) = docs().into_iter().unzip::<_, _, Vec<_>, Vec<String>>();
+    let partial = r#"{"period": "Q3 2024", "low": null, "high": null, "line": 7}"#;
+    let (rows, _) = run(Mode::Free, vec![partial.into()], &docs[..1]);
+    assert_eq!(rows[0]["valid"], false);
+    assert!(rows[0]["error"].as_str().unwrap_or_default().contains("both_or_neither"), "{}", rows[0]);
+}
+
+#[test]
+fn external_replies_are_scored_the_same_way() {
+    let (docs, replies): (Vec<_>, Vec<_>) = docs().into_iter().unzip();
+    let row = study::score_reply(&docs[0], "llama.cpp", &replies[0], 0.5);
+    assert_eq!((row["valid"].clone(), row["correct"].clone()), (json!(true), json!(true)));
+    let row = study::score_reply(&docs[0], "llama.cpp", "I cannot answer.", 0.5);
+    assert_eq!(row["valid"], false);
+    assert_eq!(row["level"], "invalid");
+}

@@ -1,0 +1,725 @@
+#!/usr/bin/env python3
+"""Figures against the peers, measured on this machine in one run, written to docs/benchmarks.md.
+
+    python3 -m venv /path/to/venv
+    /path/to/venv/bin/python scripts/peers.py --install        # pip installs the pinned peers
+    /path/to/venv/bin/python scripts/peers.py --skip-e2e       # the fast parts only
+
+Four comparisons, each against the peer a user would otherwise reach for:
+
+1. validation: `Guidance::from_json` (Rust) vs Pydantic 2 `model_validate_json`, the same
+   contract and the same 10,000 documents (written by contract-core's `from_json` bench);
+2. output recovery: the ladder (`contract_core::parse::recover`) vs the `json-repair` package on
+   the json-repair test suites in shared/data/json-repair: recovered, and recovered correctly;
+3. tokens: `signature()` vs the compact JSON Schema, with the default model's tokenizer;
+4. end to end: the local backend (`filings --mode constrained,rules`) vs llama.cpp
+   (llama-cpp-python, `response_format` json_object + schema, and free) on the same GGUF, the
+   same messages and the same documents, scored by the same code (`filings --replies`).
+
+The Rust side is `examples/src/bin/peers.rs` and `examples/src/bin/filings.rs`; this script
+builds them with cargo (release), runs the peers in this interpreter, and replaces the text
+between `<!-- peers:start -->` and `<!-- peers:end -->` in docs/benchmarks.md. A peer that is
+not installed, or a part that fails, is reported as such in the output and the section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("CONTRACT_DATA", ROOT.parent / "shared" / "data"))
+REQUIREMENTS = ROOT / "scripts" / "peers_requirements.txt"
+START, END = "<!-- peers:start -->", "<!-- peers:end -->"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    log("$ " + shlex.join(cmd))
+    return subprocess.run(cmd, cwd=ROOT, text=True, check=True, **kw)
+
+
+def capture(cmd: list[str], **kw) -> str:
+    return run(cmd, stdout=subprocess.PIPE, **kw).stdout
+
+
+class Skip(Exception):
+    """A part that cannot run here; its message goes into the report."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup: peers from PyPI, the Rust binaries, the machine.
+
+
+def install() -> None:
+    """Pip-installs the pinned peers into this interpreter; llama-cpp-python (a long source
+    build) last and on its own, so a failed build leaves the other peers installed."""
+    pins = [l.strip() for l in REQUIREMENTS.read_text().splitlines()]
+    pins = [p for p in pins if p and not p.startswith("#")]
+    quick = [p for p in pins if not p.startswith("llama-cpp-python")]
+    slow = [p for p in pins if p.startswith("llama-cpp-python")]
+    run([sys.executable, "-m", "pip", "install", *quick])
+    if slow:
+        env = dict(os.environ)
+        env.setdefault("CMAKE_ARGS", "-DGGML_NATIVE=ON")
+        try:
+            run([sys.executable, "-m", "pip", "install", *slow], env=env)
+        except subprocess.CalledProcessError as e:
+            log(f"llama-cpp-python did not install ({e}); the end-to-end part will say so")
+
+
+def version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def target_dir() -> Path:
+    meta = json.loads(capture(["cargo", "metadata", "--format-version", "1", "--no-deps"]))
+    return Path(meta["target_directory"])
+
+
+def build() -> tuple[Path, Path]:
+    run(["cargo", "build", "--release", "-p", "examples", "--bin", "peers", "--bin", "filings"])
+    release = target_dir() / "release"
+    return release / "peers", release / "filings"
+
+
+def machine() -> dict:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = subprocess.run(["uptime"], text=True, capture_output=True).stdout.strip()
+    except OSError:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    try:
+        rustc = subprocess.run(["rustc", "--version"], text=True, capture_output=True).stdout.strip()
+    except OSError:
+        rustc = "?"
+    return {"cpu": cpu, "cores": os.cpu_count(), "load": load, "rustc": rustc}
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Validation throughput.
+
+
+def pydantic_guidance(exact: bool):
+    """`examples::Guidance` in Pydantic 2: the same ranges, nullability, unknown fields refused,
+    amounts not read from strings, and the two cross-field rules as a model validator.
+
+    Integers: Pydantic's strict `int` refuses `3.0`, which the contract accepts (an integral
+    number), and its lax `int` reads `"3"`, which the contract refuses. `exact=False` uses the
+    lax `int` (the same verdicts on the bench's documents, which hold no numeric strings);
+    `exact=True` adds a before-validator that refuses strings, the exact contract."""
+    from typing import Annotated, Optional
+
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+    def no_string(v):
+        if isinstance(v, str):
+            raise ValueError("a number, not a string")
+        return v
+
+    ints = [BeforeValidator(no_string)] if exact else []
+    Quarter = Annotated[(int, Field(ge=1, le=4), *ints)]
+    Year = Annotated[(int, Field(ge=2018, le=2030), *ints)]
+    Millions = Annotated[float, Field(gt=0, strict=True)]
+
+    class Guidance(BaseModel):
+        """Next-quarter revenue guidance stated in an earnings release."""
+
+        model_config = ConfigDict(extra="forbid")
+        quarter: Optional[Quarter]
+        year: Optional[Year]
+        low: Optional[Millions]
+        high: Optional[Millions]
+
+        @model_validator(mode="after")
+        def rules(self):
+            if (self.low is None) != (self.high is None):
+                raise ValueError("both_or_neither(low, high)")
+            if self.low is not None and self.high is not None and not self.low <= self.high:
+                raise ValueError("low <= high")
+            return self
+
+    return Guidance
+
+
+def bench_docs(work: Path) -> Path:
+    """The 10,000 documents of contract-core's `from_json` bench (its generator, its seed)."""
+    path = work / "guidance_docs.jsonl"
+    env = dict(os.environ, BENCH_DOCS_OUT=str(path))
+    run(
+        ["cargo", "bench", "-p", "contract-core", "--bench", "from_json", "--", "Guidance::from_json"],
+        env=env,
+        stdout=sys.stderr,
+    )
+    if not path.is_file():
+        raise Skip(f"the bench wrote no documents to {path}")
+    return path
+
+
+def time_pydantic(model, lines: list[str], rounds: int) -> tuple[float, list[bool]]:
+    from pydantic import ValidationError
+
+    verdicts = []
+    for line in lines:
+        try:
+            model.model_validate_json(line)
+            verdicts.append(True)
+        except ValidationError:
+            verdicts.append(False)
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for line in lines:
+            try:
+                model.model_validate_json(line)
+            except ValidationError:
+                pass
+        best = min(best, time.perf_counter() - start)
+    return best, verdicts
+
+
+def validation(peers: Path, docs: Path, rounds: int, work: Path) -> dict:
+    verdicts = work / "guidance_verdicts.txt"
+    rust = json.loads(
+        capture([str(peers), "validate", str(docs), "--rounds", str(rounds), "--verdicts", str(verdicts)])
+    )
+    rust_ok = [l.strip() == "true" for l in verdicts.read_text().splitlines()]
+    lines = [l for l in docs.read_text().splitlines() if l.strip()]
+    out = {"docs": len(lines), "rounds": rounds, "rust": rust, "pydantic": []}
+    if version("pydantic") is None:
+        out["pydantic_missing"] = "pydantic is not installed (run with --install)"
+        return out
+    for exact in (False, True):
+        best, py_ok = time_pydantic(pydantic_guidance(exact), lines, rounds)
+        disagree = [i for i, (a, b) in enumerate(zip(rust_ok, py_ok)) if a != b]
+        out["pydantic"].append({
+            "model": "strings refused by a before-validator" if exact else "lax int",
+            "accepted": sum(py_ok),
+            "best_seconds": best,
+            "docs_per_s": len(lines) / best,
+            "ns_per_doc": best * 1e9 / len(lines),
+            "agree": len(lines) - len(disagree),
+            "disagreements": [
+                {"line": i + 1, "doc": lines[i], "rust": rust_ok[i], "pydantic": py_ok[i]} for i in disagree[:5]
+            ],
+        })
+    out["version"] = f"{version('pydantic')} (pydantic-core {version('pydantic-core')})"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Output recovery.
+
+
+def same_json(a, b) -> bool:
+    """Equality of JSON values as serde_json sees it: 1 and 1.0 differ, true is not 1, object
+    key order does not matter."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+MISSING = object()
+
+
+def suite_cases(name: str) -> list[dict]:
+    """`{input, expected, kwargs}` per case, expected read as tests/tests/ladder_data.rs reads it
+    (MISSING when there is none: an error case, or an unparsable expected text)."""
+    cases = []
+    if name == "python":
+        for c in json.loads((DATA / "json-repair" / "json_repair_py_cases.json").read_text()):
+            expected = MISSING
+            if c.get("expected_value") is not None:
+                expected = c["expected_value"]
+            elif c.get("expected_json") is not None:
+                try:
+                    expected = json.loads(c["expected_json"])
+                except ValueError:
+                    pass
+            cases.append({"input": c.get("input") or "", "expected": expected, "kwargs": c.get("kwargs") or {}, "error": False})
+    else:
+        for c in json.loads((DATA / "json-repair" / "jsonrepair_js_cases.json").read_text()):
+            expected = MISSING
+            if isinstance(c.get("expected"), str):
+                try:
+                    expected = json.loads(c["expected"])
+                except ValueError:
+                    pass
+            cases.append({"input": c.get("input") or "", "expected": expected, "kwargs": {}, "error": c.get("kind") == "error"})
+    return cases
+
+
+def json_repair_value(text: str, kwargs: dict):
+    """What json_repair recovers from `text` as a value (MISSING when it gives up or raises).
+    The case's own options are kept (the Python suite's tests set some), values are asked for."""
+    import json_repair
+
+    options = {k: v for k, v in kwargs.items() if k in ("skip_json_loads", "stream_stable")}
+    try:
+        value = json_repair.repair_json(text, return_objects=True, **options)
+    except Exception:  # noqa: BLE001 - any failure is "not recovered"
+        return MISSING
+    return value
+
+
+def recovery(peers: Path, work: Path) -> dict:
+    have_repair = version("json-repair") is not None
+    suites = {}
+    for suite in ("python", "javascript"):
+        cases = suite_cases(suite)
+        inputs = work / f"ladder_{suite}.jsonl"
+        inputs.write_text("".join(json.dumps({"input": c["input"]}) + "\n" for c in cases))
+        results = [json.loads(l) for l in capture([str(peers), "ladder", str(inputs)]).splitlines() if l.strip()]
+        if len(results) != len(cases):
+            raise RuntimeError(f"peers ladder gave {len(results)} results for {len(cases)} cases")
+        t = {
+            "cases": len(cases),
+            "object_expected": 0,
+            "levels": {"strict": 0, "extracted": 0, "repaired": 0, "invalid": 0},
+            "ladder_recovered": 0,
+            "ladder_correct": 0,
+            "repair_object": 0,
+            "repair_any": 0,
+            "repair_correct": 0,
+            "repair_correct_any": 0,
+            "any_expected": 0,
+            "errors": 0,
+            "errors_ladder": 0,
+            "errors_repair": 0,
+            "ladder_seconds": None,
+            "repair_seconds": None,
+        }
+        repaired = []
+        if have_repair:
+            start = time.perf_counter()
+            repaired = [json_repair_value(c["input"], c["kwargs"]) for c in cases]
+            t["repair_seconds"] = time.perf_counter() - start
+        for i, (case, res) in enumerate(zip(cases, results)):
+            t["levels"][res["level"]] += 1
+            recovered = res["level"] != "invalid"
+            t["ladder_recovered"] += recovered
+            t["errors"] += case["error"]
+            t["errors_ladder"] += case["error"] and recovered
+            expected = case["expected"]
+            object_expected = isinstance(expected, dict)
+            t["object_expected"] += object_expected
+            t["any_expected"] += expected is not MISSING
+            if object_expected and recovered and same_json(res["json"], expected):
+                t["ladder_correct"] += 1
+            if have_repair:
+                value = repaired[i]
+                # json_repair returns "" when it recovers nothing.
+                t["repair_any"] += value is not MISSING and value != ""
+                t["errors_repair"] += case["error"] and value is not MISSING and value != ""
+                t["repair_object"] += isinstance(value, dict)
+                if object_expected and isinstance(value, dict) and same_json(value, expected):
+                    t["repair_correct"] += 1
+                if expected is not MISSING and value is not MISSING and same_json(value, expected):
+                    t["repair_correct_any"] += 1
+        suites[suite] = t
+    return {
+        "suites": suites,
+        "json_repair": version("json-repair"),
+        "missing": None if have_repair else "json-repair is not installed (run with --install)",
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Tokens.
+
+
+def tokens(peers: Path) -> dict:
+    return json.loads(capture([str(peers), "tokens"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. End to end.
+
+
+def summarize(label: str, rows: list[dict]) -> dict:
+    """As `examples::filings::study::summarize`: valid, correct, levels, mean seconds."""
+    rows = [r for r in rows if r.get("mode") == label]
+    s = {"mode": label, "docs": len(rows), "valid": 0, "correct": 0, "scored": 0, "seconds": 0.0}
+    levels = {"strict": 0, "extracted": 0, "repaired": 0, "invalid": 0}
+    for r in rows:
+        s["valid"] += r.get("valid") is True
+        if isinstance(r.get("correct"), bool):
+            s["scored"] += 1
+            s["correct"] += r["correct"]
+        levels[r.get("level") if r.get("level") in levels else "invalid"] += 1
+        s["seconds"] += float(r.get("seconds") or 0.0)
+    if rows:
+        s["seconds"] /= len(rows)
+    s["levels"] = levels
+    return s
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+def llama_replies(model_path: str, prompts: dict, schema, out: Path, threads: int, max_tokens: int) -> dict:
+    from llama_cpp import Llama
+
+    start = time.perf_counter()
+    llm = Llama(model_path=model_path, n_threads=threads, n_ctx=2048, verbose=False)
+    load = time.perf_counter() - start
+    prompt_tokens, finish, same_prompt = [], {}, 0
+    with out.open("w") as f:
+        for doc in prompts["docs"]:
+            kw = {}
+            if schema is not None:
+                kw["response_format"] = {"type": "json_object", "schema": schema}
+            t0 = time.perf_counter()
+            reply = llm.create_chat_completion(
+                messages=doc["messages"], temperature=0, max_tokens=max_tokens, **kw
+            )
+            seconds = time.perf_counter() - t0
+            choice = reply["choices"][0]
+            raw = choice["message"].get("content") or ""
+            prompt_tokens.append(reply.get("usage", {}).get("prompt_tokens", 0))
+            same_prompt += prompt_tokens[-1] == doc.get("prompt_tokens")
+            finish[choice.get("finish_reason")] = finish.get(choice.get("finish_reason"), 0) + 1
+            f.write(json.dumps({"id": doc["id"], "raw": raw, "seconds": seconds}) + "\n")
+    return {
+        "load_seconds": load,
+        "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1),
+        "finish_reasons": finish,
+        "same_prompt_tokens": same_prompt,
+        "local_prompt_tokens": sum(d.get("prompt_tokens", 0) for d in prompts["docs"]) / max(len(prompts["docs"]), 1),
+    }
+
+
+def end_to_end(peers: Path, filings: Path, work: Path, args) -> dict:
+    docs = work / "filings_docs.jsonl"
+    run([str(filings), "--docs", str(args.docs), "--write-docs", str(docs)])
+    prompts = json.loads(capture([str(peers), "prompts", str(docs)]))
+    model_path = prompts["model"]
+    out = {"docs": args.docs, "model": model_path, "weights": args.weights, "engines": [], "notes": []}
+
+    local_rows = work / "local_rows.jsonl"
+    run(
+        [str(filings), "--docs", str(args.docs), "--mode", "constrained,rules", "--weights", args.weights,
+         "--max-tokens", str(args.max_tokens), "--output", str(local_rows)],
+        stdout=sys.stderr,
+    )
+    rows = read_rows(local_rows)
+    for mode in ("constrained", "rules"):
+        s = summarize(mode, rows)
+        s["engine"] = f"contract local ({mode})"
+        out["engines"].append(s)
+
+    if version("llama-cpp-python") is None:
+        out["llama_missing"] = "llama-cpp-python is not installed (run with --install; it builds llama.cpp from source)"
+        return out
+    out["llama_cpp_python"] = version("llama-cpp-python")
+    runs = [("llama.cpp schema", prompts["strict_schema"])]
+    if not args.no_free:
+        runs.append(("llama.cpp free", None))
+    for label, schema in runs:
+        replies = work / f"replies_{label.replace(' ', '_').replace('.', '')}.jsonl"
+        scored = replies.with_suffix(".scored.jsonl")
+        try:
+            info = llama_replies(model_path, prompts, schema, replies, args.threads, args.max_tokens)
+        except Exception as e:  # noqa: BLE001 - reported, the other parts stand
+            out["notes"].append(f"{label}: failed: {e!r}")
+            log(traceback.format_exc())
+            continue
+        run([str(filings), "--docs", str(args.docs), "--replies", str(replies), "--label", label,
+             "--output", str(scored)], stdout=sys.stderr)
+        s = summarize(label, read_rows(scored))
+        s["engine"] = label
+        s.update(info)
+        out["engines"].append(s)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Report.
+
+
+def fmt_rate(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def report(meta: dict, parts: dict) -> str:
+    md = []
+    md.append("## Against the peers\n")
+    md.append(
+        "Written by `scripts/peers.py` (do not edit by hand; rerun it). Every figure below was "
+        "measured on the same machine in the same run.\n"
+    )
+    md.append(f"- date: {meta['date']}")
+    md.append(f"- command: `{meta['command']}`")
+    md.append(f"- machine: {meta['cpu']}, {meta['cores']} cores; {meta['rustc']}")
+    md.append(f"- load before: `{meta['load_before']}`")
+    md.append(f"- load after: `{meta['load_after']}`")
+    md.append(f"- peers: {meta['peers']}\n")
+
+    md.append("### Validation throughput\n")
+    v = parts.get("validation")
+    if isinstance(v, str):
+        md.append(f"Not measured: {v}\n")
+    elif v:
+        r = v["rust"]
+        md.append(
+            f"The same {v['docs']:,} `Guidance` documents (about 60% valid; contract-core's "
+            f"`from_json` bench writes them), one thread, fastest of {v['rounds']} rounds. The "
+            "Pydantic model states the same contract: ranges, nullable fields, unknown fields "
+            "refused, amounts not read from strings, `low <= high` and `both_or_neither(low, "
+            "high)` as a `model_validator`. Integers come in two variants: Pydantic's lax `int` "
+            "reads `\"3\"` (the contract refuses it; the documents hold no such case) and its "
+            "strict `int` refuses `3.0` (the contract accepts it), so the exact contract needs a "
+            "before-validator that refuses strings.\n"
+        )
+        md.append("| validator | accepted | docs/s | ns/doc |")
+        md.append("|---|---|---|---|")
+        md.append(
+            f"| `Guidance::from_json` (Rust) | {r['accepted']:,} | {fmt_rate(r['docs_per_s'])} | {r['ns_per_doc']:.0f} |"
+        )
+        for p in v["pydantic"]:
+            md.append(
+                f"| Pydantic {v['version']} `model_validate_json`, {p['model']} | {p['accepted']:,} | "
+                f"{fmt_rate(p['docs_per_s'])} | {p['ns_per_doc']:.0f} |"
+            )
+        md.append("")
+        for p in v["pydantic"]:
+            md.append(
+                f"- vs Pydantic ({p['model']}): `from_json` has {r['docs_per_s'] / p['docs_per_s']:.1f}x "
+                f"the throughput; the same verdict on {p['agree']:,} of {v['docs']:,} documents."
+            )
+            for d in p["disagreements"]:
+                md.append(f"  - line {d['line']}: Rust {d['rust']}, Pydantic {d['pydantic']}: `{d['doc']}`")
+        if v.get("pydantic_missing"):
+            md.append(f"\nPydantic not measured: {v['pydantic_missing']}")
+        md.append("")
+
+    md.append("### Output recovery\n")
+    rec = parts.get("recovery")
+    if isinstance(rec, str):
+        md.append(f"Not measured: {rec}\n")
+    elif rec:
+        md.append(
+            "The json-repair test suites in `shared/data/json-repair` (inputs with the expected "
+            "repair or an expected error): the ladder (`contract_core::parse::recover`, which "
+            f"returns one JSON object or nothing) vs `json_repair` {rec['json_repair'] or '(not installed)'} "
+            "(`repair_json(.., return_objects=True)` with the case's own options). *Recovered*: an "
+            "object came back; *correct*: it equals the expected value (as JSON values: 1 and 1.0 "
+            "differ), counted over the cases whose expected value is an object. The ladder "
+            "repairs syntax only and refuses what a contract should not guess (a lone string, a "
+            "truncated key, text that is not an object), so it recovers fewer cases by design; "
+            "json_repair is a maximal repairer, and its suites are its own tests.\n"
+        )
+        md.append(
+            "| suite | cases | object expected | ladder: strict / extracted / repaired / invalid | "
+            "ladder recovered | ladder correct | json_repair recovered (object / any value) | json_repair correct |"
+        )
+        md.append("|---|---|---|---|---|---|---|---|")
+        names = {"python": "json_repair (Python) tests", "javascript": "jsonrepair (JS) tests"}
+        for suite, t in rec["suites"].items():
+            lv = t["levels"]
+            jr_rec = f"{t['repair_object']} / {t['repair_any']}" if rec["json_repair"] else "n/a"
+            jr_ok = f"{t['repair_correct']}/{t['object_expected']}" if rec["json_repair"] else "n/a"
+            md.append(
+                f"| {names[suite]} | {t['cases']} | {t['object_expected']} | {lv['strict']} / {lv['extracted']} / "
+                f"{lv['repaired']} / {lv['invalid']} | {t['ladder_recovered']} | "
+                f"{t['ladder_correct']}/{t['object_expected']} | {jr_rec} | {jr_ok} |"
+            )
+        if rec["json_repair"]:
+            md.append("")
+            for suite, t in rec["suites"].items():
+                md.append(
+                    f"- {names[suite]}: json_repair's value equals the expected one on "
+                    f"{t['repair_correct_any']}/{t['any_expected']} cases with any expected value "
+                    "(arrays, strings and numbers included)."
+                )
+                if t["errors"]:
+                    md.append(
+                        f"  On its {t['errors']} cases where the reference implementation throws, the "
+                        f"ladder recovered an object from {t['errors_ladder']} and json_repair returned "
+                        f"a value for {t['errors_repair']}."
+                    )
+        else:
+            md.append(f"\njson_repair not measured: {rec['missing']}")
+        md.append("")
+
+    md.append("### Prompt tokens: signature vs JSON Schema\n")
+    tk = parts.get("tokens")
+    if isinstance(tk, str):
+        md.append(f"Not measured: {tk}\n")
+    elif tk:
+        md.append(
+            f"Tokens by the tokenizer of `{Path(tk['model']).name}` (built from the GGUF, as "
+            "llama.cpp builds it). Compact = `serde_json::to_string`, no whitespace.\n"
+        )
+        md.append("| contract | signature | compact JSON Schema | compact strict schema | schema / signature |")
+        md.append("|---|---|---|---|---|")
+        for c in tk["contracts"]:
+            strict = c["strict_schema_tokens"] if c["strict_schema_tokens"] is not None else "none"
+            md.append(
+                f"| {c['contract']} | {c['signature_tokens']} | {c['schema_tokens']} | {strict} | "
+                f"{c['schema_tokens'] / c['signature_tokens']:.1f}x |"
+            )
+        md.append("")
+
+    md.append("### End to end: local backend vs llama.cpp\n")
+    e = parts.get("e2e")
+    if isinstance(e, str):
+        md.append(f"Not measured: {e}\n")
+    elif e:
+        md.append(
+            f"The filings study's {e['docs']} generated earnings releases, contract "
+            f"`ReleaseGuidance`, the same GGUF (`{Path(e['model']).name}`), the same chat "
+            "messages (`peers prompts`: what the Extractor sends), greedy decoding, at most "
+            f"{ARGS.max_tokens} new tokens, {ARGS.threads} threads for llama.cpp. Every reply "
+            "is read by the same ladder (no repairs) and scored by the same code "
+            "(`filings --replies`): *valid* = fills the contract, cross-field rules included; "
+            "*correct* = the normalised guidance equals the truth. Seconds per document exclude "
+            f"loading the model. The local backend holds its weights as `--weights {e['weights']}` "
+            "(`auto`: f32 for a model this small); llama.cpp computes on the Q4_1 weights as stored. "
+            "`llama.cpp schema` sends `response_format: {type: json_object, schema: strict_schema()}` "
+            "(its grammar covers the schema, not the cross-field rule); `llama.cpp free` sends "
+            "no format.\n"
+        )
+        md.append("| engine | valid | correct | strict / extracted / repaired / invalid | s/doc |")
+        md.append("|---|---|---|---|---|")
+        for s in e["engines"]:
+            lv = s["levels"]
+            md.append(
+                f"| {s['engine']} | {s['valid']}/{s['docs']} | {s['correct']}/{s['scored']} | "
+                f"{lv['strict']} / {lv['extracted']} / {lv['repaired']} / {lv['invalid']} | {s['seconds']:.2f} |"
+            )
+        by = {s["engine"]: s for s in e["engines"]}
+        md.append("")
+        if "llama.cpp schema" in by and "contract local (rules)" in by:
+            a, b = by["contract local (rules)"], by["llama.cpp schema"]
+            if b["seconds"] > 0:
+                md.append(
+                    f"Seconds per document, local `rules` / llama.cpp schema: {a['seconds'] / b['seconds']:.2f}x."
+                )
+        for s in e["engines"]:
+            if "load_seconds" in s:
+                md.append(
+                    f"- {s['engine']}: model loaded in {s['load_seconds']:.1f} s; "
+                    f"{s['mean_prompt_tokens']:.1f} prompt tokens per document by llama.cpp's count, "
+                    f"{s['local_prompt_tokens']:.1f} by the local backend's (the same count on "
+                    f"{s['same_prompt_tokens']}/{s['docs']} documents); finish reasons {s['finish_reasons']}"
+                )
+        if e.get("llama_missing"):
+            md.append(f"\nllama.cpp not measured: {e['llama_missing']}")
+        for n in e["notes"]:
+            md.append(f"- {n}")
+        md.append("")
+    return "\n".join(md).rstrip() + "\n"
+
+
+def write_section(path: Path, text: str) -> None:
+    block = f"{START}\n{text}{END}"
+    if path.is_file():
+        old = path.read_text()
+        if START in old and END in old and old.index(START) < old.index(END):
+            new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
+        else:
+            new = old.rstrip() + "\n\n" + block + "\n"
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = f"# Benchmarks\n\n{block}\n"
+    path.write_text(new)
+
+
+ARGS = None
+
+
+def main() -> int:
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--install", action="store_true", help="pip install scripts/peers_requirements.txt first")
+    ap.add_argument("--skip-e2e", action="store_true", help="leave out the end-to-end comparison")
+    ap.add_argument("--no-free", action="store_true", help="leave out llama.cpp without response_format")
+    ap.add_argument("--docs", type=int, default=40, help="generated releases for the end-to-end part")
+    ap.add_argument("--rounds", type=int, default=15, help="validation rounds (the fastest counts)")
+    ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
+    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--weights", default="auto", help="the local backend's --weights (auto, stored, f32, q8)")
+    ap.add_argument("--validate-docs", type=Path, help="documents to validate (default: the bench's)")
+    ap.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    ap.add_argument("--work", type=Path, help="scratch folder (default: <target>/peers)")
+    ARGS = args = ap.parse_args()
+
+    if args.install:
+        install()
+    meta = machine()
+    meta["load_before"] = meta.pop("load")
+    meta["date"] = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    meta["command"] = shlex.join(["python3", "scripts/peers.py", *sys.argv[1:]])
+    meta["peers"] = ", ".join(
+        f"{d} {version(d) or 'not installed'}" for d in ("pydantic", "json-repair", "llama-cpp-python")
+    ) + f"; Python {platform.python_version()}"
+
+    peers, filings = build()
+    work = args.work or target_dir() / "peers"
+    work.mkdir(parents=True, exist_ok=True)
+
+    parts: dict = {}
+
+    def part(name: str, f):
+        log(f"\n== {name}")
+        try:
+            parts[name] = f()
+        except Skip as e:
+            parts[name] = str(e)
+        except Exception as e:  # noqa: BLE001 - one failed part must not lose the others
+            log(traceback.format_exc())
+            parts[name] = f"failed: {e!r}"
+
+    part("tokens", lambda: tokens(peers))
+    part("recovery", lambda: recovery(peers, work))
+    part(
+        "validation",
+        lambda: validation(peers, args.validate_docs or bench_docs(work), args.rounds, work),
+    )
+    if args.skip_e2e:
+        parts["e2e"] = "skipped (--skip-e2e)"
+    else:
+        part("e2e", lambda: end_to_end(peers, filings, work, args))
+
+    meta["load_after"] = machine()["load"]
+    text = report(meta, parts)
+    print(text)
+    write_section(args.output, text)
+    log(f"wrote the peers section of {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
