@@ -1,0 +1,588 @@
+//! Runtime contracts held against JSONSchemaBench (`shared/data/jsonschemabench`: 440 real
+//! schemas in 15 categories, with valid and invalid instances labelled by JSON Schema validators).
+//!
+//! For each schema: `DynContract::from_schema`; its grammar (`Whitespace::Compact`) compiled by
+//! llguidance on the real SmolLM2 tokenizer; then every instance, serialised compactly with
+//! object keys in the grammar's order, tokenised with the same tokenizer and walked through the
+//! mask token by token (a token is taken when the mask allows it; a token the mask does not
+//! offer is checked byte-wise with llguidance's `validate_tokens`, since inside forced text the
+//! mask offers only llguidance's canonical tokenisation: those steps are counted). At the end the
+//! mask must accept. Invalid instances must be rejected by the mask or by `DynContract::validate`
+//! (the pipeline); the test asserts that none gets through both. Figures per category are printed
+//! (`--nocapture`); they go into `docs/benchmarks.md`.
+//!
+//! `JSB_LIMIT=n` runs the first `n` schemas of each category only.
+
+#![cfg(feature = "local")]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use contract_backends::local::fetch::default_model_path;
+use contract_backends::local::gguf_tokenizer::{read_content, GgufTokenizer};
+use contract_backends::local::mask::{percentile_us, ContractMask, MaskEngine};
+use contract_core::grammar::Whitespace;
+use contract_core::DynContract;
+use serde_json::{Map, Value};
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/jsonschemabench")
+}
+
+#[derive(Default)]
+struct Tally {
+    schemas: usize,
+    accepted: usize,
+    compiled: usize,
+    /// Valid / invalid instances of accepted schemas.
+    valid: usize,
+    invalid: usize,
+    /// Valid instances walked through a mask, and those it accepted.
+    valid_walked: usize,
+    valid_mask_ok: usize,
+    invalid_mask_rejected: usize,
+    invalid_validator_rejected: usize,
+    invalid_neither: usize,
+    validator_valid_ok: usize,
+    validator_invalid_ok: usize,
+    /// Instances of schemas `from_schema` rejected (not checked).
+    skipped: usize,
+    /// Instances of accepted schemas llguidance did not compile (validator only).
+    unmasked: usize,
+    noncanonical_steps: usize,
+    tokens: usize,
+    mask_ns: Vec<u64>,
+    compile_ns: Vec<u64>,
+    ratios: Vec<f64>,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.schemas += o.schemas;
+        self.accepted += o.accepted;
+        self.compiled += o.compiled;
+        self.valid += o.valid;
+        self.invalid += o.invalid;
+        self.valid_walked += o.valid_walked;
+        self.valid_mask_ok += o.valid_mask_ok;
+        self.invalid_mask_rejected += o.invalid_mask_rejected;
+        self.invalid_validator_rejected += o.invalid_validator_rejected;
+        self.invalid_neither += o.invalid_neither;
+        self.validator_valid_ok += o.validator_valid_ok;
+        self.validator_invalid_ok += o.validator_invalid_ok;
+        self.skipped += o.skipped;
+        self.unmasked += o.unmasked;
+        self.noncanonical_steps += o.noncanonical_steps;
+        self.tokens += o.tokens;
+        self.mask_ns.extend_from_slice(&o.mask_ns);
+        self.compile_ns.extend_from_slice(&o.compile_ns);
+        self.ratios.extend_from_slice(&o.ratios);
+    }
+}
+
+/// How a walk ended.
+enum Walk {
+    Accepted,
+    /// Rejected at token `step` (of `len`), or at the end (`step == len`).
+    Rejected {
+        step: usize,
+        len: usize,
+        why: String,
+    },
+}
+
+fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn jsonschemabench() {
+    let dir = data_dir();
+    let Ok(index) = std::fs::read_to_string(dir.join("index.jsonl")) else {
+        println!(
+            "SKIPPED: JSONSchemaBench data not found at {} (shared/data/jsonschemabench)",
+            dir.display()
+        );
+        return;
+    };
+    let model = default_model_path().expect("the default model (SmolLM2) is needed");
+    let tokenizer =
+        GgufTokenizer::from_content(&read_content(&model).expect("gguf")).expect("tokenizer");
+    let engine = MaskEngine::cached(tokenizer.json().as_bytes(), tokenizer.stop_tokens())
+        .expect("mask engine");
+    let limit: usize = std::env::var("JSB_LIMIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
+
+    let started = Instant::now();
+    let mut by_category: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut rejected_schemas: Vec<String> = Vec::new();
+    let mut compile_failures: Vec<String> = Vec::new();
+    let mut valid_rejected: Vec<String> = Vec::new();
+    let mut invalid_accepted: Vec<String> = Vec::new();
+    let mut label_disagreements: Vec<String> = Vec::new();
+    let mut warnings: BTreeMap<String, usize> = BTreeMap::new();
+    let mut strict_ok = 0usize;
+    let mut gap_counts: BTreeMap<String, usize> = BTreeMap::new();
+
+    for line in index.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: Value = serde_json::from_str(line).expect("index line");
+        let path = entry["path"].as_str().expect("path").to_owned();
+        let category = entry["category"].as_str().expect("category").to_owned();
+        let t = by_category.entry(category.clone()).or_default();
+        if t.schemas >= limit {
+            continue;
+        }
+        t.schemas += 1;
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(&path)).expect("read"))
+                .expect("json");
+        let schema = file["schema"].clone();
+        let tests: Vec<(bool, Value)> = file["tests"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| (t["valid"].as_bool().unwrap_or(false), t["data"].clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+
+        let contract = match DynContract::from_schema(schema.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                rejected_schemas.push(format!("{path}: {e}"));
+                t.skipped += tests.len();
+                continue;
+            }
+        };
+        t.accepted += 1;
+        for g in contract.gaps() {
+            *gap_counts
+                .entry(format!(
+                    "{} ({})",
+                    g.keyword,
+                    g.missing
+                        .iter()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>()
+                        .join("+")
+                ))
+                .or_default() += 1;
+        }
+        // Renderings must not panic on any schema; the strict subset may refuse some.
+        let _ = contract.docs_markdown();
+        if contract.strict_schema().is_ok() {
+            strict_ok += 1;
+        }
+        let signature = contract.signature();
+        let compact = serde_json::to_string(&schema).expect("schema text");
+        let sig_tokens = tokenizer.encode(&signature).expect("encode").len();
+        let schema_tokens = tokenizer.encode(&compact).expect("encode").len();
+        t.ratios
+            .push(sig_tokens as f64 / schema_tokens.max(1) as f64);
+
+        let grammar = contract.grammar_with(Whitespace::Compact);
+        let t0 = Instant::now();
+        let proto = engine.mask_for_schema(grammar, None).and_then(|m| {
+            let mut m = m.with_timing(true);
+            m.allowed_tokens()?;
+            Ok(m)
+        });
+        let compile_ns = t0.elapsed().as_nanos() as u64;
+
+        for (valid, data) in &tests {
+            let ok = contract.is_valid(data);
+            if *valid {
+                t.valid += 1;
+                t.validator_valid_ok += usize::from(ok);
+            } else {
+                t.invalid += 1;
+                t.validator_invalid_ok += usize::from(!ok);
+            }
+            if ok != *valid {
+                let why = contract
+                    .validate(data)
+                    .err()
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "accepted".into());
+                label_disagreements.push(format!(
+                    "{path}: labelled {}, validator says {}: {}",
+                    if *valid { "valid" } else { "invalid" },
+                    if ok { "valid" } else { "invalid" },
+                    cut(&why, 300)
+                ));
+            }
+        }
+
+        let mut proto = match proto {
+            Ok(p) => p,
+            Err(e) => {
+                compile_failures.push(format!("{path}: {}", cut(&e.to_string(), 200)));
+                t.unmasked += tests.len();
+                for (i, (valid, data)) in tests.iter().enumerate() {
+                    if *valid {
+                        continue;
+                    }
+                    if contract.is_valid(data) {
+                        t.invalid_neither += 1;
+                        invalid_accepted.push(format!(
+                            "{path} #{i} (no mask): {}",
+                            cut(&data.to_string(), 240)
+                        ));
+                    } else {
+                        t.invalid_validator_rejected += 1;
+                    }
+                }
+                continue;
+            }
+        };
+        t.compiled += 1;
+        t.compile_ns.push(compile_ns);
+        for w in proto.grammar_warnings() {
+            *warnings.entry(cut(&w, 90)).or_default() += 1;
+        }
+
+        let root = schema.clone();
+        for (i, (valid, data)) in tests.iter().enumerate() {
+            let text =
+                serde_json::to_string(&canonical(data, &[&root], &root, 0)).expect("instance text");
+            let tokens = tokenizer.encode(&text).expect("encode");
+            let (walk, noncanonical, mask_ns) = walk(&proto, &tokens, &text);
+            t.noncanonical_steps += noncanonical;
+            t.tokens += tokens.len();
+            t.mask_ns.extend_from_slice(&mask_ns);
+            let validator_ok = contract.is_valid(data);
+            t.valid_walked += usize::from(*valid);
+            match (valid, &walk) {
+                (true, Walk::Accepted) => t.valid_mask_ok += 1,
+                (true, Walk::Rejected { step, len, why }) => valid_rejected.push(format!(
+                    "{path} #{i}: rejected at token {step}/{len}: {} in {}",
+                    cut(why, 160),
+                    cut(&text, 240)
+                )),
+                (false, Walk::Rejected { .. }) => t.invalid_mask_rejected += 1,
+                (false, Walk::Accepted) => {
+                    if validator_ok {
+                        t.invalid_neither += 1;
+                        invalid_accepted.push(format!("{path} #{i}: {}", cut(&text, 240)));
+                    } else {
+                        t.invalid_validator_rejected += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    let mut total = Tally::default();
+    println!(
+        "\nJSONSchemaBench: runtime contracts (DynContract), SmolLM2 tokenizer, compact layout\n"
+    );
+    println!(
+        "| category | schemas | from_schema | mask | valid passed (mask) | invalid rejected: mask / validator only / neither | validator right (valid, invalid) | mask µs/token p50 / p99 | compile ms p50 / p99 | signature/schema tokens (median) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (category, t) in &by_category {
+        print_row(category, t);
+        total.add(t);
+    }
+    print_row("**total**", &total);
+    println!(
+        "\ninstances not checked (schema rejected by from_schema): {}; instances checked by the \
+         validator alone (no mask): {}; tokens walked: {}; steps where the mask did not offer the \
+         tokenizer's token but llguidance accepted its bytes (forced text): {}",
+        total.skipped, total.unmasked, total.tokens, total.noncanonical_steps
+    );
+    println!(
+        "strict subset: {strict_ok} of {} accepted schemas; wall time {:.1} s",
+        total.accepted,
+        started.elapsed().as_secs_f64()
+    );
+    let list = |title: &str, items: &[String]| {
+        println!("\n{title}: {}", items.len());
+        for item in items {
+            println!("  - {item}");
+        }
+    };
+    list("schemas from_schema rejected", &rejected_schemas);
+    list("schemas llguidance did not compile", &compile_failures);
+    list("valid instances the mask rejected", &valid_rejected);
+    list(
+        "invalid instances accepted by mask and validator",
+        &invalid_accepted,
+    );
+    list(
+        "validator against the labels (disagreements)",
+        &label_disagreements,
+    );
+    println!("\nllguidance warnings (count):");
+    for (w, n) in &warnings {
+        println!("  - {n} × {w}");
+    }
+    println!("\ngaps reported by from_schema (keyword (renderings missing it): count):");
+    let mut gaps: Vec<_> = gap_counts.into_iter().collect();
+    gaps.sort_by(|a, b| b.1.cmp(&a.1));
+    for (g, n) in gaps {
+        println!("  - {g}: {n}");
+    }
+    assert!(
+        invalid_accepted.is_empty(),
+        "{} invalid instances got through mask and validator",
+        invalid_accepted.len()
+    );
+}
+
+fn print_row(name: &str, t: &Tally) {
+    println!(
+        "| {name} | {} | {} | {} | {}/{} | {} / {} / {} (of {}) | {}/{}, {}/{} | {:.1} / {:.1} | {:.1} / {:.1} | {:.2} |",
+        t.schemas,
+        t.accepted,
+        t.compiled,
+        t.valid_mask_ok,
+        t.valid_walked,
+        t.invalid_mask_rejected,
+        t.invalid_validator_rejected,
+        t.invalid_neither,
+        t.invalid,
+        t.validator_valid_ok,
+        t.valid,
+        t.validator_invalid_ok,
+        t.invalid,
+        percentile_us(&t.mask_ns, 50.0),
+        percentile_us(&t.mask_ns, 99.0),
+        percentile_us(&t.compile_ns, 50.0) / 1000.0,
+        percentile_us(&t.compile_ns, 99.0) / 1000.0,
+        median(&t.ratios),
+    );
+}
+
+/// Walks `tokens` through a clone of `proto`: (how it ended, steps taken byte-wise, mask ns).
+fn walk(proto: &ContractMask, tokens: &[u32], text: &str) -> (Walk, usize, Vec<u64>) {
+    let mut m = proto.clone().with_timing(true);
+    let mut noncanonical = 0;
+    let len = tokens.len();
+    let rejected = |step: usize, why: String, m: &ContractMask| {
+        let done = String::from_utf8_lossy(m.output()).into_owned();
+        Walk::Rejected {
+            step,
+            len,
+            why: format!("{why} after {:?}", tail(&done, 60)),
+        }
+    };
+    for (step, &t) in tokens.iter().enumerate() {
+        if m.is_stopped() {
+            let w = rejected(step, "the grammar ended".into(), &m);
+            return (w, noncanonical, m.stats().llg_ns.clone());
+        }
+        let allowed = match m.allowed_tokens() {
+            Ok(bits) => bits
+                .get(t as usize / 32)
+                .is_some_and(|w| w >> (t % 32) & 1 == 1),
+            Err(e) => {
+                let w = rejected(step, format!("mask error {e}"), &m);
+                return (w, noncanonical, m.stats().llg_ns.clone());
+            }
+        };
+        if !allowed {
+            match m.validate_tokens(&[t]) {
+                Ok(1) => noncanonical += 1,
+                _ => {
+                    let token = String::from_utf8_lossy(m.engine().token_bytes(t)).into_owned();
+                    let w = rejected(step, format!("token {token:?} not allowed"), &m);
+                    return (w, noncanonical, m.stats().llg_ns.clone());
+                }
+            }
+        }
+        if let Err(e) = m.consume(&[t]) {
+            let w = rejected(step, format!("consume failed: {e}"), &m);
+            return (w, noncanonical, m.stats().llg_ns.clone());
+        }
+    }
+    let ns = m.stats().llg_ns.clone();
+    if m.output() != text.as_bytes() {
+        let w = rejected(len, "the tokens do not spell the text".into(), &m);
+        return (w, noncanonical, ns);
+    }
+    if m.is_accepting() {
+        (Walk::Accepted, noncanonical, ns)
+    } else {
+        let w = rejected(len, "not accepting at the end".into(), &m);
+        (w, noncanonical, ns)
+    }
+}
+
+/// `value` with object keys in the order llguidance generates them for `schemas` (the order of
+/// `properties` through `$ref`, `allOf` and the `anyOf`/`oneOf` branch that lists most of the
+/// keys; other keys after, in the value's order), and floats with a zero fraction written as
+/// integers (JSON Schema reads `1.0` as the integer 1; the grammar writes integers without a
+/// fraction).
+fn canonical(value: &Value, schemas: &[&Value], root: &Value, depth: usize) -> Value {
+    let schemas = if depth > 64 {
+        Vec::new()
+    } else {
+        expand(schemas, root, value)
+    };
+    match value {
+        Value::Object(map) => {
+            let mut order: Vec<&str> = Vec::new();
+            for s in &schemas {
+                if let Some(Value::Object(props)) = s.get("properties") {
+                    for k in props.keys() {
+                        if !order.contains(&k.as_str()) {
+                            order.push(k);
+                        }
+                    }
+                }
+            }
+            for s in &schemas {
+                if let Some(Value::Array(req)) = s.get("required") {
+                    for k in req.iter().filter_map(Value::as_str) {
+                        if !order.contains(&k) {
+                            order.push(k);
+                        }
+                    }
+                }
+            }
+            let mut keys: Vec<&String> = Vec::new();
+            for k in &order {
+                if let Some((key, _)) = map.get_key_value(*k) {
+                    keys.push(key);
+                }
+            }
+            for k in map.keys() {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            let mut out = Map::new();
+            for k in keys {
+                let children: Vec<&Value> = schemas
+                    .iter()
+                    .filter_map(|s| {
+                        s.get("properties")
+                            .and_then(|p| p.get(k.as_str()))
+                            .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
+                    })
+                    .collect();
+                out.insert(k.clone(), canonical(&map[k], &children, root, depth + 1));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let children: Vec<&Value> = schemas
+                        .iter()
+                        .filter_map(|s| {
+                            s.get("prefixItems").and_then(|p| p.get(i)).or_else(|| {
+                                match s.get("items") {
+                                    Some(Value::Array(list)) => list.get(i),
+                                    other => other,
+                                }
+                            })
+                        })
+                        .collect();
+                    canonical(item, &children, root, depth + 1)
+                })
+                .collect(),
+        ),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+            _ => value.clone(),
+        },
+        other => other.clone(),
+    }
+}
+
+/// `schemas` with their `$ref`s, `allOf` parts and best `anyOf` / `oneOf` branch added.
+fn expand<'a>(schemas: &[&'a Value], root: &'a Value, value: &Value) -> Vec<&'a Value> {
+    let mut out: Vec<&'a Value> = Vec::new();
+    let mut queue: Vec<&'a Value> = schemas.iter().rev().copied().collect();
+    while let Some(s) = queue.pop() {
+        if out.iter().any(|o| std::ptr::eq(*o, s)) || out.len() > 256 {
+            continue;
+        }
+        out.push(s);
+        let mut next: Vec<&'a Value> = Vec::new();
+        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+            next.extend(resolve(root, r));
+        }
+        if let Some(Value::Array(all)) = s.get("allOf") {
+            next.extend(all.iter());
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = s.get(key) {
+                if let Some(best) = best_branch(branches, root, value) {
+                    next.push(best);
+                }
+            }
+        }
+        queue.extend(next.into_iter().rev());
+    }
+    out
+}
+
+/// The branch whose properties (through `$ref`s) cover most of the object's keys (the first on a
+/// tie); for a non-object, the first branch whose `type` fits.
+fn best_branch<'a>(branches: &'a [Value], root: &'a Value, value: &Value) -> Option<&'a Value> {
+    let deref = |mut b: &'a Value| {
+        for _ in 0..16 {
+            match b
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| resolve(root, r))
+            {
+                Some(t) => b = t,
+                None => break,
+            }
+        }
+        b
+    };
+    match value {
+        Value::Object(map) => branches
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, b)| {
+                let b = deref(b);
+                let hits = b
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map_or(0, |p| map.keys().filter(|k| p.contains_key(*k)).count());
+                (hits, std::cmp::Reverse(*i))
+            })
+            .map(|(_, b)| b),
+        _ => branches.first(),
+    }
+}
+
+fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let pointer = reference.strip_prefix('#')?;
+    if pointer.is_empty() {
+        return Some(root);
+    }
+    root.pointer(pointer)
+}
+
+fn cut(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let count = text.chars().count();
+    if count <= n {
+        return text.to_owned();
+    }
+    let skip = count - n;
+    format!("…{}", text.chars().skip(skip).collect::<String>())
+}

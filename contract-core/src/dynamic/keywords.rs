@@ -1,0 +1,372 @@
+//! One pass over a schema: which keyword each rendering carries, the `$ref`s, and the schema
+//! llguidance compiles (without the keywords it does not implement).
+
+use serde_json::{Map, Value};
+
+use super::resolve::Resolver;
+use super::rules::parse_rule;
+use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
+use crate::validate::join_pointer;
+
+/// The `format`s llguidance's mask enforces (others are left to the validator).
+pub const GRAMMAR_FORMATS: [&str; 10] = [
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "uri",
+];
+
+/// The `format`s the validator enforces (the `jsonschema` crate's, without the `idn-` ones that
+/// need its `idna` feature).
+pub const VALIDATOR_FORMATS: [&str; 17] = [
+    "date",
+    "date-time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "iri",
+    "iri-reference",
+    "json-pointer",
+    "regex",
+    "relative-json-pointer",
+    "time",
+    "uri",
+    "uri-reference",
+    "uri-template",
+    "uuid",
+];
+
+/// Annotations: no meaning to enforce, nothing to report.
+const ANNOTATIONS: [&str; 22] = [
+    "$schema",
+    "$id",
+    "id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$vocabulary",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+    "x-unit",
+    "x-guidance",
+];
+
+/// Annotations llguidance does not know: left out of the grammar (silently: no meaning lost).
+const GRAMMAR_DROPS: [&str; 6] = [
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$vocabulary",
+    "deprecated",
+    "contentSchema",
+    "x-guidance",
+];
+
+/// Keywords every rendering carries.
+const FULL: [&str; 22] = [
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "anyOf",
+    "allOf",
+];
+
+const VALIDATOR_ONLY: &str = "enforced by the validator only";
+
+/// Which renderings miss `key` (with a note), or `None` when all carry it or it is an annotation.
+fn missing(key: &str, value: &Value) -> Option<(Vec<Rendering>, String)> {
+    use Rendering::*;
+    let both = || vec![Signature, Grammar];
+    Some(match key {
+        k if ANNOTATIONS.contains(&k) || FULL.contains(&k) => return None,
+        "$ref" => return None,
+        "oneOf" => (
+            vec![Grammar],
+            "the mask reads it as `anyOf`; exclusivity is enforced by the validator only".into(),
+        ),
+        "format" => {
+            let name = value.as_str().unwrap_or_default();
+            let mut m = Vec::new();
+            if !GRAMMAR_FORMATS.contains(&name) {
+                m.push(Grammar);
+            }
+            if !VALIDATOR_FORMATS.contains(&name) {
+                m.push(Validator);
+            }
+            if m.is_empty() {
+                return None;
+            }
+            let note = if m == [Grammar] {
+                format!("format `{name}`: {VALIDATOR_ONLY}")
+            } else {
+                format!("unknown format `{name}`: shown in the signature, enforced nowhere")
+            };
+            (m, note)
+        }
+        "minProperties" | "maxProperties" => (
+            both(),
+            "the mask enforces it only when every listed property is required; always enforced \
+             by the validator"
+                .into(),
+        ),
+        "uniqueItems" => {
+            if value != &Value::Bool(true) {
+                return None;
+            }
+            (vec![Grammar], VALIDATOR_ONLY.into())
+        }
+        "x-rules" => (
+            vec![Grammar],
+            "cross-field rules: enforced by the validator only (the mask of a derived contract \
+             filters them while decoding)"
+                .into(),
+        ),
+        "not"
+        | "if"
+        | "then"
+        | "else"
+        | "dependencies"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "contains"
+        | "minContains"
+        | "maxContains"
+        | "propertyNames"
+        | "unevaluatedProperties"
+        | "unevaluatedItems" => (both(), VALIDATOR_ONLY.into()),
+        "$dynamicRef" | "$recursiveRef" => (
+            both(),
+            "dynamic reference: followed by the validator only; the mask accepts any value there"
+                .into(),
+        ),
+        _ => (
+            vec![Signature, Grammar, Validator],
+            "unknown keyword: ignored by every rendering".into(),
+        ),
+    })
+}
+
+/// Whether the grammar leaves `key` out.
+fn grammar_drops(key: &str, value: &Value) -> bool {
+    if GRAMMAR_DROPS.contains(&key) {
+        return true;
+    }
+    match key {
+        // Kept: llguidance enforces these where it can (and `lenient` ignores the rest).
+        "oneOf" | "minProperties" | "maxProperties" => false,
+        "format" => !GRAMMAR_FORMATS.contains(&value.as_str().unwrap_or_default()),
+        "uniqueItems" => true,
+        _ => missing(key, value).is_some_and(|(m, _)| m.contains(&Rendering::Grammar)),
+    }
+}
+
+/// What the scan found.
+pub(super) struct Scan {
+    pub gaps: Vec<Gap>,
+    /// Every `$ref` (and `$dynamicRef`, `$recursiveRef`): JSON pointer of its subschema, value.
+    pub refs: Vec<(String, String)>,
+    /// The schema llguidance compiles.
+    pub grammar: Value,
+}
+
+pub(super) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Scans `schema` (an object or a boolean).
+pub(super) fn scan(schema: &Value) -> Result<Scan, SchemaError> {
+    let resolver = Resolver::new(schema);
+    let mut s = Scanner {
+        resolver: &resolver,
+        gaps: Vec::new(),
+        refs: Vec::new(),
+    };
+    let grammar = s.schema(schema, "", 0)?;
+    Ok(Scan {
+        gaps: s.gaps,
+        refs: s.refs,
+        grammar,
+    })
+}
+
+struct Scanner<'r, 'a> {
+    resolver: &'r Resolver<'a>,
+    gaps: Vec<Gap>,
+    refs: Vec<(String, String)>,
+}
+
+/// How a keyword's value holds subschemas.
+pub(super) enum Holds {
+    One,
+    Map,
+    List,
+    /// `items` (a schema, or a list in drafts before 2020-12) and `dependencies` (a map of
+    /// schemas or of property lists).
+    Either,
+    None,
+}
+
+pub(super) fn holds(key: &str) -> Holds {
+    match key {
+        "additionalProperties"
+        | "unevaluatedProperties"
+        | "unevaluatedItems"
+        | "additionalItems"
+        | "not"
+        | "if"
+        | "then"
+        | "else"
+        | "contains"
+        | "propertyNames"
+        | "contentSchema" => Holds::One,
+        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+            Holds::Map
+        }
+        "allOf" | "anyOf" | "oneOf" | "prefixItems" => Holds::List,
+        "items" | "dependencies" => Holds::Either,
+        _ => Holds::None,
+    }
+}
+
+impl Scanner<'_, '_> {
+    /// Scans the subschema at `path`; returns its grammar rendering.
+    fn schema(&mut self, schema: &Value, path: &str, depth: usize) -> Result<Value, SchemaError> {
+        if depth > MAX_SCHEMA_DEPTH {
+            return Err(SchemaError::TooDeep {
+                path: path.to_owned(),
+                limit: MAX_SCHEMA_DEPTH,
+            });
+        }
+        let Value::Object(map) = schema else {
+            // Booleans are schemas; anything else is for the validator's meta-schema check.
+            return Ok(schema.clone());
+        };
+        let mut out = Map::new();
+        for (key, value) in map {
+            let key_path = join_pointer(path, key);
+            if let Some((missing, note)) = missing(key, value) {
+                self.gaps.push(Gap {
+                    path: path.to_owned(),
+                    keyword: key.clone(),
+                    value: value.clone(),
+                    missing,
+                    note,
+                });
+            }
+            match key.as_str() {
+                "$ref" | "$dynamicRef" | "$recursiveRef" => {
+                    if let Some(reference) = value.as_str() {
+                        self.refs.push((path.to_owned(), reference.to_owned()));
+                        // With embedded `$id`s a fragment may be relative to one of them: the
+                        // validator resolves those.
+                        if key == "$ref"
+                            && reference.starts_with('#')
+                            && !self.resolver.has_embedded_ids()
+                            && self.resolver.resolve(reference).is_none()
+                        {
+                            return Err(SchemaError::UnresolvedRef {
+                                path: path.to_owned(),
+                                reference: reference.to_owned(),
+                            });
+                        }
+                    }
+                }
+                "x-rules" => self.rules(value, &key_path)?,
+                _ => {}
+            }
+            let converted = match (holds(key), value) {
+                (Holds::One, v) => self.schema(v, &key_path, depth + 1)?,
+                // `items` as one schema (a list of schemas in drafts before 2020-12).
+                (Holds::Either, v) if key == "items" && !v.is_array() => {
+                    self.schema(v, &key_path, depth + 1)?
+                }
+                (Holds::Map | Holds::Either, Value::Object(children)) => {
+                    let mut m = Map::new();
+                    for (name, child) in children {
+                        let c = match child {
+                            // `dependencies` lists of property names.
+                            Value::Array(_) => child.clone(),
+                            _ => self.schema(child, &join_pointer(&key_path, name), depth + 1)?,
+                        };
+                        m.insert(name.clone(), c);
+                    }
+                    Value::Object(m)
+                }
+                (Holds::List | Holds::Either, Value::Array(children)) => {
+                    let mut list = Vec::with_capacity(children.len());
+                    for (i, child) in children.iter().enumerate() {
+                        let child_path = join_pointer(&key_path, &i.to_string());
+                        list.push(self.schema(child, &child_path, depth + 1)?);
+                    }
+                    Value::Array(list)
+                }
+                _ => value.clone(),
+            };
+            if !grammar_drops(key, value) {
+                out.insert(key.clone(), converted);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn rules(&mut self, value: &Value, path: &str) -> Result<(), SchemaError> {
+        let bad = |p: String, rule: &Value| SchemaError::BadRule {
+            path: p,
+            rule: match rule {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+        };
+        let Value::Array(rules) = value else {
+            return Err(bad(path.to_owned(), value));
+        };
+        for (i, rule) in rules.iter().enumerate() {
+            if rule.as_str().and_then(parse_rule).is_none() {
+                return Err(bad(join_pointer(path, &i.to_string()), rule));
+            }
+        }
+        Ok(())
+    }
+}
