@@ -417,42 +417,29 @@ fn walk(proto: &ContractMask, tokens: &[u32], text: &str) -> (Walk, usize, Vec<u
     }
 }
 
-/// `value` with object keys in the order llguidance generates them for `schemas` (the order of
-/// `properties` through `$ref`, `allOf` and the `anyOf`/`oneOf` branch that lists most of the
-/// keys; other keys after, in the value's order), and floats with a zero fraction written as
-/// integers (JSON Schema reads `1.0` as the integer 1; the grammar writes integers without a
-/// fraction).
+/// `value` with object keys in the order llguidance generates them for `schemas`, and floats
+/// with a zero fraction written as integers (JSON Schema reads `1.0` as the integer 1; the
+/// grammar writes integers without a fraction).
+///
+/// llguidance fixes the order of listed properties: a schema's keywords are read in order,
+/// `properties` adding its keys, `$ref`, `allOf` and `anyOf` / `oneOf` (the branch that lists most
+/// of the value's keys) adding theirs where they stand; then the `required` keys not listed; then
+/// any other key (here in the value's order).
 fn canonical(value: &Value, schemas: &[&Value], root: &Value, depth: usize) -> Value {
-    let schemas = if depth > 64 {
-        Vec::new()
-    } else {
-        expand(schemas, root, value)
-    };
+    let mut g = Gathered::default();
+    if depth <= 64 {
+        for s in schemas {
+            g.gather(s, root, value, 0);
+        }
+    }
     match value {
         Value::Object(map) => {
-            let mut order: Vec<&str> = Vec::new();
-            for s in &schemas {
-                if let Some(Value::Object(props)) = s.get("properties") {
-                    for k in props.keys() {
-                        if !order.contains(&k.as_str()) {
-                            order.push(k);
-                        }
-                    }
-                }
-            }
-            for s in &schemas {
-                if let Some(Value::Array(req)) = s.get("required") {
-                    for k in req.iter().filter_map(Value::as_str) {
-                        if !order.contains(&k) {
-                            order.push(k);
-                        }
-                    }
-                }
-            }
             let mut keys: Vec<&String> = Vec::new();
-            for k in &order {
-                if let Some((key, _)) = map.get_key_value(*k) {
-                    keys.push(key);
+            for k in g.order.iter().chain(&g.required) {
+                if let Some((key, _)) = map.get_key_value(k.as_str()) {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
                 }
             }
             for k in map.keys() {
@@ -462,14 +449,10 @@ fn canonical(value: &Value, schemas: &[&Value], root: &Value, depth: usize) -> V
             }
             let mut out = Map::new();
             for k in keys {
-                let children: Vec<&Value> = schemas
-                    .iter()
-                    .filter_map(|s| {
-                        s.get("properties")
-                            .and_then(|p| p.get(k.as_str()))
-                            .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
-                    })
-                    .collect();
+                let children: Vec<&Value> = match g.by_key.get(k.as_str()) {
+                    Some(listed) => listed.clone(),
+                    None => g.other.clone(),
+                };
                 out.insert(k.clone(), canonical(&map[k], &children, root, depth + 1));
             }
             Value::Object(out)
@@ -479,17 +462,7 @@ fn canonical(value: &Value, schemas: &[&Value], root: &Value, depth: usize) -> V
                 .iter()
                 .enumerate()
                 .map(|(i, item)| {
-                    let children: Vec<&Value> = schemas
-                        .iter()
-                        .filter_map(|s| {
-                            s.get("prefixItems").and_then(|p| p.get(i)).or_else(|| {
-                                match s.get("items") {
-                                    Some(Value::Array(list)) => list.get(i),
-                                    other => other,
-                                }
-                            })
-                        })
-                        .collect();
+                    let children = g.prefix.get(i).cloned().unwrap_or_else(|| g.items.clone());
                     canonical(item, &children, root, depth + 1)
                 })
                 .collect(),
@@ -502,32 +475,73 @@ fn canonical(value: &Value, schemas: &[&Value], root: &Value, depth: usize) -> V
     }
 }
 
-/// `schemas` with their `$ref`s, `allOf` parts and best `anyOf` / `oneOf` branch added.
-fn expand<'a>(schemas: &[&'a Value], root: &'a Value, value: &Value) -> Vec<&'a Value> {
-    let mut out: Vec<&'a Value> = Vec::new();
-    let mut queue: Vec<&'a Value> = schemas.iter().rev().copied().collect();
-    while let Some(s) = queue.pop() {
-        if out.iter().any(|o| std::ptr::eq(*o, s)) || out.len() > 256 {
-            continue;
+/// What the schemas that apply to one value say about its keys and items.
+#[derive(Default)]
+struct Gathered<'a> {
+    order: Vec<String>,
+    required: Vec<String>,
+    by_key: BTreeMap<String, Vec<&'a Value>>,
+    /// `additionalProperties` and `patternProperties` schemas (for keys not listed).
+    other: Vec<&'a Value>,
+    prefix: Vec<Vec<&'a Value>>,
+    items: Vec<&'a Value>,
+}
+
+impl<'a> Gathered<'a> {
+    fn gather(&mut self, schema: &'a Value, root: &'a Value, value: &Value, depth: usize) {
+        let Value::Object(map) = schema else { return };
+        if depth > 32 {
+            return;
         }
-        out.push(s);
-        let mut next: Vec<&'a Value> = Vec::new();
-        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-            next.extend(resolve(root, r));
-        }
-        if let Some(Value::Array(all)) = s.get("allOf") {
-            next.extend(all.iter());
-        }
-        for key in ["anyOf", "oneOf"] {
-            if let Some(Value::Array(branches)) = s.get(key) {
-                if let Some(best) = best_branch(branches, root, value) {
-                    next.push(best);
+        for (key, v) in map {
+            match (key.as_str(), v) {
+                ("properties", Value::Object(props)) => {
+                    for (name, sub) in props {
+                        if !self.order.contains(name) {
+                            self.order.push(name.clone());
+                        }
+                        self.by_key.entry(name.clone()).or_default().push(sub);
+                    }
                 }
+                ("required", Value::Array(names)) => {
+                    for n in names.iter().filter_map(Value::as_str) {
+                        if !self.required.iter().any(|r| r == n) {
+                            self.required.push(n.to_owned());
+                        }
+                    }
+                }
+                ("additionalProperties", Value::Object(_)) => self.other.push(v),
+                ("patternProperties", Value::Object(patterns)) => {
+                    self.other.extend(patterns.values())
+                }
+                ("items" | "prefixItems", Value::Array(list)) => {
+                    for (i, sub) in list.iter().enumerate() {
+                        if self.prefix.len() <= i {
+                            self.prefix.push(Vec::new());
+                        }
+                        self.prefix[i].push(sub);
+                    }
+                }
+                ("items" | "additionalItems", Value::Object(_)) => self.items.push(v),
+                ("$ref", Value::String(r)) => {
+                    if let Some(target) = resolve(root, r) {
+                        self.gather(target, root, value, depth + 1);
+                    }
+                }
+                ("allOf", Value::Array(parts)) => {
+                    for part in parts {
+                        self.gather(part, root, value, depth + 1);
+                    }
+                }
+                ("anyOf" | "oneOf", Value::Array(branches)) => {
+                    if let Some(best) = best_branch(branches, root, value) {
+                        self.gather(best, root, value, depth + 1);
+                    }
+                }
+                _ => {}
             }
         }
-        queue.extend(next.into_iter().rev());
     }
-    out
 }
 
 /// The branch whose properties (through `$ref`s) cover most of the object's keys (the first on a
@@ -585,4 +599,62 @@ fn tail(text: &str, n: usize) -> String {
     }
     let skip = count - n;
     format!("…{}", text.chars().skip(skip).collect::<String>())
+}
+
+/// The local backend takes a runtime contract's grammar as `Request::grammar` (a plain JSON
+/// Schema, compiled once per engine): a valid answer, written with the default whitespace, walks
+/// through; an invalid one is refused.
+#[test]
+fn local_backend_takes_a_dyn_contract_grammar() {
+    use contract_backends::local::mask::GrammarMasks;
+    use contract_backends::local::{Allowed, MaskFactory};
+    use contract_core::extract::Request;
+
+    let model = default_model_path().expect("the default model (SmolLM2) is needed");
+    let tokenizer =
+        GgufTokenizer::from_content(&read_content(&model).expect("gguf")).expect("tokenizer");
+    let engine = MaskEngine::cached(tokenizer.json().as_bytes(), tokenizer.stop_tokens())
+        .expect("mask engine");
+    let contract = DynContract::from_schema(serde_json::json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "minLength": 1},
+            "days": {"type": "integer", "minimum": 1, "maximum": 14}
+        },
+        "required": ["city", "days"],
+        "additionalProperties": false
+    }))
+    .expect("schema");
+    let request = Request {
+        contract: contract.name().to_owned(),
+        messages: Default::default(),
+        strict_schema: None,
+        signature: contract.signature(),
+        grammar: Some(contract.grammar()),
+        max_tokens: None,
+        sampling: Default::default(),
+    };
+    let masks = GrammarMasks::new(engine);
+    let walk = |text: &str| -> Result<(), String> {
+        let mut mask = masks
+            .mask_for(&request)
+            .map_err(|e| e.to_string())?
+            .ok_or("no mask")?;
+        for t in tokenizer.encode(text).map_err(|e| e.to_string())? {
+            match mask.allowed().map_err(|e| e.to_string())? {
+                Allowed::Bits(bits) if bits.iter().all(|w| *w == 0) => {
+                    return Err("empty mask".into())
+                }
+                _ => {}
+            }
+            mask.consume(&[t]).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    walk("{\n  \"city\": \"Oslo\",\n  \"days\": 3\n}").expect("a valid answer walks through");
+    assert!(walk(r#"{"city": "Oslo", "days": 30}"#).is_err());
+    assert!(
+        walk(r#"{"days": 3, "city": "Oslo"}"#).is_err(),
+        "keys in schema order"
+    );
 }

@@ -147,6 +147,43 @@ impl MaskEngine {
     /// compiled once per engine; later masks start from a clone.
     pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
         let text = serde_json::to_string(grammar).map_err(mask_err)?;
+        let prepared = self.prepared(&text, || {
+            let first = self.mask_for_schema(grammar.schema(), None)?;
+            Ok(Prepared {
+                matcher: Mutex::new(first.matcher),
+                plan: Some(Arc::new(RulePlan::new(grammar))),
+            })
+        })?;
+        Ok(self.start(&prepared))
+    }
+
+    /// A mask from a plain JSON Schema (llguidance alone, no cross-field rules), such as
+    /// `DynContract::grammar()`; compiled once per engine and schema, later masks start from a
+    /// clone.
+    pub fn mask_for_json_schema(
+        self: &Arc<Self>,
+        schema: &Value,
+    ) -> Result<ContractMask, LocalError> {
+        let text = format!(
+            "json_schema {}",
+            serde_json::to_string(schema).map_err(mask_err)?
+        );
+        let prepared = self.prepared(&text, || {
+            let first = self.mask_for_schema(schema.clone(), None)?;
+            Ok(Prepared {
+                matcher: Mutex::new(first.matcher),
+                plan: None,
+            })
+        })?;
+        Ok(self.start(&prepared))
+    }
+
+    /// The compiled grammar cached under `text`, built by `build` on first use.
+    fn prepared(
+        &self,
+        text: &str,
+        build: impl FnOnce() -> Result<Prepared, LocalError>,
+    ) -> Result<Arc<Prepared>, LocalError> {
         let mut h = DefaultHasher::new();
         text.hash(&mut h);
         let key = h.finish();
@@ -154,28 +191,26 @@ impl MaskEngine {
             let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
             list.iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone())
         };
-        let prepared = match found {
-            Some(p) => p,
-            None => {
-                let first = self.mask_for_schema(grammar.schema(), None)?;
-                let p = Arc::new(Prepared {
-                    matcher: Mutex::new(first.matcher),
-                    plan: Some(Arc::new(RulePlan::new(grammar))),
-                });
-                let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-                if list.len() >= 64 {
-                    list.remove(0);
-                }
-                list.push((key, p.clone()));
-                p
-            }
-        };
+        if let Some(p) = found {
+            return Ok(p);
+        }
+        let p = Arc::new(build()?);
+        let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        if list.len() >= 64 {
+            list.remove(0);
+        }
+        list.push((key, p.clone()));
+        Ok(p)
+    }
+
+    /// A fresh mask from a compiled grammar (a clone of its matcher).
+    fn start(self: &Arc<Self>, prepared: &Prepared) -> ContractMask {
         let matcher = prepared
             .matcher
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        Ok(ContractMask {
+        ContractMask {
             engine: self.clone(),
             matcher,
             plan: prepared.plan.clone(),
@@ -184,7 +219,7 @@ impl MaskEngine {
             output: Vec::new(),
             stats: MaskStats::default(),
             timing: false,
-        })
+        }
     }
 
     /// A mask from an llguidance JSON Schema, with an optional rule plan.
@@ -205,57 +240,6 @@ impl MaskEngine {
             engine: self.clone(),
             matcher,
             plan,
-            scanner: Scanner::new(),
-            bits: Vec::new(),
-            output: Vec::new(),
-            stats: MaskStats::default(),
-            timing: false,
-        })
-    }
-}
-
-impl MaskEngine {
-    /// A mask from a plain JSON Schema (llguidance alone, no cross-field rules), such as
-    /// `DynContract::grammar()`; compiled once per engine and schema, later masks start from a
-    /// clone.
-    pub fn mask_for_json_schema(
-        self: &Arc<Self>,
-        schema: &Value,
-    ) -> Result<ContractMask, LocalError> {
-        let text = serde_json::to_string(schema).map_err(mask_err)?;
-        let mut h = DefaultHasher::new();
-        "json_schema".hash(&mut h);
-        text.hash(&mut h);
-        let key = h.finish();
-        let found = {
-            let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-            list.iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone())
-        };
-        let prepared = match found {
-            Some(p) => p,
-            None => {
-                let first = self.mask_for_schema(schema.clone(), None)?;
-                let p = Arc::new(Prepared {
-                    matcher: Mutex::new(first.matcher),
-                    plan: None,
-                });
-                let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-                if list.len() >= 64 {
-                    list.remove(0);
-                }
-                list.push((key, p.clone()));
-                p
-            }
-        };
-        let matcher = prepared
-            .matcher
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        Ok(ContractMask {
-            engine: self.clone(),
-            matcher,
-            plan: None,
             scanner: Scanner::new(),
             bits: Vec::new(),
             output: Vec::new(),

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use super::resolve::Resolver;
 use super::rules::parse_rule;
 use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
+use crate::schema::pointer::decode_ref;
 use crate::validate::join_pointer;
 
 /// The `format`s llguidance's mask enforces (others are left to the validator).
@@ -22,8 +23,8 @@ pub const GRAMMAR_FORMATS: [&str; 10] = [
     "uri",
 ];
 
-/// The `format`s the validator enforces (the `jsonschema` crate's, without the `idn-` ones that
-/// need its `idna` feature).
+/// The `format`s the validator enforces, in every draft, as draft 2020-12 defines them (the
+/// `jsonschema` crate's checks, without the `idn-` ones that need its `idna` feature).
 pub const VALIDATOR_FORMATS: [&str; 17] = [
     "date",
     "date-time",
@@ -181,18 +182,70 @@ fn missing(key: &str, value: &Value) -> Option<(Vec<Rendering>, String)> {
     })
 }
 
-/// Whether the grammar leaves `key` out.
-fn grammar_drops(key: &str, value: &Value) -> bool {
+/// Whether the grammar leaves `key` (of the subschema `map`) out: keywords llguidance knows but
+/// does not implement (unknown keywords it ignores by itself), formats it does not know, and
+/// `minProperties` / `maxProperties` where llguidance cannot enforce them (every listed property
+/// must be required; otherwise, even in lenient mode, it closes such objects too early).
+fn grammar_drops(key: &str, value: &Value, map: &Map<String, Value>) -> bool {
     if GRAMMAR_DROPS.contains(&key) {
         return true;
     }
     match key {
-        // Kept: llguidance enforces these where it can (and `lenient` ignores the rest).
-        "oneOf" | "minProperties" | "maxProperties" => false,
         "format" => !GRAMMAR_FORMATS.contains(&value.as_str().unwrap_or_default()),
-        "uniqueItems" => true,
-        _ => missing(key, value).is_some_and(|(m, _)| m.contains(&Rendering::Grammar)),
+        "uniqueItems"
+        | "not"
+        | "if"
+        | "then"
+        | "else"
+        | "dependencies"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "contains"
+        | "minContains"
+        | "maxContains"
+        | "propertyNames"
+        | "unevaluatedProperties"
+        | "unevaluatedItems"
+        | "$dynamicRef"
+        | "$recursiveRef" => true,
+        "minProperties" | "maxProperties" => {
+            let Some(Value::Object(properties)) = map.get("properties") else {
+                return false;
+            };
+            let required: Vec<&str> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            !properties.keys().all(|k| required.contains(&k.as_str()))
+        }
+        _ => false,
     }
+}
+
+/// The JSON pointers local `$ref`s point at (anywhere in the document).
+fn ref_targets(schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![schema];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+                    if let Some(segments) = decode_ref(r) {
+                        out.push(
+                            segments
+                                .iter()
+                                .fold(String::new(), |p, s| join_pointer(&p, s)),
+                        );
+                    }
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// What the scan found.
@@ -220,10 +273,11 @@ pub(super) fn scan(schema: &Value) -> Result<Scan, SchemaError> {
     let resolver = Resolver::new(schema);
     let mut s = Scanner {
         resolver: &resolver,
+        targets: ref_targets(schema),
         gaps: Vec::new(),
         refs: Vec::new(),
     };
-    let grammar = s.schema(schema, "", 0)?;
+    let grammar = s.schema(schema, "", 0, false)?;
     Ok(Scan {
         gaps: s.gaps,
         refs: s.refs,
@@ -233,6 +287,8 @@ pub(super) fn scan(schema: &Value) -> Result<Scan, SchemaError> {
 
 struct Scanner<'r, 'a> {
     resolver: &'r Resolver<'a>,
+    /// Where local `$ref`s point: a keyword holding a target stays in the grammar.
+    targets: Vec<String>,
     gaps: Vec<Gap>,
     refs: Vec<(String, String)>,
 }
@@ -272,7 +328,13 @@ pub(super) fn holds(key: &str) -> Holds {
 
 impl Scanner<'_, '_> {
     /// Scans the subschema at `path`; returns its grammar rendering.
-    fn schema(&mut self, schema: &Value, path: &str, depth: usize) -> Result<Value, SchemaError> {
+    fn schema(
+        &mut self,
+        schema: &Value,
+        path: &str,
+        depth: usize,
+        old_draft: bool,
+    ) -> Result<Value, SchemaError> {
         if depth > MAX_SCHEMA_DEPTH {
             return Err(SchemaError::TooDeep {
                 path: path.to_owned(),
@@ -283,6 +345,15 @@ impl Scanner<'_, '_> {
             // Booleans are schemas; anything else is for the validator's meta-schema check.
             return Ok(schema.clone());
         };
+        // Drafts 4 to 7 ignore the keywords beside a `$ref`; so does the grammar (llguidance
+        // would intersect them, and cannot when the reference is recursive).
+        let old = match map.get("$schema").and_then(Value::as_str) {
+            Some(uri) => ["draft-03", "draft-04", "draft-06", "draft-07"]
+                .iter()
+                .any(|d| uri.contains(d)),
+            None => old_draft,
+        };
+        let ref_only = old && map.contains_key("$ref");
         let mut out = Map::new();
         for (key, value) in map {
             let key_path = join_pointer(path, key);
@@ -317,10 +388,10 @@ impl Scanner<'_, '_> {
                 _ => {}
             }
             let converted = match (holds(key), value) {
-                (Holds::One, v) => self.schema(v, &key_path, depth + 1)?,
+                (Holds::One, v) => self.schema(v, &key_path, depth + 1, old)?,
                 // `items` as one schema (a list of schemas in drafts before 2020-12).
                 (Holds::Either, v) if key == "items" && !v.is_array() => {
-                    self.schema(v, &key_path, depth + 1)?
+                    self.schema(v, &key_path, depth + 1, old)?
                 }
                 (Holds::Map | Holds::Either, Value::Object(children)) => {
                     let mut m = Map::new();
@@ -328,7 +399,10 @@ impl Scanner<'_, '_> {
                         let c = match child {
                             // `dependencies` lists of property names.
                             Value::Array(_) => child.clone(),
-                            _ => self.schema(child, &join_pointer(&key_path, name), depth + 1)?,
+                            _ => {
+                                let child_path = join_pointer(&key_path, name);
+                                self.schema(child, &child_path, depth + 1, old)?
+                            }
                         };
                         m.insert(name.clone(), c);
                     }
@@ -338,13 +412,21 @@ impl Scanner<'_, '_> {
                     let mut list = Vec::with_capacity(children.len());
                     for (i, child) in children.iter().enumerate() {
                         let child_path = join_pointer(&key_path, &i.to_string());
-                        list.push(self.schema(child, &child_path, depth + 1)?);
+                        list.push(self.schema(child, &child_path, depth + 1, old)?);
                     }
                     Value::Array(list)
                 }
                 _ => value.clone(),
             };
-            if !grammar_drops(key, value) {
+            let referenced = || {
+                self.targets.iter().any(|t| {
+                    t == &key_path
+                        || t.strip_prefix(key_path.as_str())
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+            };
+            let ignored = ref_only && !matches!(key.as_str(), "$ref" | "$defs" | "definitions");
+            if !(ignored || grammar_drops(key, value, map)) || referenced() {
                 out.insert(key.clone(), converted);
             }
         }

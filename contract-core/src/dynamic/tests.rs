@@ -281,7 +281,12 @@ fn unsupported_keywords_are_reported_by_pointer() {
     assert!(properties["code"].get("format").is_none());
     assert_eq!(properties["when"].get("format"), None);
     assert!(grammar.get("patternProperties").is_some());
-    assert!(grammar.get("minProperties").is_some(), "llguidance tries");
+    assert!(
+        grammar.get("minProperties").is_none(),
+        "llguidance cannot bound an object with optional properties"
+    );
+    let map = contract(json!({"additionalProperties": {"type": "integer"}, "minProperties": 1}));
+    assert_eq!(map.grammar()["minProperties"], 1, "a map it can");
     for dropped in ["if", "then", "else", "dependentSchemas", "propertyNames"] {
         assert!(grammar.get(dropped).is_none(), "{dropped}");
     }
@@ -618,4 +623,53 @@ fn example_snapshots_give_the_derived_renderings() {
         checked >= 6 && docs_checked >= 3,
         "{checked} snapshots, {docs_checked} docs"
     );
+}
+
+#[test]
+fn formats_are_enforced_in_every_draft() {
+    for draft in [
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-06/schema#",
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    ] {
+        for (format, good, bad) in [
+            (
+                "uuid",
+                "123e4567-e89b-12d3-a456-426655440000",
+                "123e4567-e89b-12d3",
+            ),
+            ("duration", "P1DT2H", "1 day"),
+            ("date", "2024-02-29", "2023-02-29"),
+            ("email", "ada@example.com", "not an email"),
+            ("uri-reference", "../a?b#c", "a b"),
+        ] {
+            let c = contract(json!({"$schema": draft, "type": "string", "format": format}));
+            assert_eq!(kinds(&c, json!(good)), [], "{draft} {format}");
+            assert_eq!(
+                kinds(&c, json!(bad)),
+                pairs(&[("", "format_mismatch")]),
+                "{draft} {format}"
+            );
+        }
+    }
+}
+
+/// Drafts 4 to 7 ignore the keywords beside a `$ref`; the grammar and the validator agree.
+#[test]
+fn ref_siblings_follow_the_draft() {
+    for (draft, kept) in [
+        ("http://json-schema.org/draft-07/schema#", false),
+        ("https://json-schema.org/draft/2020-12/schema", true),
+    ] {
+        let c = contract(json!({
+            "$schema": draft,
+            "definitions": {"a": {"type": "string"}},
+            "properties": {"x": {"$ref": "#/definitions/a", "maxLength": 2}}
+        }));
+        let x = &c.grammar()["properties"]["x"];
+        assert_eq!(x.get("maxLength").is_some(), kept, "{draft}");
+        assert_eq!(c.is_valid(&json!({"x": "abc"})), !kept, "{draft}");
+    }
 }

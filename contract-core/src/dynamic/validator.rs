@@ -5,6 +5,9 @@ use jsonschema::error::ValidationErrorKind;
 use jsonschema::{Keyword, ValidationError};
 use serde_json::{Map, Value};
 
+use std::sync::OnceLock;
+
+use super::keywords::VALIDATOR_FORMATS;
 use super::rules::{check, parse_rule};
 use super::SchemaError;
 use crate::contract::Rule;
@@ -13,12 +16,37 @@ use crate::validate::{join_pointer, Violation, ViolationKind, Violations};
 /// Separates the key a rule violation is reported at from its message.
 const KEY_END: char = '\u{1f}';
 
+/// Checkers of [`VALIDATOR_FORMATS`] as draft 2020-12 defines them, so that every draft checks
+/// them (the `jsonschema` crate knows `uuid` and `duration` only from draft 2019-09 on, `iri`
+/// from draft 7, ...; an unknown format would pass unchecked).
+fn format_checkers() -> &'static [(&'static str, jsonschema::Validator)] {
+    static CHECKERS: OnceLock<Vec<(&'static str, jsonschema::Validator)>> = OnceLock::new();
+    CHECKERS.get_or_init(|| {
+        VALIDATOR_FORMATS
+            .iter()
+            .filter_map(|&name| {
+                let v = jsonschema::options()
+                    .with_draft(jsonschema::Draft::Draft202012)
+                    .should_validate_formats(true)
+                    .build(&serde_json::json!({ "format": name }))
+                    .ok()?;
+                Some((name, v))
+            })
+            .collect()
+    })
+}
+
 pub(super) fn build(
     schema: &Value,
     refs: &[(String, String)],
 ) -> Result<jsonschema::Validator, SchemaError> {
-    jsonschema::options()
-        .should_validate_formats(true)
+    let mut options = jsonschema::options().should_validate_formats(true);
+    for (name, checker) in format_checkers() {
+        options = options.with_format(*name, move |text: &str| {
+            checker.is_valid(&Value::String(text.to_owned()))
+        });
+    }
+    options
         .with_keyword(
             "x-rules",
             |_parent: &Map<String, Value>, value: &Value, _path| {
