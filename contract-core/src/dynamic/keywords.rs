@@ -109,6 +109,24 @@ const FULL: [&str; 22] = [
 
 const VALIDATOR_ONLY: &str = "enforced by the validator only";
 
+/// Keywords only the validator carries: the signature leaves them out and llguidance does not
+/// implement them.
+const VALIDATOR_KEYWORDS: [&str; 13] = [
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "contains",
+    "minContains",
+    "maxContains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+
 /// Which renderings miss `key` (with a note), or `None` when all carry it or it is an annotation.
 fn missing(key: &str, value: &Value) -> Option<(Vec<Rendering>, String)> {
     use Rendering::*;
@@ -157,19 +175,7 @@ fn missing(key: &str, value: &Value) -> Option<(Vec<Rendering>, String)> {
              filters them while decoding)"
                 .into(),
         ),
-        "not"
-        | "if"
-        | "then"
-        | "else"
-        | "dependencies"
-        | "dependentRequired"
-        | "dependentSchemas"
-        | "contains"
-        | "minContains"
-        | "maxContains"
-        | "propertyNames"
-        | "unevaluatedProperties"
-        | "unevaluatedItems" => (both(), VALIDATOR_ONLY.into()),
+        k if VALIDATOR_KEYWORDS.contains(&k) => (both(), VALIDATOR_ONLY.into()),
         "$dynamicRef" | "$recursiveRef" => (
             both(),
             "dynamic reference: followed by the validator only; the mask accepts any value there"
@@ -192,22 +198,8 @@ fn grammar_drops(key: &str, value: &Value, map: &Map<String, Value>) -> bool {
     }
     match key {
         "format" => !GRAMMAR_FORMATS.contains(&value.as_str().unwrap_or_default()),
-        "uniqueItems"
-        | "not"
-        | "if"
-        | "then"
-        | "else"
-        | "dependencies"
-        | "dependentRequired"
-        | "dependentSchemas"
-        | "contains"
-        | "minContains"
-        | "maxContains"
-        | "propertyNames"
-        | "unevaluatedProperties"
-        | "unevaluatedItems"
-        | "$dynamicRef"
-        | "$recursiveRef" => true,
+        "uniqueItems" | "$dynamicRef" | "$recursiveRef" => true,
+        k if VALIDATOR_KEYWORDS.contains(&k) => true,
         "minProperties" | "maxProperties" => {
             let Some(Value::Object(properties)) = map.get("properties") else {
                 return false;

@@ -318,14 +318,19 @@ impl DynContract {
     }
 
     /// The token-mask grammar with the default whitespace ([`Whitespace::DEFAULT`]): what
-    /// [`Request::grammar`](crate::Request) carries for a runtime contract.
+    /// [`Request::grammar`](crate::Request) carries for a runtime contract (the local backend
+    /// compiles it once per schema).
     ///
-    /// It is the schema for llguidance's JSON compiler, without the keywords llguidance does not
-    /// implement (listed in [`DynContract::gaps_in`]`(Rendering::Grammar)`), plus the layout in
-    /// `x-guidance`, with `oneOf` read as `anyOf` and `lenient` set (a keyword llguidance still
-    /// cannot compile is left to the validator rather than failing the mask). So the mask accepts
-    /// a superset of the schema's values; [`DynContract::validate`] checks the rest. As llguidance
-    /// does, the mask writes an object's listed properties in the order of `properties`.
+    /// It is the schema for llguidance's JSON compiler, with the layout in `x-guidance`, less
+    /// what llguidance cannot enforce: the keywords it does not implement (`not`, `if`,
+    /// `uniqueItems`, ...) and `format`s it does not know, listed in
+    /// [`DynContract::gaps_in`]`(Rendering::Grammar)`; `minProperties` / `maxProperties` on an
+    /// object with optional properties; in drafts 4 to 7, the keywords beside a `$ref` (those
+    /// drafts ignore them). A keyword a `$ref` points into stays. `oneOf` is read as `anyOf`, and
+    /// `lenient` is set, so what llguidance still cannot compile is left to the validator rather
+    /// than failing the mask. The mask therefore accepts a superset of the schema's values;
+    /// [`DynContract::validate`] checks the rest. As llguidance does, the mask writes an object's
+    /// listed properties in the order of `properties`.
     pub fn grammar(&self) -> Value {
         self.grammar_with(Whitespace::DEFAULT)
     }

@@ -44,14 +44,14 @@ pub(super) struct Writer<'r, 'a> {
     root: &'a Value,
     /// How many `$ref`s point at each target.
     counts: HashMap<Key, usize>,
-    pub(super) names: HashMap<Key, String>,
+    names: HashMap<Key, String>,
     used_names: HashSet<String>,
     /// Targets being written out (a reference to one of them is written as its name).
     stack: Vec<Key>,
     /// Renderings of reference targets.
-    pub(super) cache: HashMap<Key, String>,
+    cache: HashMap<Key, String>,
     /// Targets written as names, defined after the root.
-    pub(super) defs: Vec<Key>,
+    defs: Vec<Key>,
     depth: usize,
     /// With a budget every definition is inlined, until the inlined text passes the budget.
     budget: Option<usize>,
@@ -113,7 +113,7 @@ impl<'r, 'a> Writer<'r, 'a> {
     }
 
     /// The name a reference target is written as.
-    pub(super) fn name_for(&mut self, key: Key, reference: &str) -> String {
+    fn name_for(&mut self, key: Key, reference: &str) -> String {
         if let Some(name) = self.names.get(&key) {
             return name.clone();
         }
@@ -196,7 +196,7 @@ impl<'r, 'a> Writer<'r, 'a> {
     }
 
     /// A `$ref`: the target inline, or its name (recursion, or a long definition used twice).
-    pub(super) fn reference(&mut self, reference: &str) -> String {
+    fn reference(&mut self, reference: &str) -> String {
         let Some(target) = self.resolver.resolve(reference) else {
             return ref_name(reference);
         };
