@@ -90,7 +90,7 @@ fn section(spec: &ContractSpec, out: &mut String) {
     }
 }
 
-fn rule_line(rule: &Rule) -> String {
+pub(crate) fn rule_line(rule: &Rule) -> String {
     match rule {
         Rule::Compare { .. } => format!("`{rule}` (holds when either side is null)"),
         Rule::BothOrNeither(_) => format!("`{rule}`: all null or all set"),
@@ -116,7 +116,7 @@ fn type_name(ty: &TypeSpec) -> String {
 }
 
 /// A GitHub-style heading anchor.
-fn anchor(name: &str) -> String {
+pub(crate) fn anchor(name: &str) -> String {
     name.chars()
         .filter_map(|c| match c {
             c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
@@ -168,12 +168,12 @@ fn constraint_words(ty: &TypeSpec, c: &Constraints) -> String {
     parts.join("; ")
 }
 
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A table cell: pipes escaped, on one line.
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     one_line(text).replace('|', "\\|")
 }
 

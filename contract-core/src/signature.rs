@@ -176,7 +176,7 @@ pub(crate) fn external_words(r: &ExternalRef) -> String {
     external(&schema, defs.as_ref(), &mut Vec::new())
 }
 
-fn format_words(format: &str) -> String {
+pub(crate) fn format_words(format: &str) -> String {
     match format {
         "date" => "date YYYY-MM-DD".into(),
         "date-time" => "date-time YYYY-MM-DDThh:mm:ssZ".into(),

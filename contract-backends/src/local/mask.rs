@@ -43,7 +43,7 @@ pub struct MaskEngine {
 
 struct Prepared {
     matcher: Mutex<Matcher>,
-    plan: Arc<RulePlan>,
+    plan: Option<Arc<RulePlan>>,
 }
 
 impl std::fmt::Debug for MaskEngine {
@@ -147,6 +147,43 @@ impl MaskEngine {
     /// compiled once per engine; later masks start from a clone.
     pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
         let text = serde_json::to_string(grammar).map_err(mask_err)?;
+        let prepared = self.prepared(&text, || {
+            let first = self.mask_for_schema(grammar.schema(), None)?;
+            Ok(Prepared {
+                matcher: Mutex::new(first.matcher),
+                plan: Some(Arc::new(RulePlan::new(grammar))),
+            })
+        })?;
+        Ok(self.start(&prepared))
+    }
+
+    /// A mask from a plain JSON Schema (llguidance alone, no cross-field rules), such as
+    /// `DynContract::grammar()`; compiled once per engine and schema, later masks start from a
+    /// clone.
+    pub fn mask_for_json_schema(
+        self: &Arc<Self>,
+        schema: &Value,
+    ) -> Result<ContractMask, LocalError> {
+        let text = format!(
+            "json_schema {}",
+            serde_json::to_string(schema).map_err(mask_err)?
+        );
+        let prepared = self.prepared(&text, || {
+            let first = self.mask_for_schema(schema.clone(), None)?;
+            Ok(Prepared {
+                matcher: Mutex::new(first.matcher),
+                plan: None,
+            })
+        })?;
+        Ok(self.start(&prepared))
+    }
+
+    /// The compiled grammar cached under `text`, built by `build` on first use.
+    fn prepared(
+        &self,
+        text: &str,
+        build: impl FnOnce() -> Result<Prepared, LocalError>,
+    ) -> Result<Arc<Prepared>, LocalError> {
         let mut h = DefaultHasher::new();
         text.hash(&mut h);
         let key = h.finish();
@@ -154,37 +191,35 @@ impl MaskEngine {
             let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
             list.iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone())
         };
-        let prepared = match found {
-            Some(p) => p,
-            None => {
-                let first = self.mask_for_schema(grammar.schema(), None)?;
-                let p = Arc::new(Prepared {
-                    matcher: Mutex::new(first.matcher),
-                    plan: Arc::new(RulePlan::new(grammar)),
-                });
-                let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-                if list.len() >= 64 {
-                    list.remove(0);
-                }
-                list.push((key, p.clone()));
-                p
-            }
-        };
+        if let Some(p) = found {
+            return Ok(p);
+        }
+        let p = Arc::new(build()?);
+        let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        if list.len() >= 64 {
+            list.remove(0);
+        }
+        list.push((key, p.clone()));
+        Ok(p)
+    }
+
+    /// A fresh mask from a compiled grammar (a clone of its matcher).
+    fn start(self: &Arc<Self>, prepared: &Prepared) -> ContractMask {
         let matcher = prepared
             .matcher
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        Ok(ContractMask {
+        ContractMask {
             engine: self.clone(),
             matcher,
-            plan: Some(prepared.plan.clone()),
+            plan: prepared.plan.clone(),
             scanner: Scanner::new(),
             bits: Vec::new(),
             output: Vec::new(),
             stats: MaskStats::default(),
             timing: false,
-        })
+        }
     }
 
     /// A mask from an llguidance JSON Schema, with an optional rule plan.
@@ -230,7 +265,9 @@ pub struct MaskStats {
     pub filter_emptied: usize,
 }
 
-/// The token mask of one generation.
+/// The token mask of one generation. A clone continues independently from the same state
+/// (llguidance's lexer caches are shared).
+#[derive(Clone)]
 pub struct ContractMask {
     engine: Arc<MaskEngine>,
     matcher: Matcher,
@@ -404,6 +441,19 @@ impl ContractMask {
     pub fn is_stopped(&self) -> bool {
         self.matcher.is_stopped()
     }
+
+    /// How many of `tokens`, from the current state, the grammar accepts byte by byte, without
+    /// consuming them. Unlike the mask, this accepts any tokenisation of forced text (inside a
+    /// forced key the mask offers only llguidance's canonical token). The value filter is not
+    /// consulted.
+    pub fn validate_tokens(&mut self, tokens: &[u32]) -> Result<usize, LocalError> {
+        self.matcher.validate_tokens(tokens).map_err(mask_err)
+    }
+
+    /// llguidance's warnings about the grammar (keywords it approximated or ignored).
+    pub fn grammar_warnings(&mut self) -> Vec<String> {
+        self.matcher.grammar_warnings()
+    }
 }
 
 impl TokenMask for ContractMask {
@@ -448,7 +498,7 @@ impl MaskFactory for GrammarMasks {
         };
         let mask = match serde_json::from_value::<Grammar>(g.clone()) {
             Ok(grammar) => self.engine.mask(&grammar)?,
-            Err(_) => self.engine.mask_for_schema(g.clone(), None)?,
+            Err(_) => self.engine.mask_for_json_schema(g)?,
         };
         Ok(Some(Box::new(mask)))
     }

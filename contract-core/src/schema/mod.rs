@@ -8,7 +8,7 @@
 pub(crate) mod bounds;
 mod draft;
 mod limits;
-mod pointer;
+pub(crate) mod pointer;
 mod strict;
 
 use serde_json::Value;

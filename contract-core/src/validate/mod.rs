@@ -44,6 +44,12 @@ pub enum ViolationKind {
     EvidenceOutOfBounds,
     /// An evidence span's quote is not in the lines it cites.
     EvidenceMismatch,
+    /// A value that breaks a combination of subschemas of a runtime contract: no `anyOf` /
+    /// `oneOf` branch matches (or more than one `oneOf` branch), it matches a `not`, no item
+    /// matches `contains`, a key breaks `propertyNames`.
+    SchemaMismatch,
+    /// A list whose items must be unique (`uniqueItems`) repeats one.
+    DuplicateItems,
 }
 
 impl ViolationKind {
@@ -64,6 +70,8 @@ impl ViolationKind {
             ViolationKind::Custom => "custom",
             ViolationKind::EvidenceOutOfBounds => "evidence_out_of_bounds",
             ViolationKind::EvidenceMismatch => "evidence_mismatch",
+            ViolationKind::SchemaMismatch => "schema_mismatch",
+            ViolationKind::DuplicateItems => "duplicate_items",
         }
     }
 
