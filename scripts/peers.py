@@ -411,6 +411,8 @@ def llama_replies(model_path: str, prompts: dict, schema, out: Path, threads: in
             same_prompt += prompt_tokens[-1] == doc.get("prompt_tokens")
             finish[choice.get("finish_reason")] = finish.get(choice.get("finish_reason"), 0) + 1
             f.write(json.dumps({"id": doc["id"], "raw": raw, "seconds": seconds}) + "\n")
+            f.flush()
+            log(f"  {doc['id']}: {seconds:.1f} s, {reply.get('usage', {}).get('completion_tokens')} tokens")
     return {
         "load_seconds": load,
         "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1),
