@@ -468,7 +468,9 @@ mod tests {
             refused.violations
         );
         let strict = r#"{"value": 1.5, "currency": "USD", "unit": null}"#;
-        assert!(parse_output_with::<crate::Amount>(strict, off).value.is_some());
+        assert!(parse_output_with::<crate::Amount>(strict, off)
+            .value
+            .is_some());
     }
 
     fn level(raw: &str) -> Level {

@@ -134,8 +134,13 @@ fn read_docs(path: &Path) -> Result<Vec<StudyDoc>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let doc: StudyDoc = serde_json::from_str(&line)
-            .map_err(|e| format!("{}:{}: expected {{\"id\", \"text\"}}: {e}", path.display(), i + 1))?;
+        let doc: StudyDoc = serde_json::from_str(&line).map_err(|e| {
+            format!(
+                "{}:{}: expected {{\"id\", \"text\"}}: {e}",
+                path.display(),
+                i + 1
+            )
+        })?;
         if let Some(first) = seen.insert(doc.id.clone(), i + 1) {
             return Err(format!(
                 "{}:{}: id `{}` already on line {first}",
@@ -163,7 +168,8 @@ fn run(args: Args) -> Result<(), String> {
             .collect(),
     };
     if let Some(path) = &args.write_docs {
-        let mut out = BufWriter::new(File::create(path).map_err(|e| format!("{}: {e}", path.display()))?);
+        let mut out =
+            BufWriter::new(File::create(path).map_err(|e| format!("{}: {e}", path.display()))?);
         for d in &docs {
             let line = serde_json::to_string(d).map_err(|e| e.to_string())?;
             writeln!(out, "{line}").map_err(|e| e.to_string())?;
@@ -307,7 +313,11 @@ async fn run_mode<B: Backend + Sync>(
         summary.done + summary.failed,
         summary.done,
         summary.seconds,
-        if summary.interrupted { " (interrupted)" } else { "" }
+        if summary.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        }
     );
     if summary.interrupted {
         return Err(format!("interrupted during `{}`", mode.as_str()));
@@ -334,7 +344,11 @@ fn score_replies(
             .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
         let id = reply["id"].as_str().unwrap_or_default();
         let Some(doc) = by_id.get(id) else {
-            return Err(format!("{}:{}: unknown document id `{id}`", path.display(), i + 1));
+            return Err(format!(
+                "{}:{}: unknown document id `{id}`",
+                path.display(),
+                i + 1
+            ));
         };
         let raw = reply["raw"].as_str().unwrap_or_default();
         let row = study::score_reply(doc, label, raw, reply["seconds"].as_f64().unwrap_or(0.0));

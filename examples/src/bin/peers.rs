@@ -119,7 +119,11 @@ fn tokenizer(model: Option<&Path>) -> Result<(PathBuf, GgufTokenizer), String> {
 
 fn tokens(model: Option<&Path>) -> Result<(), String> {
     let (path, tok) = tokenizer(model)?;
-    let count = |text: &str| tok.encode(text).map(|ids| ids.len()).map_err(|e| e.to_string());
+    let count = |text: &str| {
+        tok.encode(text)
+            .map(|ids| ids.len())
+            .map_err(|e| e.to_string())
+    };
     let row = |name: &str, signature: String, schema: Value, strict: Option<Value>| {
         let schema = serde_json::to_string(&schema).map_err(|e| e.to_string())?;
         let strict = strict
@@ -136,7 +140,11 @@ fn tokens(model: Option<&Path>) -> Result<(), String> {
         }))
     };
     fn parts<C: Contract>() -> (String, Value, Option<Value>) {
-        (C::signature(), C::json_schema(), C::try_strict_schema().ok())
+        (
+            C::signature(),
+            C::json_schema(),
+            C::try_strict_schema().ok(),
+        )
     }
     let contracts = [
         ("Guidance", parts::<Guidance>()),
@@ -212,7 +220,10 @@ fn prompts(path: &Path, model: Option<&Path>) -> Result<(), String> {
         let rendered = template
             .render(&messages.0, true)
             .map_err(|e| e.to_string())?;
-        let prompt_tokens = tok.encode_prompt(&rendered).map_err(|e| e.to_string())?.len();
+        let prompt_tokens = tok
+            .encode_prompt(&rendered)
+            .map_err(|e| e.to_string())?
+            .len();
         docs.push(json!({"id": doc.id, "messages": messages, "prompt_tokens": prompt_tokens}));
     }
     print_json(&json!({

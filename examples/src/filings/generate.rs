@@ -436,9 +436,7 @@ fn english_release(rng: &mut Rng, id: String, kind: Kind) -> Filing {
         Kind::None => {
             traps.push("no_guidance".to_owned());
             if rng.chance(0.5) {
-                lines.push(
-                    "The company does not provide quarterly revenue guidance.".to_owned(),
-                );
+                lines.push("The company does not provide quarterly revenue guidance.".to_owned());
             }
             None
         }

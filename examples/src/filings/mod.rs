@@ -307,7 +307,10 @@ mod tests {
         assert!(!is_correct(None, Some(&want)));
         let mut other = g.clone();
         other.high = Some(amount(1300.0, "EUR", Some("million")));
-        assert!(matches!(normalize(&other), Err(NormalizeError::Currency(..))));
+        assert!(matches!(
+            normalize(&other),
+            Err(NormalizeError::Currency(..))
+        ));
         let none = ReleaseGuidance {
             period: None,
             low: None,
@@ -330,7 +333,9 @@ mod tests {
                 doc.answer,
                 doc.text
             );
-            doc.answer.validate().expect("the perfect copy fills the contract");
+            doc.answer
+                .validate()
+                .expect("the perfect copy fills the contract");
             if let Some(line) = doc.answer.line {
                 let text = doc.text.lines().nth(line as usize - 1).unwrap_or_default();
                 let period = doc.answer.period.as_deref().unwrap_or_default();

@@ -143,11 +143,12 @@ impl<B> ModeBackend<B> {
         if let Some(ws) = self.whitespace {
             grammar = grammar.with_whitespace(ws);
         }
-        req.grammar = Some(
-            serde_json::to_value(&grammar).map_err(|e| BackendError::InvalidRequest {
-                message: e.to_string(),
-            })?,
-        );
+        req.grammar =
+            Some(
+                serde_json::to_value(&grammar).map_err(|e| BackendError::InvalidRequest {
+                    message: e.to_string(),
+                })?,
+            );
         Ok(req)
     }
 }
@@ -175,7 +176,11 @@ pub struct StudyDoc {
 }
 
 /// The extractor a mode runs: attempts and the ladder's repair setting.
-pub fn extractor<B: Backend>(backend: B, mode: Mode, max_tokens: u32) -> Extractor<ReleaseGuidance, B> {
+pub fn extractor<B: Backend>(
+    backend: B,
+    mode: Mode,
+    max_tokens: u32,
+) -> Extractor<ReleaseGuidance, B> {
     Extractor::new(backend)
         .max_attempts(mode.attempts())
         .max_tokens(max_tokens)

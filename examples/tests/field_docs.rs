@@ -1,7 +1,7 @@
 //! `docs/fields.md`, the field reference of the example contracts, is generated from the
 //! contracts themselves; this test fails when it is stale.
 //!
-//! Regenerate with `UPDATE_DOCS=1 cargo test -p contract-tests --test field_docs`.
+//! Regenerate with `UPDATE_DOCS=1 cargo test -p examples --test field_docs`.
 
 use std::path::PathBuf;
 
@@ -25,7 +25,7 @@ fn section<C: Contract>() -> String {
 fn generated() -> String {
     let mut out = String::from(
         "# Field reference of the example contracts\n\n\
-         Generated from the contracts in `examples/src` by `cargo test -p contract-tests --test field_docs`\n\
+         Generated from the contracts in `examples/src` by `cargo test -p examples --test field_docs`\n\
          (`UPDATE_DOCS=1` rewrites it). Do not edit by hand.\n\n",
     );
     for s in [
