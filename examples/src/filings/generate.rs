@@ -252,6 +252,18 @@ fn guidance_millions(rng: &mut Rng, scale: GScale, reported_m: f64, point: bool)
     }
 }
 
+/// The guidance's scale (billions only for companies reporting a billion or more) and its ends
+/// in millions.
+fn pick_guidance(rng: &mut Rng, reported_m: f64, point: bool) -> (GScale, f64, f64) {
+    let scale = if reported_m >= 1000.0 && rng.chance(0.6) {
+        GScale::Billions
+    } else {
+        GScale::Millions
+    };
+    let (low, high) = guidance_millions(rng, scale, reported_m, point);
+    (scale, low, high)
+}
+
 /// `1234567` → `1,234,567` (English) or `1.234.567` (Spanish).
 fn group(n: u64, sep: char) -> String {
     let digits = n.to_string();
@@ -307,10 +319,10 @@ fn english_release(rng: &mut Rng, id: String, kind: Kind) -> Filing {
     let company = *rng.pick(&EN_COMPANIES);
     let city = *rng.pick(&EN_CITIES);
     let ((q0, y0), (q1, y1)) = quarters(rng);
-    let (currency, sym_before, word_after) = if rng.chance(0.8) {
-        ("USD", "$", "")
+    let (currency, sym_before) = if rng.chance(0.8) {
+        ("USD", "$")
     } else {
-        ("EUR", "€", "")
+        ("EUR", "€")
     };
     let mut traps = Vec::new();
 
@@ -377,18 +389,12 @@ fn english_release(rng: &mut Rng, id: String, kind: Kind) -> Filing {
             rng.range(1, 99)
         ),
     ];
-    let _ = word_after;
 
     let mut answer = NOTHING;
     let truth = match kind {
         Kind::Range | Kind::Point => {
-            let scale = if reported_m >= 1000.0 && rng.chance(0.6) {
-                GScale::Billions
-            } else {
-                GScale::Millions
-            };
             let point = kind == Kind::Point;
-            let (low, high) = guidance_millions(rng, scale, reported_m, point);
+            let (scale, low, high) = pick_guidance(rng, reported_m, point);
             let word = match scale {
                 GScale::Billions => {
                     traps.push("guidance_in_billions".to_owned());
@@ -518,13 +524,8 @@ fn spanish_release(rng: &mut Rng, id: String, kind: Kind) -> Filing {
     let mut answer = NOTHING;
     let truth = match kind {
         Kind::Range | Kind::Point => {
-            let scale = if reported_m >= 1000.0 && rng.chance(0.6) {
-                GScale::Billions
-            } else {
-                GScale::Millions
-            };
             let point = kind == Kind::Point;
-            let (low, high) = guidance_millions(rng, scale, reported_m, point);
+            let (scale, low, high) = pick_guidance(rng, reported_m, point);
             let word = match scale {
                 GScale::Billions => {
                     traps.push("guidance_in_billions".to_owned());
