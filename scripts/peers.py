@@ -202,29 +202,40 @@ def time_pydantic(model, lines: list[str], rounds: int) -> tuple[float, list[boo
     return best, verdicts
 
 
-def validation(peers: Path, docs: Path, rounds: int, work: Path) -> dict:
+def validation(peers: Path, docs: Path, rounds: int, repeats: int, work: Path) -> dict:
+    """Rust and Pydantic take turns `repeats` times (each turn the fastest of `rounds` rounds),
+    so a change in the machine's load does not fall on one side only; the fastest turn counts."""
     verdicts = work / "guidance_verdicts.txt"
-    rust = json.loads(
-        capture([str(peers), "validate", str(docs), "--rounds", str(rounds), "--verdicts", str(verdicts)])
-    )
-    rust_ok = [l.strip() == "true" for l in verdicts.read_text().splitlines()]
     lines = [l for l in docs.read_text().splitlines() if l.strip()]
-    out = {"docs": len(lines), "rounds": rounds, "rust": rust, "pydantic": []}
-    if version("pydantic") is None:
+    have_pydantic = version("pydantic") is not None
+    models = [(exact, pydantic_guidance(exact)) for exact in (False, True)] if have_pydantic else []
+    rust, best, py_ok = None, {}, {}
+    for _ in range(max(repeats, 1)):
+        turn = json.loads(
+            capture([str(peers), "validate", str(docs), "--rounds", str(rounds), "--verdicts", str(verdicts)])
+        )
+        if rust is None or turn["best_seconds"] < rust["best_seconds"]:
+            rust = turn
+        for exact, model in models:
+            seconds, py_ok[exact] = time_pydantic(model, lines, rounds)
+            best[exact] = min(best.get(exact, float("inf")), seconds)
+    rust_ok = [l.strip() == "true" for l in verdicts.read_text().splitlines()]
+    out = {"docs": len(lines), "rounds": rounds, "repeats": max(repeats, 1), "rust": rust, "pydantic": []}
+    if not have_pydantic:
         out["pydantic_missing"] = "pydantic is not installed (run with --install)"
         return out
-    for exact in (False, True):
-        best, py_ok = time_pydantic(pydantic_guidance(exact), lines, rounds)
-        disagree = [i for i, (a, b) in enumerate(zip(rust_ok, py_ok)) if a != b]
+    for exact, _ in models:
+        disagree = [i for i, (a, b) in enumerate(zip(rust_ok, py_ok[exact])) if a != b]
         out["pydantic"].append({
             "model": "strings refused by a before-validator" if exact else "lax int",
-            "accepted": sum(py_ok),
-            "best_seconds": best,
-            "docs_per_s": len(lines) / best,
-            "ns_per_doc": best * 1e9 / len(lines),
+            "accepted": sum(py_ok[exact]),
+            "best_seconds": best[exact],
+            "docs_per_s": len(lines) / best[exact],
+            "ns_per_doc": best[exact] * 1e9 / len(lines),
             "agree": len(lines) - len(disagree),
             "disagreements": [
-                {"line": i + 1, "doc": lines[i], "rust": rust_ok[i], "pydantic": py_ok[i]} for i in disagree[:5]
+                {"line": i + 1, "doc": lines[i], "rust": rust_ok[i], "pydantic": py_ok[exact][i]}
+                for i in disagree[:5]
             ],
         })
     out["version"] = f"{version('pydantic')} (pydantic-core {version('pydantic-core')})"
@@ -389,6 +400,9 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def llama_replies(model_path: str, prompts: dict, schema, out: Path, threads: int, max_tokens: int) -> dict:
+    # llama.cpp's OpenMP threads spin while they wait; on a machine shared with other work that
+    # made it 2-4x slower here. Read when the library loads, so set before the import.
+    os.environ.setdefault("OMP_WAIT_POLICY", ARGS.omp_wait_policy)
     from llama_cpp import Llama
 
     start = time.perf_counter()
@@ -496,7 +510,9 @@ def report(meta: dict, parts: dict) -> str:
         r = v["rust"]
         md.append(
             f"The same {v['docs']:,} `Guidance` documents (about 60% valid; contract-core's "
-            f"`from_json` bench writes them), one thread, fastest of {v['rounds']} rounds. The "
+            f"`from_json` bench writes them), one thread, fastest of {v['rounds']} rounds in each of "
+            f"{v['repeats']} turns taken alternately by Rust and Pydantic, the fastest turn counting "
+            "(the machine is shared: a single turn swung the ratio between 1.9x and 5.3x). The "
             "Pydantic model states the same contract: ranges, nullable fields, unknown fields "
             "refused, amounts not read from strings, `low <= high` and `both_or_neither(low, "
             "high)` as a `model_validator`. Integers come in two variants: Pydantic's lax `int` "
@@ -603,7 +619,8 @@ def report(meta: dict, parts: dict) -> str:
             f"The filings study's {e['docs']} generated earnings releases, contract "
             f"`ReleaseGuidance`, the same GGUF (`{Path(e['model']).name}`), the same chat "
             "messages (`peers prompts`: what the Extractor sends), greedy decoding, at most "
-            f"{ARGS.max_tokens} new tokens, {ARGS.threads} threads for llama.cpp. Every reply "
+            f"{ARGS.max_tokens} new tokens, {ARGS.threads} threads for llama.cpp "
+            f"(`OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', ARGS.omp_wait_policy)}`). Every reply "
             "is read by the same ladder (no repairs) and scored by the same code "
             "(`filings --replies`): *valid* = fills the contract, cross-field rules included; "
             "*correct* = the normalised guidance equals the truth. Seconds per document exclude "
@@ -670,8 +687,10 @@ def main() -> int:
     ap.add_argument("--no-free", action="store_true", help="leave out llama.cpp without response_format")
     ap.add_argument("--docs", type=int, default=40, help="generated releases for the end-to-end part")
     ap.add_argument("--rounds", type=int, default=15, help="validation rounds (the fastest counts)")
+    ap.add_argument("--repeats", type=int, default=3, help="validation turns, Rust and Pydantic alternating")
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for llama.cpp (unless set)")
     ap.add_argument("--weights", default="auto", help="the local backend's --weights (auto, stored, f32, q8)")
     ap.add_argument("--validate-docs", type=Path, help="documents to validate (default: the bench's)")
     ap.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
@@ -708,7 +727,7 @@ def main() -> int:
     part("recovery", lambda: recovery(peers, work))
     part(
         "validation",
-        lambda: validation(peers, args.validate_docs or bench_docs(work), args.rounds, work),
+        lambda: validation(peers, args.validate_docs or bench_docs(work), args.rounds, args.repeats, work),
     )
     if args.skip_e2e:
         parts["e2e"] = "skipped (--skip-e2e)"
