@@ -17,7 +17,7 @@ use super::chat::ChatTemplate;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
-use super::model::WeightFormat;
+use super::model::{resolve_format, WeightFormat};
 use super::sample::Sampler;
 use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 
@@ -25,8 +25,8 @@ use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LocalOptions {
-    /// How the weights are held in memory (default [`WeightFormat::Auto`]: f32 for small models,
-    /// whose prompt processing it makes about 10x faster).
+    /// How the weights are held in memory (default [`WeightFormat::Auto`]: the fast forward pass
+    /// with Q8_0 weights on the CPU).
     pub weights: WeightFormat,
     /// Most tokens to generate when the request does not say (default 512).
     pub max_tokens: u32,
@@ -44,6 +44,9 @@ pub struct LocalOptions {
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
     pub constrain: bool,
+    /// Feed the tokens the mask forces together with the sampled token in one forward call
+    /// (default on; off only to measure what it saves: the output is the same).
+    pub fast_forward: bool,
 }
 
 impl Default for LocalOptions {
@@ -56,6 +59,7 @@ impl Default for LocalOptions {
             prefix_cache: true,
             device: Device::Cpu,
             constrain: true,
+            fast_forward: true,
         }
     }
 }
@@ -94,6 +98,11 @@ impl LocalOptions {
     /// Turns the contract's token mask on or off.
     pub fn constrain(mut self, on: bool) -> Self {
         self.constrain = on;
+        self
+    }
+    /// Turns fast-forward of forced tokens on or off.
+    pub fn fast_forward(mut self, on: bool) -> Self {
+        self.fast_forward = on;
         self
     }
 }
@@ -169,7 +178,11 @@ fn apply_threads(threads: Option<usize>, weights: WeightFormat) {
     let unset = |k: &str| std::env::var_os(k).is_none();
     // Measured on 2 cores: quantized matmuls run on Candle's pool; sharing the cores with a rayon
     // pool of the same size slows them down, so rayon gets one thread there.
-    let rayon = if weights == WeightFormat::F32 { n } else { 1 };
+    let rayon = if matches!(weights, WeightFormat::F32 | WeightFormat::FastDense) {
+        n
+    } else {
+        1
+    };
     if unset("CANDLE_NUM_THREADS") {
         std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
     }
@@ -199,8 +212,12 @@ impl LocalBackend {
         };
         let template = ChatTemplate::for_tokenizer(&tokenizer)?;
         let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
+        // Before loading: converting the weights may start Candle's thread pools.
+        apply_threads(
+            options.threads,
+            resolve_format(&ct, options.weights, &options.device),
+        );
         let model = Model::from_content(ct, &mut file, options.weights, &options.device)?;
-        apply_threads(options.threads, model.weight_format());
         Ok(LocalBackend {
             path,
             tokenizer: Arc::new(tokenizer),
@@ -324,40 +341,30 @@ impl LocalBackend {
 
         // Start from the cached prefix, or compute and cache it, when the model allows snapshots.
         let mut reused = 0;
-        let mut owned: Option<Model> = None;
-        if let Some(prefix) = prefix {
+        let mut start = 0;
+        if let Some(prefix) = prefix.filter(|_| state.model.can_snapshot()) {
             match &state.prefix {
                 Some(p) if p.tokens == prefix => {
-                    owned = p.model.snapshot();
+                    state.model.restore_from(&p.model)?;
                     reused = prefix.len();
                 }
                 _ => {
-                    if state.model.snapshot().is_some() {
-                        state.prefix = None;
-                        state.model.forward(&prefix, 0)?;
-                        calls += 1;
-                        if let Some(snap) = state.model.snapshot() {
-                            state.prefix = Some(Prefix {
-                                tokens: prefix.clone(),
-                                model: snap,
-                            });
-                        }
-                        owned = state.model.snapshot();
-                    }
+                    state.prefix = None;
+                    state.model.forward(&prefix, 0)?;
+                    calls += 1;
+                    state.prefix = state.model.snapshot().map(|model| Prefix {
+                        tokens: prefix.clone(),
+                        model,
+                    });
                 }
             }
+            start = prefix.len();
         }
-        let start = match &owned {
-            Some(m) => m.pos(),
-            None => 0,
-        };
-        let model: &mut Model = match owned.as_mut() {
-            Some(m) => m,
-            None => &mut state.model,
-        };
+        let model = &mut state.model;
         if start == 0 {
             model.reset();
         }
+        let fast_forward = self.options.fast_forward;
 
         let stops = self.tokenizer.stop_tokens();
         let mut sampler = Sampler::from_sampling(sampling);
@@ -376,13 +383,20 @@ impl LocalBackend {
                 feed.extend_from_slice(&forced);
             }
         }
-        let mut logits = if feed.is_empty() {
+        if feed.is_empty() {
             // The cached prefix was the whole prompt (cannot happen: the prefix is shorter).
             return Err(LocalError::Gguf("empty prompt".into()));
+        }
+        // Without fast-forward, the forced head goes in one token per call after the prompt.
+        let split = if fast_forward {
+            feed.len()
         } else {
-            calls += 1;
-            model.forward(&feed, start)?
+            prompt.len() - start
         };
+        let mut logits = feed_tokens(model, &feed[..split], &mut calls, true)?;
+        if split < feed.len() {
+            logits = feed_tokens(model, &feed[split..], &mut calls, false)?;
+        }
         let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
 
@@ -436,8 +450,7 @@ impl LocalBackend {
             if model.pos() + step.len() > model.context_length() {
                 break FinishReason::Length;
             }
-            calls += 1;
-            logits = model.forward(&step, model.pos())?;
+            logits = feed_tokens(model, &step, &mut calls, fast_forward)?;
         };
 
         Ok(Output {
@@ -452,6 +465,23 @@ impl LocalBackend {
             decode_ms: t1.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// Feeds `tokens` at the end of the cache, in one call when `together`, else one call per token;
+/// the logits after the last one.
+fn feed_tokens(
+    model: &mut Model,
+    tokens: &[u32],
+    calls: &mut u32,
+    together: bool,
+) -> Result<Vec<f32>, LocalError> {
+    let chunk = if together { tokens.len().max(1) } else { 1 };
+    let mut logits = Vec::new();
+    for part in tokens.chunks(chunk) {
+        *calls += 1;
+        logits = model.forward(part, model.pos())?;
+    }
+    Ok(logits)
 }
 
 /// Sets the logits of disallowed tokens to -inf.

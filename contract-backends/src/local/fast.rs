@@ -1,0 +1,928 @@
+//! Our own llama / qwen2 forward pass on the CPU, built for decoding speed.
+//!
+//! Based on candle-transformers' `quantized_llama` and `quantized_qwen2`, with what the measured
+//! recipe in `notes/candle-cpu-speed.md` found to matter:
+//!
+//! - every matrix re-quantised to one format with a SIMD kernel on x86 (Q8_0 by default, from
+//!   whatever the file stores: Q4_1, Q5_0 and Q5_1 have none);
+//! - q/k/v fused into one matmul, gate/up into another;
+//! - a KV cache that grows in place (one buffer per layer, no concatenation per step), shared
+//!   key/value heads read in place (no `repeat_kv`), and a small attention kernel over the cache
+//!   slices, run on Candle's thread pool;
+//! - on CPUs where Candle has its repacked VNNI kernels (AVX-512 VNNI or AVX-VNNI), every inner
+//!   dimension zero-padded to a multiple of 256 so those kernels apply; the hidden state is kept
+//!   padded (zeros) from the embedding to the final norm;
+//! - the token embedding kept as stored, rows dequantised on lookup;
+//! - optionally an f32 copy of every matrix for calls with many tokens (prompt processing), where
+//!   a dense GEMM beats the quantized one on CPUs without those kernels.
+//!
+//! Matmuls call the quantized tensor's CPU kernel directly, without building tensors.
+
+use std::io::{Read, Seek};
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::Content;
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Tensor};
+
+use super::model::Arch;
+use super::LocalError;
+
+/// How the fast model holds its matrices (see [`super::WeightFormat::Fast`]); the defaults are
+/// what [`super::WeightFormat::Fast`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FastOptions {
+    /// The quantized format of every matrix (Q8_0 unless measuring something else).
+    pub dtype: GgmlDType,
+    /// Pad inner dimensions to a multiple of 256 (`None`: when Candle's repacked VNNI kernels
+    /// exist on this CPU).
+    pub pad: Option<bool>,
+    /// Keep an f32 copy of every matrix for calls with at least this many tokens (`None`: no
+    /// copy; prompt processing uses the quantized matrices).
+    pub dense_from: Option<usize>,
+}
+
+impl FastOptions {
+    /// Sets the matrices' format (any format Candle quantizes to; those with 256-value blocks
+    /// need padding).
+    pub fn dtype(mut self, dtype: GgmlDType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+    /// Forces padding on or off.
+    pub fn pad(mut self, pad: bool) -> Self {
+        self.pad = Some(pad);
+        self
+    }
+    /// Keeps f32 copies for calls of at least `tokens` tokens.
+    pub fn dense_from(mut self, tokens: usize) -> Self {
+        self.dense_from = Some(tokens);
+        self
+    }
+}
+
+impl Default for FastOptions {
+    fn default() -> Self {
+        FastOptions {
+            dtype: GgmlDType::Q8_0,
+            pad: None,
+            dense_from: None,
+        }
+    }
+}
+
+/// Whether Candle 0.11's repacked x86 kernels (`repack_x86::select`) take Q8_0 matrices on this
+/// CPU: AVX-512 VNNI, or AVX-VNNI with AVX2 (plain AVX2 falls back to the per-row dot products).
+pub fn vnni_kernels() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
+            || (is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+/// The model's dimensions, from the GGUF metadata.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub arch: Arch,
+    pub hidden: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub ff: usize,
+    pub n_layer: usize,
+    pub eps: f32,
+    pub rope_dim: usize,
+    pub rope_base: f32,
+    pub context: usize,
+    /// Padded sizes: hidden, attention output (n_head * head_dim), feed-forward.
+    hidden_p: usize,
+    attn_p: usize,
+    ff_p: usize,
+    /// Rows of the fused q/k/v matrix (q, then k, then v, then zero rows up to a multiple of 16).
+    qkv_rows: usize,
+}
+
+impl Config {
+    fn from_content(ct: &Content, arch: Arch, pad: bool) -> Result<Config, LocalError> {
+        let prefix = match arch {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        };
+        let get = |k: &str| -> Option<&candle_core::quantized::gguf_file::Value> {
+            ct.metadata.get(&format!("{prefix}.{k}"))
+        };
+        let int = |k: &str| -> Result<usize, LocalError> {
+            get(k)
+                .and_then(|v| v.to_u32().ok().map(u64::from).or_else(|| v.to_u64().ok()))
+                .map(|v| v as usize)
+                .ok_or_else(|| LocalError::Gguf(format!("no `{prefix}.{k}` in the metadata")))
+        };
+        let float = |k: &str| get(k).and_then(|v| v.to_f32().ok());
+        let hidden = int("embedding_length")?;
+        let n_head = int("attention.head_count")?;
+        let n_kv_head = int("attention.head_count_kv").unwrap_or(n_head);
+        let n_layer = int("block_count")?;
+        let ff = int("feed_forward_length")?;
+        let context = int("context_length").unwrap_or(4096);
+        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 || hidden % n_head != 0 {
+            return Err(LocalError::Gguf(format!(
+                "{n_head} attention heads, {n_kv_head} key/value heads, hidden size {hidden}: \
+                 not a grouped-query layout"
+            )));
+        }
+        let head_dim = int("attention.key_length").unwrap_or(hidden / n_head);
+        let rope_dim = int("rope.dimension_count").unwrap_or(head_dim);
+        if rope_dim > head_dim || rope_dim % 2 != 0 || head_dim == 0 {
+            return Err(LocalError::Gguf(format!(
+                "rotary dimension {rope_dim} does not fit head dimension {head_dim}"
+            )));
+        }
+        let eps = float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6);
+        let rope_base = float("rope.freq_base").unwrap_or(10000.0);
+        let block = if pad { 256 } else { 32 };
+        let attn = n_head * head_dim;
+        Ok(Config {
+            arch,
+            hidden,
+            n_head,
+            n_kv_head,
+            head_dim,
+            ff,
+            n_layer,
+            eps,
+            rope_dim,
+            rope_base,
+            context,
+            hidden_p: round_up(hidden, block),
+            attn_p: round_up(attn, block),
+            ff_p: round_up(ff, block),
+            qkv_rows: round_up(attn + 2 * n_kv_head * head_dim, 16),
+        })
+    }
+
+    fn kv_dim(&self) -> usize {
+        self.n_kv_head * self.head_dim
+    }
+}
+
+/// One matrix `y = x W^T`, `W` of `rows x cols` (padded), quantized, and optionally dense.
+struct Linear {
+    q: Arc<QTensor>,
+    dense: Option<Tensor>,
+    cols: usize,
+}
+
+impl Linear {
+    /// `parts` (f32, each `r_i x c` with `c <= cols`) stacked on rows, columns zero-padded to
+    /// `cols`, rows zero-padded to `rows`.
+    fn build(
+        parts: &[(Tensor, usize)],
+        rows: usize,
+        cols: usize,
+        opts: &FastOptions,
+    ) -> Result<Linear, LocalError> {
+        let mut blocks = Vec::with_capacity(parts.len() + 1);
+        let mut used = 0;
+        for (t, pad_rows_to) in parts {
+            let (r, c) = t.dims2()?;
+            let t = if c < cols {
+                t.pad_with_zeros(1, 0, cols - c)?
+            } else {
+                t.clone()
+            };
+            let t = if *pad_rows_to > r {
+                t.pad_with_zeros(0, 0, pad_rows_to - r)?
+            } else {
+                t
+            };
+            used += (*pad_rows_to).max(r);
+            blocks.push(t);
+        }
+        if used < rows {
+            blocks.push(Tensor::zeros((rows - used, cols), DType::F32, &Device::Cpu)?);
+        }
+        let w = Tensor::cat(&blocks, 0)?;
+        let q = QTensor::quantize(&w, opts.dtype)?;
+        let dense = match opts.dense_from {
+            // The dense copy holds what the quantized matrix holds, so both paths agree closely.
+            Some(_) => Some(q.dequantize(&Device::Cpu)?),
+            None => None,
+        };
+        Ok(Linear {
+            q: Arc::new(q),
+            dense,
+            cols,
+        })
+    }
+
+    /// `x` is `m x cols`; returns `m x rows`. `x` is given back unchanged.
+    fn forward(&self, x: &mut Vec<f32>, m: usize, dense_from: usize) -> Result<Vec<f32>, LocalError> {
+        debug_assert_eq!(x.len(), m * self.cols);
+        if let Some(w) = self.dense.as_ref().filter(|_| m >= dense_from) {
+            let xt = Tensor::from_slice(x.as_slice(), (m, self.cols), &Device::Cpu)?;
+            let y = xt.matmul(&w.t()?)?;
+            return Ok(y.flatten_all()?.to_vec1::<f32>()?);
+        }
+        let storage = CpuStorage::F32(std::mem::take(x));
+        let result = self
+            .q
+            .cpu_fwd(&storage, &Layout::contiguous((m, self.cols)));
+        if let CpuStorage::F32(v) = storage {
+            *x = v;
+        }
+        match result? {
+            (CpuStorage::F32(y), _) => Ok(y),
+            _ => Err(LocalError::Gguf(
+                "the quantized matmul did not return f32".into(),
+            )),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.q.storage_size_in_bytes() + self.dense.as_ref().map_or(0, |d| d.elem_count() * 4)
+    }
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    qkv: Linear,
+    qkv_bias: Option<Vec<f32>>,
+    wo: Linear,
+    ffn_norm: Vec<f32>,
+    gate_up: Linear,
+    down: Linear,
+}
+
+/// The token embedding, as stored (rows dequantised on lookup), or f32 when the stored format's
+/// blocks do not divide a row.
+enum Embedding {
+    Quantized(Arc<QTensor>),
+    Dense(Vec<f32>),
+}
+
+/// The weights of a fast model, shared by its snapshots.
+pub(crate) struct FastWeights {
+    cfg: Config,
+    opts: FastOptions,
+    embedding: Embedding,
+    vocab_rows: usize,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    output: Linear,
+    /// 1 / base^(2i / rope_dim), i < rope_dim / 2.
+    inv_freq: Vec<f32>,
+}
+
+fn read_f32<R: Read + Seek>(
+    ct: &Content,
+    reader: &mut R,
+    name: &str,
+) -> Result<Tensor, LocalError> {
+    let q = ct
+        .tensor(reader, name, &Device::Cpu)
+        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {e}")))?;
+    Ok(q.dequantize(&Device::Cpu)?)
+}
+
+fn read_matrix<R: Read + Seek>(
+    ct: &Content,
+    reader: &mut R,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Tensor, LocalError> {
+    let t = read_f32(ct, reader, name)?;
+    match t.dims() {
+        [r, c] if *r == rows && *c == cols => Ok(t),
+        dims => Err(LocalError::Gguf(format!(
+            "tensor `{name}` has shape {dims:?}, expected [{rows}, {cols}]"
+        ))),
+    }
+}
+
+fn read_vector<R: Read + Seek>(
+    ct: &Content,
+    reader: &mut R,
+    name: &str,
+    len: usize,
+    padded: usize,
+) -> Result<Vec<f32>, LocalError> {
+    let t = read_f32(ct, reader, name)?;
+    if t.dims() != [len] {
+        return Err(LocalError::Gguf(format!(
+            "tensor `{name}` has shape {:?}, expected [{len}]",
+            t.dims()
+        )));
+    }
+    let mut v = t.to_vec1::<f32>()?;
+    v.resize(padded, 0.0);
+    Ok(v)
+}
+
+impl FastWeights {
+    /// Loads the model in `ct` (already known to be `arch`).
+    pub(crate) fn load<R: Read + Seek>(
+        ct: &Content,
+        reader: &mut R,
+        arch: Arch,
+        opts: FastOptions,
+    ) -> Result<FastWeights, LocalError> {
+        if opts.dtype.block_size() > 32 && opts.pad == Some(false) {
+            return Err(LocalError::Gguf(format!(
+                "{:?} needs rows padded to its block of {}",
+                opts.dtype,
+                opts.dtype.block_size()
+            )));
+        }
+        let pad = opts
+            .pad
+            .unwrap_or_else(|| vnni_kernels() || opts.dtype.block_size() > 32);
+        let cfg = Config::from_content(ct, arch, pad)?;
+        let (h, hp, hd) = (cfg.hidden, cfg.hidden_p, cfg.head_dim);
+        let attn = cfg.n_head * hd;
+        let kv = cfg.kv_dim();
+
+        let embd_q = ct
+            .tensor(reader, "token_embd.weight", &Device::Cpu)
+            .map_err(|e| LocalError::Gguf(format!("tensor `token_embd.weight`: {e}")))?;
+        let (vocab_rows, embd_cols) = embd_q.shape().dims2()?;
+        if embd_cols != h {
+            return Err(LocalError::Gguf(format!(
+                "token embedding has {embd_cols} columns, the hidden size is {h}"
+            )));
+        }
+        let output = if ct.tensor_infos.contains_key("output.weight") {
+            read_matrix(ct, reader, "output.weight", vocab_rows, h)?
+        } else {
+            embd_q.dequantize(&Device::Cpu)?
+        };
+        let output = Linear::build(
+            &[(output, 0)],
+            round_up(vocab_rows, 16),
+            hp,
+            &FastOptions {
+                // The dense copy is never used for the output (one row per call).
+                dense_from: None,
+                ..opts
+            },
+        )?;
+        let embedding = if h % embd_q.dtype().block_size() == 0 {
+            Embedding::Quantized(Arc::new(embd_q))
+        } else {
+            Embedding::Dense(embd_q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1()?)
+        };
+
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for l in 0..cfg.n_layer {
+            let p = format!("blk.{l}");
+            let wq = read_matrix(ct, reader, &format!("{p}.attn_q.weight"), attn, h)?;
+            let wk = read_matrix(ct, reader, &format!("{p}.attn_k.weight"), kv, h)?;
+            let wv = read_matrix(ct, reader, &format!("{p}.attn_v.weight"), kv, h)?;
+            let qkv = Linear::build(
+                &[(wq, 0), (wk, 0), (wv, 0)],
+                cfg.qkv_rows,
+                hp,
+                &opts,
+            )?;
+            let qkv_bias = if ct.tensor_infos.contains_key(&format!("{p}.attn_q.bias")) {
+                let mut b = read_vector(ct, reader, &format!("{p}.attn_q.bias"), attn, attn)?;
+                b.extend(read_vector(ct, reader, &format!("{p}.attn_k.bias"), kv, kv)?);
+                b.extend(read_vector(ct, reader, &format!("{p}.attn_v.bias"), kv, kv)?);
+                Some(b)
+            } else if arch == Arch::Qwen2 {
+                return Err(LocalError::Gguf(format!("no `{p}.attn_q.bias` in a qwen2 model")));
+            } else {
+                None
+            };
+            let wo = read_matrix(ct, reader, &format!("{p}.attn_output.weight"), h, attn)?;
+            let wo = Linear::build(&[(wo, 0)], hp, cfg.attn_p, &opts)?;
+            let gate = read_matrix(ct, reader, &format!("{p}.ffn_gate.weight"), cfg.ff, h)?;
+            let up = read_matrix(ct, reader, &format!("{p}.ffn_up.weight"), cfg.ff, h)?;
+            let gate_up = Linear::build(
+                &[(gate, cfg.ff_p), (up, cfg.ff_p)],
+                2 * cfg.ff_p,
+                hp,
+                &opts,
+            )?;
+            let down = read_matrix(ct, reader, &format!("{p}.ffn_down.weight"), h, cfg.ff)?;
+            let down = Linear::build(&[(down, 0)], hp, cfg.ff_p, &opts)?;
+            layers.push(Layer {
+                attn_norm: read_vector(ct, reader, &format!("{p}.attn_norm.weight"), h, hp)?,
+                qkv,
+                qkv_bias,
+                wo,
+                ffn_norm: read_vector(ct, reader, &format!("{p}.ffn_norm.weight"), h, hp)?,
+                gate_up,
+                down,
+            });
+        }
+        let norm = read_vector(ct, reader, "output_norm.weight", h, hp)?;
+        let half = cfg.rope_dim / 2;
+        let inv_freq = (0..half)
+            .map(|i| 1f32 / cfg.rope_base.powf((2 * i) as f32 / cfg.rope_dim as f32))
+            .collect();
+        Ok(FastWeights {
+            cfg,
+            opts,
+            embedding,
+            vocab_rows,
+            layers,
+            norm,
+            output,
+            inv_freq,
+        })
+    }
+
+    /// The context length from the metadata.
+    pub(crate) fn context_length(&self) -> usize {
+        self.cfg.context
+    }
+
+    /// Bytes held by the weights (quantized matrices, dense copies, embedding, norms).
+    pub(crate) fn bytes(&self) -> usize {
+        let embd = match &self.embedding {
+            Embedding::Quantized(q) => q.storage_size_in_bytes(),
+            Embedding::Dense(v) => v.len() * 4,
+        };
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.qkv.bytes()
+                    + l.wo.bytes()
+                    + l.gate_up.bytes()
+                    + l.down.bytes()
+                    + 4 * (l.attn_norm.len() + l.ffn_norm.len())
+            })
+            .sum();
+        embd + layers + self.output.bytes() + 4 * self.norm.len()
+    }
+
+    /// Whether the inner dimensions are padded to 256.
+    pub(crate) fn padded(&self) -> bool {
+        self.cfg.hidden_p % 256 == 0 && self.cfg.ff_p % 256 == 0 && self.cfg.attn_p % 256 == 0
+    }
+
+    /// `m x hidden_p` rows of the embedding, zero-padded.
+    fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
+        let (h, hp) = (self.cfg.hidden, self.cfg.hidden_p);
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.vocab_rows) {
+            return Err(LocalError::Gguf(format!(
+                "token {t} is outside the embedding ({} rows)",
+                self.vocab_rows
+            )));
+        }
+        let mut out = vec![0f32; tokens.len() * hp];
+        match &self.embedding {
+            Embedding::Dense(table) => {
+                for (row, &t) in out.chunks_exact_mut(hp).zip(tokens) {
+                    let t = t as usize;
+                    row[..h].copy_from_slice(&table[t * h..(t + 1) * h]);
+                }
+            }
+            Embedding::Quantized(q) => {
+                let ids = Tensor::new(tokens, &Device::Cpu)?;
+                let rows = q.embedding(&ids)?.flatten_all()?.to_vec1::<f32>()?;
+                for (row, src) in out.chunks_exact_mut(hp).zip(rows.chunks_exact(h)) {
+                    row[..h].copy_from_slice(src);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The cached keys and values of one layer: `[position][kv head][head dim]`, rotary applied.
+#[derive(Clone, Default)]
+struct LayerCache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+/// A fast model: shared weights and its own KV cache. Cloning copies the cache (a prompt prefix
+/// of a few hundred tokens is a few MiB) and shares the weights.
+#[derive(Clone)]
+pub(crate) struct FastModel {
+    w: Arc<FastWeights>,
+    cache: Vec<LayerCache>,
+    len: usize,
+}
+
+/// A raw output pointer shared by the attention workers, each writing its own rows.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the workers write disjoint ranges (one head of one query row each), and the pool
+// returns only after every worker is done.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+impl FastModel {
+    pub(crate) fn new(w: Arc<FastWeights>) -> FastModel {
+        let layers = w.cfg.n_layer;
+        FastModel {
+            w,
+            cache: vec![LayerCache::default(); layers],
+            len: 0,
+        }
+    }
+
+    pub(crate) fn weights(&self) -> &Arc<FastWeights> {
+        &self.w
+    }
+
+    /// Copies `other`'s cache into this one (reusing the buffers); both must share the weights.
+    pub(crate) fn restore_from(&mut self, other: &FastModel) -> Result<(), LocalError> {
+        if !Arc::ptr_eq(&self.w, &other.w) {
+            return Err(LocalError::Gguf(
+                "cannot restore a model from another model's snapshot".into(),
+            ));
+        }
+        for (a, b) in self.cache.iter_mut().zip(&other.cache) {
+            a.k.clone_from(&b.k);
+            a.v.clone_from(&b.v);
+        }
+        self.len = other.len;
+        Ok(())
+    }
+
+    /// Empties the cache.
+    pub(crate) fn reset(&mut self) {
+        self.truncate(0);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        let kv = self.w.cfg.kv_dim();
+        for c in &mut self.cache {
+            c.k.truncate(len * kv);
+            c.v.truncate(len * kv);
+        }
+        self.len = len.min(self.len);
+    }
+
+    /// Runs `tokens` at positions `pos..`, `pos <= ` the cached length (later positions are
+    /// dropped first); the logits after the last token.
+    pub(crate) fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+        let w = Arc::clone(&self.w);
+        let c = &w.cfg;
+        let m = tokens.len();
+        if m == 0 {
+            return Err(LocalError::Gguf("forward with no tokens".into()));
+        }
+        if pos > self.len {
+            return Err(LocalError::Gguf(format!(
+                "forward at position {pos} but the cache holds {} tokens",
+                self.len
+            )));
+        }
+        self.truncate(pos);
+        let dense_from = w.opts.dense_from.unwrap_or(usize::MAX);
+        let (h, hp) = (c.hidden, c.hidden_p);
+        let hd = c.head_dim;
+        let attn = c.n_head * hd;
+        let kv = c.kv_dim();
+        let (cos, sin) = rope_table(&w.inv_freq, pos, m);
+
+        let mut x = w.embed(tokens)?;
+        let mut xn = vec![0f32; m * hp];
+        let mut att = vec![0f32; m * c.attn_p];
+        let mut act = vec![0f32; m * c.ff_p];
+        for (layer, cache) in w.layers.iter().zip(self.cache.iter_mut()) {
+            rms_norm(&x, &layer.attn_norm, h, hp, c.eps, &mut xn);
+            let mut qkv = layer.qkv.forward(&mut xn, m, dense_from)?;
+            for row in qkv.chunks_exact_mut(c.qkv_rows) {
+                if let Some(b) = &layer.qkv_bias {
+                    for (y, b) in row.iter_mut().zip(b) {
+                        *y += b;
+                    }
+                }
+            }
+            for (r, row) in qkv.chunks_exact_mut(c.qkv_rows).enumerate() {
+                let (q, rest) = row.split_at_mut(attn);
+                let k = &mut rest[..kv];
+                for head in q.chunks_exact_mut(hd).chain(k.chunks_exact_mut(hd)) {
+                    rope(head, &cos[r], &sin[r], c.arch);
+                }
+                cache.k.extend_from_slice(k);
+                cache.v.extend_from_slice(&rest[kv..2 * kv]);
+            }
+            attention(c, &qkv, &cache.k, &cache.v, pos, m, &mut att);
+            let o = layer.wo.forward(&mut att, m, dense_from)?;
+            add(&mut x, &o);
+            rms_norm(&x, &layer.ffn_norm, h, hp, c.eps, &mut xn);
+            let gu = layer.gate_up.forward(&mut xn, m, dense_from)?;
+            for (a, row) in act.chunks_exact_mut(c.ff_p).zip(gu.chunks_exact(2 * c.ff_p)) {
+                let (g, u) = row.split_at(c.ff_p);
+                for ((a, &g), &u) in a.iter_mut().zip(g).zip(u) {
+                    *a = g / (1.0 + (-g).exp()) * u;
+                }
+            }
+            let d = layer.down.forward(&mut act, m, dense_from)?;
+            add(&mut x, &d);
+        }
+        self.len = pos + m;
+        let mut last = vec![0f32; hp];
+        rms_norm(&x[(m - 1) * hp..], &w.norm, h, hp, c.eps, &mut last);
+        let mut logits = w.output.forward(&mut last, 1, usize::MAX)?;
+        logits.truncate(w.vocab_rows);
+        Ok(logits)
+    }
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// RMS norm of each `hp`-row of `x` over its first `h` values (the rest are zeros), times `w`
+/// (zero past `h`, so the padding stays zero).
+fn rms_norm(x: &[f32], w: &[f32], h: usize, hp: usize, eps: f32, out: &mut [f32]) {
+    for (row, o) in x.chunks_exact(hp).zip(out.chunks_exact_mut(hp)) {
+        let ss: f32 = row[..h].iter().map(|v| v * v).sum();
+        let scale = 1.0 / (ss / h as f32 + eps).sqrt();
+        for ((o, &v), &w) in o.iter_mut().zip(row).zip(w) {
+            *o = v * scale * w;
+        }
+    }
+}
+
+/// cos and sin of `position * inv_freq` for positions `pos..pos + m`.
+fn rope_table(inv_freq: &[f32], pos: usize, m: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut cos = Vec::with_capacity(m);
+    let mut sin = Vec::with_capacity(m);
+    for p in pos..pos + m {
+        let (c, s): (Vec<f32>, Vec<f32>) = inv_freq
+            .iter()
+            .map(|f| {
+                let a = p as f32 * f;
+                (a.cos(), a.sin())
+            })
+            .unzip();
+        cos.push(c);
+        sin.push(s);
+    }
+    (cos, sin)
+}
+
+/// Rotary embedding of one head in place: interleaved pairs for llama GGUFs (whose q/k rows are
+/// permuted for it), halves for qwen2 (neox style); dimensions past the rotary ones untouched.
+fn rope(x: &mut [f32], cos: &[f32], sin: &[f32], arch: Arch) {
+    let half = cos.len();
+    match arch {
+        Arch::Llama => {
+            for i in 0..half {
+                let (a, b) = (x[2 * i], x[2 * i + 1]);
+                x[2 * i] = a * cos[i] - b * sin[i];
+                x[2 * i + 1] = a * sin[i] + b * cos[i];
+            }
+        }
+        Arch::Qwen2 => {
+            for i in 0..half {
+                let (a, b) = (x[i], x[i + half]);
+                x[i] = a * cos[i] - b * sin[i];
+                x[i + half] = a * sin[i] + b * cos[i];
+            }
+        }
+    }
+}
+
+/// Causal attention of the `m` new query rows (in `qkv`, rows of `qkv_rows`) over the cache
+/// (`pos + m` positions), each query head reading its key/value head in place. Writes `m` rows
+/// of `attn_p` to `out` (zeros past `n_head * head_dim`).
+fn attention(c: &Config, qkv: &[f32], k: &[f32], v: &[f32], pos: usize, m: usize, out: &mut [f32]) {
+    let hd = c.head_dim;
+    let kv = c.kv_dim();
+    let group = c.n_head / c.n_kv_head;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let units = m * c.n_head;
+    let ptr = OutPtr(out.as_mut_ptr());
+    let (attn_p, qkv_rows, n_head) = (c.attn_p, c.qkv_rows, c.n_head);
+    let simd = simd::available();
+    let run = move |range: std::ops::Range<usize>| {
+        let ptr = ptr;
+        let mut scores = Vec::new();
+        for unit in range {
+            let (r, head) = (unit / n_head, unit % n_head);
+            let q = &qkv[r * qkv_rows + head * hd..][..hd];
+            let g = head / group;
+            let n = pos + r + 1;
+            // SAFETY: unit (r, head) owns out[r * attn_p + head * hd ..][..hd]; see `OutPtr`.
+            let o = unsafe { std::slice::from_raw_parts_mut(ptr.0.add(r * attn_p + head * hd), hd) };
+            scores.clear();
+            scores.resize(n, 0.0);
+            simd::attend(simd, q, k, v, kv, g * hd, scale, &mut scores, o);
+        }
+    };
+    if units <= 1 {
+        run(0..units);
+    } else {
+        candle_core::utils::barrier_pool().execute_chunked(units, run);
+    }
+}
+
+mod simd {
+    //! The attention inner loops: AVX2 + FMA when the CPU has them, else plain Rust.
+
+    /// Whether the AVX2 + FMA loops can run.
+    pub(super) fn available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// One query head against `scores.len()` cached positions: the keys and values of this head
+    /// start at `offset` in each `row`-long cache row. Writes the weighted sum of values to `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend(
+        simd: bool,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        row: usize,
+        offset: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if simd && q.len() % 8 == 0 {
+            // SAFETY: the CPU has AVX2 and FMA (checked by `available`).
+            unsafe { attend_avx2(q, k, v, row, offset, scale, scores, out) };
+            return;
+        }
+        let _ = simd;
+        attend_plain(q, k, v, row, offset, scale, scores, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attend_plain(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        row: usize,
+        offset: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let hd = q.len();
+        for (j, s) in scores.iter_mut().enumerate() {
+            let kr = &k[j * row + offset..][..hd];
+            *s = q.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * scale;
+        }
+        let sum = softmax(scores);
+        out.fill(0.0);
+        for (j, &s) in scores.iter().enumerate() {
+            let p = s / sum;
+            for (o, &x) in out.iter_mut().zip(&v[j * row + offset..][..hd]) {
+                *o += p * x;
+            }
+        }
+    }
+
+    /// exp(s - max) in place; returns the sum.
+    fn softmax(scores: &mut [f32]) -> f32 {
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        for s in scores.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        sum
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attend_avx2(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        row: usize,
+        offset: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        use std::arch::x86_64::*;
+        let hd = q.len();
+        let n = scores.len();
+        // Accumulate in registers, 8 lanes at a time over the head (at most 256 dimensions).
+        let lanes = hd / 8;
+        if lanes > 32 || n == 0 {
+            attend_plain(q, k, v, row, offset, scale, scores, out);
+            return;
+        }
+        assert!(k.len() >= (n - 1) * row + offset + hd && out.len() == hd);
+        let qp = q.as_ptr();
+        for (j, s) in scores.iter_mut().enumerate() {
+            let kp = k.as_ptr().add(j * row + offset);
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            let mut i = 0;
+            while i + 16 <= hd {
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(kp.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(qp.add(i + 8)),
+                    _mm256_loadu_ps(kp.add(i + 8)),
+                    acc1,
+                );
+                i += 16;
+            }
+            if i < hd {
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(kp.add(i)), acc0);
+            }
+            let acc = _mm256_add_ps(acc0, acc1);
+            let hi = _mm256_extractf128_ps(acc, 1);
+            let lo = _mm256_castps256_ps128(acc);
+            let s4 = _mm_add_ps(hi, lo);
+            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            let s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+            *s = _mm_cvtss_f32(s1) * scale;
+        }
+        let sum = softmax(scores);
+        let p = 1.0 / sum;
+        match lanes {
+            8 => weighted_sum::<8>(v, row, offset, scores, p, out),
+            16 => weighted_sum::<16>(v, row, offset, scores, p, out),
+            4 => weighted_sum::<4>(v, row, offset, scores, p, out),
+            _ => {
+                out.fill(0.0);
+                for (j, &s) in scores.iter().enumerate() {
+                    let w = s * p;
+                    for (o, &x) in out.iter_mut().zip(&v[j * row + offset..][..hd]) {
+                        *o = w.mul_add(x, *o);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `out = sum_j scores[j] * p * v_j`, `L` vectors of 8 lanes held in registers.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn weighted_sum<const L: usize>(
+        v: &[f32],
+        row: usize,
+        offset: usize,
+        scores: &[f32],
+        p: f32,
+        out: &mut [f32],
+    ) {
+        use std::arch::x86_64::*;
+        assert!(out.len() == 8 * L);
+        assert!(scores.is_empty() || v.len() >= (scores.len() - 1) * row + offset + 8 * L);
+        let mut acc = [_mm256_setzero_ps(); L];
+        for (j, &s) in scores.iter().enumerate() {
+            let w = _mm256_set1_ps(s * p);
+            let vp = v.as_ptr().add(j * row + offset);
+            for (l, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp.add(l * 8)), *a);
+            }
+        }
+        let op = out.as_mut_ptr();
+        for (l, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(op.add(l * 8), *a);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avx2_and_plain_attention_agree() {
+        let hd = 64;
+        let row = 3 * hd;
+        let n = 37;
+        let val = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        let q: Vec<f32> = (0..hd).map(val).collect();
+        let k: Vec<f32> = (0..n * row).map(|i| val(i + 13)).collect();
+        let v: Vec<f32> = (0..n * row).map(|i| val(i + 101)).collect();
+        let mut s1 = vec![0.0; n];
+        let mut s2 = vec![0.0; n];
+        let mut o1 = vec![0.0; hd];
+        let mut o2 = vec![0.0; hd];
+        simd::attend(false, &q, &k, &v, row, hd, 0.125, &mut s1, &mut o1);
+        simd::attend(simd::available(), &q, &k, &v, row, hd, 0.125, &mut s2, &mut o2);
+        for (a, b) in o1.iter().zip(&o2) {
+            assert!((a - b).abs() < 1e-5, "{a} {b}");
+        }
+    }
+}
