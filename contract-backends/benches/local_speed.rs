@@ -20,13 +20,16 @@
 //! (`CANDLE_NUM_THREADS`, `RAYON_NUM_THREADS`; by default the backend sets them).
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
+use candle_core::quantized::GgmlDType;
 use candle_core::Device;
+use contract_backends::local::fast::FastOptions;
 use contract_backends::local::mask::{percentile_us, MaskEngine};
-use contract_backends::local::model::resolve_format;
+use contract_backends::local::model::{resolve_format, FAST_DENSE_FROM};
 use contract_backends::local::{
     fetch, gguf_tokenizer, LocalBackend, LocalOptions, Model, Output, WeightFormat,
 };
@@ -78,8 +81,30 @@ fn status_mib(field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-fn format_of(name: &str) -> WeightFormat {
-    match name {
+/// A format name: `as_stored`, `f32`, `q8_0`, `fast`, `fast_dense`, `auto`, or `fast:` followed
+/// by options separated by `:` (`q8_0`, `q4k`, `q6k`, `f16`, `pad`, `nopad`, `dense`) to try
+/// other settings of the fast forward pass.
+fn format_of(name: &str) -> (WeightFormat, FastOptions) {
+    if let Some(opts) = name.strip_prefix("fast:") {
+        let mut o = FastOptions::default();
+        for opt in opts.split(':') {
+            o = match opt {
+                "q8_0" => o.dtype(GgmlDType::Q8_0),
+                "q4k" => o.dtype(GgmlDType::Q4K),
+                "q5k" => o.dtype(GgmlDType::Q5K),
+                "q6k" => o.dtype(GgmlDType::Q6K),
+                "f16" => o.dtype(GgmlDType::F16),
+                "pad" => o.pad(true),
+                "nopad" => o.pad(false),
+                "dense" => o.dense_from(FAST_DENSE_FROM),
+                "own" => o.own_kernel(true),
+                "candle" => o.own_kernel(false),
+                other => panic!("unknown fast option {other}"),
+            };
+        }
+        return (WeightFormat::Fast, o);
+    }
+    let f = match name {
         "auto" => WeightFormat::Auto,
         "as_stored" => WeightFormat::AsStored,
         "f32" => WeightFormat::F32,
@@ -87,7 +112,8 @@ fn format_of(name: &str) -> WeightFormat {
         "fast" => WeightFormat::Fast,
         "fast_dense" => WeightFormat::FastDense,
         other => panic!("unknown format {other}"),
-    }
+    };
+    (f, FastOptions::default())
 }
 
 fn arg_value(args: &[String], flag: &str) -> Option<String> {
@@ -119,27 +145,25 @@ fn main() {
     );
     let exe = std::env::current_exe().expect("current exe");
     let mut sections = vec![String::new(); 3];
+    let stages = std::env::var("STAGES").unwrap_or_else(|_| "raw,e2e,mask".into());
     for (i, name) in formats.split(',').map(str::trim).enumerate() {
-        let out = Command::new(&exe)
+        // Rows come as they are measured (on stderr), then again in the tables at the end.
+        let mut child = Command::new(&exe)
             .args(["--child", name, "--model"])
             .arg(&path)
-            .output()
+            .stdout(Stdio::piped())
+            .spawn()
             .expect("child process");
-        if !out.status.success() {
-            println!(
-                "{name}: failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            continue;
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        for line in text.lines() {
+        let stdout = child.stdout.take().expect("piped stdout");
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("[{name}] {line}");
             // Lines tagged `0|`, `1|`, `2|`: rows of the three tables; the rest goes as is.
             match line.split_once('|') {
                 Some((tag, row)) if tag.len() == 1 && tag.chars().all(|c| c.is_ascii_digit()) => {
                     let t: usize = tag.parse().unwrap_or(0);
-                    if i == 0 || !row.starts_with("| weights") && !row.starts_with("|---") {
+                    let header = row.starts_with("| weights") || row.starts_with("|---");
+                    if !header || !sections[t].contains(row) {
                         sections[t].push_str(row);
                         sections[t].push('\n');
                     }
@@ -147,9 +171,17 @@ fn main() {
                 _ => println!("{line}"),
             }
         }
+        let status = child.wait().expect("child process");
+        if !status.success() {
+            println!("{name}: failed ({status})");
+        }
+        let _ = i;
     }
     for s in &sections {
         println!("\n{s}");
+    }
+    if !stages.contains("mask") {
+        return;
     }
     let out = Command::new(&exe)
         .args(["--child", "mask", "--model"])
@@ -167,18 +199,20 @@ fn main() {
 }
 
 /// Stores the process's thread settings the way the backend would for `format`.
-fn set_threads(path: &std::path::Path, format: WeightFormat) {
+fn set_threads(path: &std::path::Path, format: WeightFormat, fast: &FastOptions) {
     let ct = gguf_tokenizer::read_content(path).expect("gguf");
     let resolved = resolve_format(&ct, format, &Device::Cpu);
+    let dense = match resolved {
+        WeightFormat::F32 | WeightFormat::FastDense => true,
+        WeightFormat::Fast => fast.dense_from.is_some(),
+        _ => false,
+    };
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
     }
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let rayon = match resolved {
-            WeightFormat::F32 | WeightFormat::FastDense => n,
-            _ => 1,
-        };
+        let rayon = if dense { n } else { 1 };
         std::env::set_var("RAYON_NUM_THREADS", rayon.to_string());
     }
 }
@@ -253,71 +287,20 @@ fn run_e2e(
 }
 
 fn format_child(path: &std::path::Path, name: &str) {
-    let format = format_of(name);
-    set_threads(path, format);
-    let prefill = env_usize("PREFILL", 256);
-    let decode = env_usize("DECODE", 64);
-    let runs = env_usize("RUNS", 3);
+    let (format, fast) = format_of(name);
+    set_threads(path, format, &fast);
     let e2e_runs = env_usize("E2E_RUNS", 2);
+    let stages = std::env::var("STAGES").unwrap_or_else(|_| "raw,e2e,mask".into());
 
-    // Raw model speed.
-    let t = Instant::now();
-    let mut model = Model::load(path, format, &Device::Cpu).expect("load");
-    let load_s = t.elapsed().as_secs_f64();
-    let rss_load = status_mib("VmRSS:");
-    let label = match model.fast_weight_bytes() {
-        Some((_, true)) => format!("{name} (padded to 256)"),
-        _ => name.to_string(),
-    };
-    let prompt: Vec<u32> = (0..prefill as u32)
-        .map(|i| 100 + (i * 7919) % 20000)
-        .collect();
-    // Warm-up: Candle packs some weights on first use.
-    model.forward(&prompt[..16.min(prompt.len())], 0).expect("warm-up");
-    model.feed(&[300]).expect("warm-up");
-    let (mut pre, mut dec, mut r4, mut r16) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs {
-        let t = Instant::now();
-        let mut logits = model.forward(&prompt, 0).expect("prefill");
-        pre.push(prefill as f64 / t.elapsed().as_secs_f64());
-        let snap = model.snapshot();
-        let t = Instant::now();
-        for _ in 0..decode {
-            let next = contract_backends::local::sample::argmax(&logits).unwrap_or(0);
-            logits = model.feed(&[next]).expect("decode");
-        }
-        let per_token = t.elapsed().as_secs_f64() / decode as f64;
-        dec.push(1.0 / per_token);
-        if let Some(snap) = snap {
-            for (n, out) in [(4usize, &mut r4), (16, &mut r16)] {
-                let mut m = snap.snapshot().expect("snapshot");
-                let toks: Vec<u32> = (0..n as u32).map(|i| 300 + i).collect();
-                let t = Instant::now();
-                m.feed(&toks).expect("feed");
-                out.push(t.elapsed().as_secs_f64() / per_token);
-            }
-        }
+    let mut label = name.to_string();
+    if stages.contains("raw") {
+        label = raw_stage(path, name, format, fast);
     }
-    drop(model);
-    let r = |v: Vec<f64>| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.2}", median(v))
-        }
-    };
-    println!("0|| weights | load s | RSS after load MiB | prefill tok/s ({prefill} tokens) | decode tok/s ({decode} tokens after them) | forward(4) / forward(1) | forward(16) / forward(1) |");
-    println!("0||---|---|---|---|---|---|---|");
-    println!(
-        "0|| {label} | {load_s:.2} | {rss_load:.0} | {:.0} | {:.1} | {} | {} |",
-        median(pre),
-        median(dec),
-        r(r4),
-        r(r16)
-    );
-
+    if !stages.contains("e2e") {
+        return;
+    }
     // Extractions.
-    let backend = LocalBackend::with_options(path, LocalOptions::default().weights(format))
+    let backend = LocalBackend::with_options(path, LocalOptions::default().weights(format).fast_options(fast))
         .expect("backend");
     let tok = backend.tokenizer().clone();
     let engine = MaskEngine::cached(tok.json().as_bytes(), tok.stop_tokens()).expect("engine");
@@ -330,7 +313,10 @@ fn format_child(path: &std::path::Path, name: &str) {
     drop(backend);
     let no_ff_backend = LocalBackend::with_options(
         path,
-        LocalOptions::default().weights(format).fast_forward(false),
+        LocalOptions::default()
+            .weights(format)
+            .fast_options(fast)
+            .fast_forward(false),
     )
     .expect("backend");
     let _ = extract(&no_ff_backend, &engine, RELEASES[0], true);
@@ -367,7 +353,7 @@ fn format_child(path: &std::path::Path, name: &str) {
 
 /// Time per step of the contract's mask and of llguidance alone, replaying constrained outputs.
 fn mask_child(path: &std::path::Path) {
-    set_threads(path, WeightFormat::Auto);
+    set_threads(path, WeightFormat::Auto, &FastOptions::default());
     let runs = env_usize("MASK_RUNS", 20);
     let backend = LocalBackend::with_options(path, LocalOptions::default()).expect("backend");
     let tok = backend.tokenizer().clone();
@@ -453,4 +439,100 @@ fn mask_child(path: &std::path::Path) {
         percentile_us(&filter, 50.0),
         percentile_us(&filter, 99.0)
     );
+}
+
+/// Prefill, decode, multi-token calls and perplexity of the bare model; returns the row label.
+fn raw_stage(path: &std::path::Path, name: &str, format: WeightFormat, fast: FastOptions) -> String {
+    let prefill = env_usize("PREFILL", 256);
+    let decode = env_usize("DECODE", 64);
+    let runs = env_usize("RUNS", 3);
+    // Raw model speed.
+    let t = Instant::now();
+    let mut model = {
+        let mut file = std::fs::File::open(path).expect("open");
+        let ct = gguf_tokenizer::read_content(path).expect("gguf");
+        Model::from_content_with(ct, &mut file, format, &Device::Cpu, fast).expect("load")
+    };
+    let load_s = t.elapsed().as_secs_f64();
+    let rss_load = status_mib("VmRSS:");
+    let label = match model.fast_weights() {
+        Some((bytes, o)) => format!(
+            "{name} ({}{}, {:.0} MiB)",
+            if o.uses_own_kernel() { "own int8 kernel" } else { "Candle kernels" },
+            if o.pads() { ", padded to 256" } else { "" },
+            bytes as f64 / (1 << 20) as f64
+        ),
+        _ => name.to_string(),
+    };
+    let prompt: Vec<u32> = (0..prefill as u32)
+        .map(|i| 100 + (i * 7919) % 20000)
+        .collect();
+    // Warm-up: Candle packs some weights on first use.
+    model.forward(&prompt[..16.min(prompt.len())], 0).expect("warm-up");
+    model.feed(&[300]).expect("warm-up");
+    let (mut pre, mut dec, mut r4, mut r16) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let t = Instant::now();
+        let mut logits = model.forward(&prompt, 0).expect("prefill");
+        pre.push(prefill as f64 / t.elapsed().as_secs_f64());
+        let snap = model.snapshot();
+        let t = Instant::now();
+        for _ in 0..decode {
+            let next = contract_backends::local::sample::argmax(&logits).unwrap_or(0);
+            logits = model.feed(&[next]).expect("decode");
+        }
+        let per_token = t.elapsed().as_secs_f64() / decode as f64;
+        dec.push(1.0 / per_token);
+        if let Some(snap) = snap {
+            for (n, out) in [(4usize, &mut r4), (16, &mut r16)] {
+                let mut m = snap.snapshot().expect("snapshot");
+                let toks: Vec<u32> = (0..n as u32).map(|i| 300 + i).collect();
+                let t = Instant::now();
+                m.feed(&toks).expect("feed");
+                out.push(t.elapsed().as_secs_f64() / per_token);
+            }
+        }
+    }
+    // Accuracy: perplexity of a fixed text (the contract's system message and the releases),
+    // fed one token at a time.
+    let ppl_tokens = env_usize("PPL_TOKENS", 160);
+    let ppl = {
+        let ct = gguf_tokenizer::read_content(path).expect("gguf");
+        let tok = gguf_tokenizer::GgufTokenizer::from_content(&ct).expect("tokenizer");
+        let text = format!(
+            "{}\n\n{}",
+            contract_core::prompt::system_message::<Guidance>(),
+            RELEASES.join("\n\n")
+        );
+        let ids = tok.encode(&text).expect("encode");
+        let ids = &ids[..ids.len().min(ppl_tokens + 1)];
+        let mut nll = 0.0f64;
+        let mut logits = model.forward(&ids[..1], 0).expect("forward");
+        for w in ids.windows(2) {
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let lse = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
+            nll += lse - logits[w[1] as usize] as f64;
+            logits = model.feed(&[w[1]]).expect("forward");
+        }
+        (nll / (ids.len() - 1) as f64).exp()
+    };
+    drop(model);
+    let r = |v: Vec<f64>| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", median(v))
+        }
+    };
+    println!("0|| weights | load s | RSS after load MiB | prefill tok/s ({prefill} tokens) | decode tok/s ({decode} tokens after them) | forward(4) / forward(1) | forward(16) / forward(1) | perplexity ({ppl_tokens} tokens) |");
+    println!("0||---|---|---|---|---|---|---|---|");
+    println!(
+        "0|| {label} | {load_s:.2} | {rss_load:.0} | {:.0} | {:.1} | {} | {} | {ppl:.3} |",
+        median(pre),
+        median(dec),
+        r(r4),
+        r(r16)
+    );
+
+    label
 }

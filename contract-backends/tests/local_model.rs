@@ -501,9 +501,14 @@ fn the_fast_model_matches_the_reference_model() {
         for (name, opts, tolerance) in [
             ("f32", f32_opts.pad(false), 1e-4),
             ("f32 padded", f32_opts.pad(true), 1e-4),
-            ("q8_0", FastOptions::default(), 0.03),
-            ("q8_0 padded", FastOptions::default().pad(true), 0.03),
-            ("q8_0 with f32 for prefill", FastOptions::default().dense_from(8), 0.03),
+            ("q8_0 own kernel", FastOptions::default().own_kernel(true), 0.05),
+            ("q8_0 Candle's kernel", FastOptions::default().own_kernel(false), 0.05),
+            (
+                "q8_0 Candle's kernel, padded",
+                FastOptions::default().own_kernel(false).pad(true),
+                0.05,
+            ),
+            ("q8_0 with f32 for prefill", FastOptions::default().dense_from(8), 0.05),
         ] {
             let mut fast = Model::load_fast(&path, opts).unwrap();
             let trace = logit_trace(&mut fast);

@@ -14,6 +14,7 @@ use contract_core::extract::{Backend, BackendError, FinishReason, Request, Respo
 use contract_core::prompt::{Message, Role};
 
 use super::chat::ChatTemplate;
+use super::fast::FastOptions;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
@@ -44,6 +45,9 @@ pub struct LocalOptions {
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
     pub constrain: bool,
+    /// Options of the fast forward pass, for [`WeightFormat::Fast`] and
+    /// [`WeightFormat::FastDense`] (default: its defaults).
+    pub fast: FastOptions,
     /// Feed the tokens the mask forces together with the sampled token in one forward call
     /// (default on; off only to measure what it saves: the output is the same).
     pub fast_forward: bool,
@@ -60,6 +64,7 @@ impl Default for LocalOptions {
             device: Device::Cpu,
             constrain: true,
             fast_forward: true,
+            fast: FastOptions::default(),
         }
     }
 }
@@ -98,6 +103,11 @@ impl LocalOptions {
     /// Turns the contract's token mask on or off.
     pub fn constrain(mut self, on: bool) -> Self {
         self.constrain = on;
+        self
+    }
+    /// Sets the options of the fast forward pass.
+    pub fn fast_options(mut self, fast: FastOptions) -> Self {
+        self.fast = fast;
         self
     }
     /// Turns fast-forward of forced tokens on or off.
@@ -169,7 +179,7 @@ impl std::fmt::Debug for LocalBackend {
 }
 
 /// Sets Candle's thread counts through the environment, unless the user already did.
-fn apply_threads(threads: Option<usize>, weights: WeightFormat) {
+fn apply_threads(threads: Option<usize>, weights: WeightFormat, fast: &FastOptions) {
     let n = threads.filter(|&n| n > 0).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -178,7 +188,12 @@ fn apply_threads(threads: Option<usize>, weights: WeightFormat) {
     let unset = |k: &str| std::env::var_os(k).is_none();
     // Measured on 2 cores: quantized matmuls run on Candle's pool; sharing the cores with a rayon
     // pool of the same size slows them down, so rayon gets one thread there.
-    let rayon = if matches!(weights, WeightFormat::F32 | WeightFormat::FastDense) {
+    let dense = match weights {
+        WeightFormat::F32 | WeightFormat::FastDense => true,
+        WeightFormat::Fast => fast.dense_from.is_some(),
+        _ => false,
+    };
+    let rayon = if dense {
         n
     } else {
         1
@@ -216,8 +231,15 @@ impl LocalBackend {
         apply_threads(
             options.threads,
             resolve_format(&ct, options.weights, &options.device),
+            &options.fast,
         );
-        let model = Model::from_content(ct, &mut file, options.weights, &options.device)?;
+        let model = Model::from_content_with(
+            ct,
+            &mut file,
+            options.weights,
+            &options.device,
+            options.fast,
+        )?;
         Ok(LocalBackend {
             path,
             tokenizer: Arc::new(tokenizer),

@@ -26,6 +26,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Tensor};
 
 use super::model::Arch;
+use super::q8::{self, Q8Matrix};
 use super::LocalError;
 
 /// How the fast model holds its matrices (see [`super::WeightFormat::Fast`]); the defaults are
@@ -41,6 +42,9 @@ pub struct FastOptions {
     /// Keep an f32 copy of every matrix for calls with at least this many tokens (`None`: no
     /// copy; prompt processing uses the quantized matrices).
     pub dense_from: Option<usize>,
+    /// Use our own int8 matmul ([`super::q8`], AVX2) for Q8_0 matrices instead of Candle's
+    /// (`None`: on x86 CPUs with AVX2 but without the VNNI kernels Candle needs for Q8_0).
+    pub own_kernel: Option<bool>,
 }
 
 impl FastOptions {
@@ -60,6 +64,27 @@ impl FastOptions {
         self.dense_from = Some(tokens);
         self
     }
+    /// Forces our own int8 kernel (Q8_0 only) on or off.
+    pub fn own_kernel(mut self, on: bool) -> Self {
+        self.own_kernel = Some(on);
+        self
+    }
+
+    /// Whether Q8_0 matrices go through our own kernel on this CPU.
+    pub fn uses_own_kernel(&self) -> bool {
+        self.dtype == GgmlDType::Q8_0
+            && self
+                .own_kernel
+                .unwrap_or_else(|| q8::avx2() && !vnni_kernels())
+    }
+
+    /// Whether inner dimensions are padded to 256 on this CPU.
+    pub fn pads(&self) -> bool {
+        self.dtype.block_size() > 32
+            || self
+                .pad
+                .unwrap_or_else(|| vnni_kernels() && !self.uses_own_kernel())
+    }
 }
 
 impl Default for FastOptions {
@@ -68,6 +93,7 @@ impl Default for FastOptions {
             dtype: GgmlDType::Q8_0,
             pad: None,
             dense_from: None,
+            own_kernel: None,
         }
     }
 }
@@ -175,16 +201,25 @@ impl Config {
     }
 }
 
+/// The quantized form of a matrix.
+enum Quantized {
+    /// Our own int8 layout and kernel.
+    Own(Q8Matrix),
+    /// A Candle quantized tensor, multiplied by its CPU kernel.
+    Candle(QTensor),
+}
+
 /// One matrix `y = x W^T`, `W` of `rows x cols` (padded), quantized, and optionally dense.
 struct Linear {
-    q: Arc<QTensor>,
+    q: Quantized,
     dense: Option<Tensor>,
+    rows: usize,
     cols: usize,
 }
 
 impl Linear {
-    /// `parts` (f32, each `r_i x c` with `c <= cols`) stacked on rows, columns zero-padded to
-    /// `cols`, rows zero-padded to `rows`.
+    /// `parts` (f32, each `r_i x c` with `c <= cols`, rows padded to the number given) stacked on
+    /// rows, columns zero-padded to `cols`, rows zero-padded to `rows`.
     fn build(
         parts: &[(Tensor, usize)],
         rows: usize,
@@ -212,15 +247,32 @@ impl Linear {
             blocks.push(Tensor::zeros((rows - used, cols), DType::F32, &Device::Cpu)?);
         }
         let w = Tensor::cat(&blocks, 0)?;
-        let q = QTensor::quantize(&w, opts.dtype)?;
-        let dense = match opts.dense_from {
+        let (q, dense) = if opts.uses_own_kernel() {
+            let q = Q8Matrix::quantize(&w.flatten_all()?.to_vec1::<f32>()?, rows, cols);
+            let dense = match opts.dense_from {
+                Some(_) => {
+                    let mut d = vec![0f32; rows * cols];
+                    for (r, row) in d.chunks_exact_mut(cols).enumerate() {
+                        q.dequantize_row(r, row);
+                    }
+                    Some(Tensor::from_vec(d, (rows, cols), &Device::Cpu)?)
+                }
+                None => None,
+            };
+            (Quantized::Own(q), dense)
+        } else {
+            let q = QTensor::quantize(&w, opts.dtype)?;
             // The dense copy holds what the quantized matrix holds, so both paths agree closely.
-            Some(_) => Some(q.dequantize(&Device::Cpu)?),
-            None => None,
+            let dense = match opts.dense_from {
+                Some(_) => Some(q.dequantize(&Device::Cpu)?),
+                None => None,
+            };
+            (Quantized::Candle(q), dense)
         };
         Ok(Linear {
-            q: Arc::new(q),
+            q,
             dense,
+            rows,
             cols,
         })
     }
@@ -233,23 +285,40 @@ impl Linear {
             let y = xt.matmul(&w.t()?)?;
             return Ok(y.flatten_all()?.to_vec1::<f32>()?);
         }
+        let q = match &self.q {
+            Quantized::Own(q) => return Ok(q.matmul(x, m)),
+            Quantized::Candle(q) => q,
+        };
         let storage = CpuStorage::F32(std::mem::take(x));
-        let result = self
-            .q
-            .cpu_fwd(&storage, &Layout::contiguous((m, self.cols)));
+        let result = q.cpu_fwd(&storage, &Layout::contiguous((m, self.cols)));
         if let CpuStorage::F32(v) = storage {
             *x = v;
         }
         match result? {
-            (CpuStorage::F32(y), _) => Ok(y),
+            (CpuStorage::F32(y), _) if y.len() == m * self.rows => Ok(y),
             _ => Err(LocalError::Gguf(
-                "the quantized matmul did not return f32".into(),
+                "the quantized matmul did not return the expected f32 values".into(),
             )),
         }
     }
 
+    /// Row `r` dequantised (`cols` long), from our own layout only.
+    fn row(&self, r: usize, out: &mut [f32]) -> bool {
+        match &self.q {
+            Quantized::Own(q) if r < q.rows() => {
+                q.dequantize_row(r, out);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn bytes(&self) -> usize {
-        self.q.storage_size_in_bytes() + self.dense.as_ref().map_or(0, |d| d.elem_count() * 4)
+        let q = match &self.q {
+            Quantized::Own(q) => q.bytes(),
+            Quantized::Candle(q) => q.storage_size_in_bytes(),
+        };
+        q + self.dense.as_ref().map_or(0, |d| d.elem_count() * 4)
     }
 }
 
@@ -268,6 +337,8 @@ struct Layer {
 enum Embedding {
     Quantized(Arc<QTensor>),
     Dense(Vec<f32>),
+    /// Tied to the output matrix, held in our own layout: rows read from there.
+    Output,
 }
 
 /// The weights of a fast model, shared by its snapshots.
@@ -344,9 +415,7 @@ impl FastWeights {
                 opts.dtype.block_size()
             )));
         }
-        let pad = opts
-            .pad
-            .unwrap_or_else(|| vnni_kernels() || opts.dtype.block_size() > 32);
+        let pad = opts.pads();
         let cfg = Config::from_content(ct, arch, pad)?;
         let (h, hp, hd) = (cfg.hidden, cfg.hidden_p, cfg.head_dim);
         let attn = cfg.n_head * hd;
@@ -361,10 +430,11 @@ impl FastWeights {
                 "token embedding has {embd_cols} columns, the hidden size is {h}"
             )));
         }
-        let output = if ct.tensor_infos.contains_key("output.weight") {
-            read_matrix(ct, reader, "output.weight", vocab_rows, h)?
-        } else {
+        let tied = !ct.tensor_infos.contains_key("output.weight");
+        let output = if tied {
             embd_q.dequantize(&Device::Cpu)?
+        } else {
+            read_matrix(ct, reader, "output.weight", vocab_rows, h)?
         };
         let output = Linear::build(
             &[(output, 0)],
@@ -376,7 +446,9 @@ impl FastWeights {
                 ..opts
             },
         )?;
-        let embedding = if h % embd_q.dtype().block_size() == 0 {
+        let embedding = if tied && opts.uses_own_kernel() {
+            Embedding::Output
+        } else if h % embd_q.dtype().block_size() == 0 {
             Embedding::Quantized(Arc::new(embd_q))
         } else {
             Embedding::Dense(embd_q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1()?)
@@ -453,6 +525,7 @@ impl FastWeights {
         let embd = match &self.embedding {
             Embedding::Quantized(q) => q.storage_size_in_bytes(),
             Embedding::Dense(v) => v.len() * 4,
+            Embedding::Output => 0,
         };
         let layers: usize = self
             .layers
@@ -468,9 +541,9 @@ impl FastWeights {
         embd + layers + self.output.bytes() + 4 * self.norm.len()
     }
 
-    /// Whether the inner dimensions are padded to 256.
-    pub(crate) fn padded(&self) -> bool {
-        self.cfg.hidden_p % 256 == 0 && self.cfg.ff_p % 256 == 0 && self.cfg.attn_p % 256 == 0
+    /// The options it was loaded with.
+    pub(crate) fn options(&self) -> &FastOptions {
+        &self.opts
     }
 
     /// `m x hidden_p` rows of the embedding, zero-padded.
@@ -488,6 +561,13 @@ impl FastWeights {
                 for (row, &t) in out.chunks_exact_mut(hp).zip(tokens) {
                     let t = t as usize;
                     row[..h].copy_from_slice(&table[t * h..(t + 1) * h]);
+                }
+            }
+            Embedding::Output => {
+                for (row, &t) in out.chunks_exact_mut(hp).zip(tokens) {
+                    if !self.output.row(t as usize, row) {
+                        return Err(LocalError::Gguf(format!("no embedding row for token {t}")));
+                    }
                 }
             }
             Embedding::Quantized(q) => {

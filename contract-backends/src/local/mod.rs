@@ -18,6 +18,7 @@ pub mod fetch;
 pub mod gguf_tokenizer;
 pub mod mask;
 pub mod model;
+mod q8;
 pub mod rules;
 mod rules_dec;
 pub mod sample;

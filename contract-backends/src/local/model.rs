@@ -117,6 +117,19 @@ impl Model {
         format: WeightFormat,
         device: &Device,
     ) -> Result<Self, LocalError> {
+        Self::from_content_with(ct, reader, format, device, FastOptions::default())
+    }
+
+    /// Loads a model from GGUF content read from `reader`, with `fast` as the options of the
+    /// fast forward pass when `format` is (or stands for) [`WeightFormat::Fast`] or
+    /// [`WeightFormat::FastDense`].
+    pub fn from_content_with<R: std::io::Read + std::io::Seek>(
+        ct: Content,
+        reader: &mut R,
+        format: WeightFormat,
+        device: &Device,
+        fast: FastOptions,
+    ) -> Result<Self, LocalError> {
         let arch = arch_of(&ct)?;
         let arch_name = arch.name();
         let mut context = md_usize(&ct, &format!("{arch_name}.context_length")).unwrap_or(4096);
@@ -143,11 +156,13 @@ impl Model {
                         "weight format {format:?} runs on the CPU only"
                     )));
                 }
-                let opts = FastOptions {
-                    dense_from: (format == WeightFormat::FastDense).then_some(FAST_DENSE_FROM),
-                    ..FastOptions::default()
-                };
-                Self::fast_weights(&ct, reader, arch, opts)?
+                let mut opts = fast;
+                if format == WeightFormat::FastDense && opts.dense_from.is_none() {
+                    opts.dense_from = Some(FAST_DENSE_FROM);
+                }
+                let w = FastWeights::load(&ct, reader, arch, opts)?;
+                context = w.context_length();
+                Weights::Fast(Box::new(FastModel::new(std::sync::Arc::new(w))))
             }
         };
         Ok(Model {
@@ -162,51 +177,20 @@ impl Model {
         })
     }
 
-    /// Loads the GGUF file at `path` into the fast model ([`super::fast`]) with explicit options
-    /// (for measurements; [`WeightFormat::Fast`] is these options' defaults).
+    /// Loads the GGUF file at `path` into the fast forward pass ([`super::fast`]) with explicit
+    /// options ([`WeightFormat::Fast`] uses the defaults).
     pub fn load_fast(path: &Path, opts: FastOptions) -> Result<Self, LocalError> {
         let mut file = fs::File::open(path).map_err(|e| LocalError::io(path, e))?;
         let ct = Content::read(&mut file)
             .map_err(|e| LocalError::Gguf(format!("{}: {e}", path.display())))?;
-        let arch = arch_of(&ct)?;
-        let vocab_size = md_usize(&ct, &format!("{}.vocab_size", arch.name())).unwrap_or(0);
-        let weights = Self::fast_weights(&ct, &mut file, arch, opts)?;
-        let context = match &weights {
-            Weights::Fast(f) => f.weights().context_length(),
-            _ => 0,
-        };
-        let format = if opts.dense_from.is_some() {
-            WeightFormat::FastDense
-        } else {
-            WeightFormat::Fast
-        };
-        Ok(Model {
-            weights,
-            arch,
-            format,
-            device: Device::Cpu,
-            pos: 0,
-            context,
-            vocab_size,
-            forward_calls: 0,
-        })
-    }
-
-    fn fast_weights<R: std::io::Read + std::io::Seek>(
-        ct: &Content,
-        reader: &mut R,
-        arch: Arch,
-        opts: FastOptions,
-    ) -> Result<Weights, LocalError> {
-        let w = FastWeights::load(ct, reader, arch, opts)?;
-        Ok(Weights::Fast(Box::new(FastModel::new(std::sync::Arc::new(w)))))
+        Self::from_content_with(ct, &mut file, WeightFormat::Fast, &Device::Cpu, opts)
     }
 
     /// Bytes held by the weights of a [`WeightFormat::Fast`] / [`WeightFormat::FastDense`] model
-    /// (`None` for the other formats), and whether its inner dimensions are padded to 256.
-    pub fn fast_weight_bytes(&self) -> Option<(usize, bool)> {
+    /// and the options it runs with (`None` for the other formats).
+    pub fn fast_weights(&self) -> Option<(usize, FastOptions)> {
         match &self.weights {
-            Weights::Fast(f) => Some((f.weights().bytes(), f.weights().padded())),
+            Weights::Fast(f) => Some((f.weights().bytes(), *f.weights().options())),
             _ => None,
         }
     }
