@@ -19,8 +19,8 @@
 //! releases, default 2), `MASK_RUNS` (replays, default 20); thread counts as usual
 //! (`CANDLE_NUM_THREADS`, `RAYON_NUM_THREADS`; by default the backend sets them).
 
-use std::path::PathBuf;
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
@@ -82,7 +82,8 @@ fn status_mib(field: &str) -> f64 {
 }
 
 /// A format name: `as_stored`, `f32`, `q8_0`, `fast`, `fast_dense`, `auto`, or `fast:` followed
-/// by options separated by `:` (`q8_0`, `q4k`, `q6k`, `f16`, `pad`, `nopad`, `dense`) to try
+/// by options separated by `:` (`q8_0`, `q4k`, `q6k`, `f16`, `pad`, `nopad`, `dense`, `own`,
+/// `candle`, `q8` (4-bit matrices re-quantized to Q8_0)) to try
 /// other settings of the fast forward pass.
 fn format_of(name: &str) -> (WeightFormat, FastOptions) {
     if let Some(opts) = name.strip_prefix("fast:") {
@@ -99,6 +100,7 @@ fn format_of(name: &str) -> (WeightFormat, FastOptions) {
                 "dense" => o.dense_from(FAST_DENSE_FROM),
                 "own" => o.own_kernel(true),
                 "candle" => o.own_kernel(false),
+                "q8" => o.keep_4bit(false),
                 other => panic!("unknown fast option {other}"),
             };
         }
@@ -222,7 +224,12 @@ fn messages(doc: &str) -> Vec<Message> {
 }
 
 /// One constrained (or free) generation of `doc`, timed from the mask's creation.
-fn extract(backend: &LocalBackend, engine: &Arc<MaskEngine>, doc: &str, constrained: bool) -> (f64, Output) {
+fn extract(
+    backend: &LocalBackend,
+    engine: &Arc<MaskEngine>,
+    doc: &str,
+    constrained: bool,
+) -> (f64, Output) {
     let t = Instant::now();
     let msgs = messages(doc);
     let out = if constrained {
@@ -258,10 +265,12 @@ impl E2e {
         self.calls.push(o.forward_calls as f64);
         self.tokens.push(o.tokens.len() as f64);
         self.forced.push(o.forced_tokens as f64);
-        self.prompt.push((o.prompt_tokens - o.reused_prefix_tokens) as f64);
+        self.prompt
+            .push((o.prompt_tokens - o.reused_prefix_tokens) as f64);
         self.prefill_ms.push(o.prefill_ms);
         if o.decode_ms > 0.0 {
-            self.decode_tps.push(o.tokens.len() as f64 / (o.decode_ms / 1e3));
+            self.decode_tps
+                .push(o.tokens.len() as f64 / (o.decode_ms / 1e3));
         }
     }
 }
@@ -300,8 +309,11 @@ fn format_child(path: &std::path::Path, name: &str) {
         return;
     }
     // Extractions.
-    let backend = LocalBackend::with_options(path, LocalOptions::default().weights(format).fast_options(fast))
-        .expect("backend");
+    let backend = LocalBackend::with_options(
+        path,
+        LocalOptions::default().weights(format).fast_options(fast),
+    )
+    .expect("backend");
     let tok = backend.tokenizer().clone();
     let engine = MaskEngine::cached(tok.json().as_bytes(), tok.stop_tokens()).expect("engine");
     // Warm-up: builds the grammar and caches the system prefix.
@@ -442,7 +454,12 @@ fn mask_child(path: &std::path::Path) {
 }
 
 /// Prefill, decode, multi-token calls and perplexity of the bare model; returns the row label.
-fn raw_stage(path: &std::path::Path, name: &str, format: WeightFormat, fast: FastOptions) -> String {
+fn raw_stage(
+    path: &std::path::Path,
+    name: &str,
+    format: WeightFormat,
+    fast: FastOptions,
+) -> String {
     let prefill = env_usize("PREFILL", 256);
     let decode = env_usize("DECODE", 64);
     let runs = env_usize("RUNS", 3);
@@ -458,7 +475,11 @@ fn raw_stage(path: &std::path::Path, name: &str, format: WeightFormat, fast: Fas
     let label = match model.fast_weights() {
         Some((bytes, o)) => format!(
             "{name} ({}{}, {:.0} MiB)",
-            if o.uses_own_kernel() { "own int8 kernel" } else { "Candle kernels" },
+            if o.uses_own_kernel() {
+                "own int8 kernel"
+            } else {
+                "Candle kernels"
+            },
             if o.pads() { ", padded to 256" } else { "" },
             bytes as f64 / (1 << 20) as f64
         ),
@@ -468,7 +489,9 @@ fn raw_stage(path: &std::path::Path, name: &str, format: WeightFormat, fast: Fas
         .map(|i| 100 + (i * 7919) % 20000)
         .collect();
     // Warm-up: Candle packs some weights on first use.
-    model.forward(&prompt[..16.min(prompt.len())], 0).expect("warm-up");
+    model
+        .forward(&prompt[..16.min(prompt.len())], 0)
+        .expect("warm-up");
     model.feed(&[300]).expect("warm-up");
     let (mut pre, mut dec, mut r4, mut r16) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
@@ -510,7 +533,12 @@ fn raw_stage(path: &std::path::Path, name: &str, format: WeightFormat, fast: Fas
         let mut logits = model.forward(&ids[..1], 0).expect("forward");
         for w in ids.windows(2) {
             let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-            let lse = max + logits.iter().map(|&l| (l as f64 - max).exp()).sum::<f64>().ln();
+            let lse = max
+                + logits
+                    .iter()
+                    .map(|&l| (l as f64 - max).exp())
+                    .sum::<f64>()
+                    .ln();
             nll += lse - logits[w[1] as usize] as f64;
             logits = model.feed(&[w[1]]).expect("forward");
         }

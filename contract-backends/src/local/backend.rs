@@ -193,11 +193,7 @@ fn apply_threads(threads: Option<usize>, weights: WeightFormat, fast: &FastOptio
         WeightFormat::Fast => fast.dense_from.is_some(),
         _ => false,
     };
-    let rayon = if dense {
-        n
-    } else {
-        1
-    };
+    let rayon = if dense { n } else { 1 };
     if unset("CANDLE_NUM_THREADS") {
         std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
     }

@@ -26,7 +26,9 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Tensor};
 
 use super::model::Arch;
+use super::q4::{self, Q4Format, Q4Matrix};
 use super::q8::{self, Q8Matrix};
+use super::team::Team;
 use super::LocalError;
 
 /// How the fast model holds its matrices (see [`super::WeightFormat::Fast`]); the defaults are
@@ -42,9 +44,13 @@ pub struct FastOptions {
     /// Keep an f32 copy of every matrix for calls with at least this many tokens (`None`: no
     /// copy; prompt processing uses the quantized matrices).
     pub dense_from: Option<usize>,
-    /// Use our own int8 matmul ([`super::q8`], AVX2) for Q8_0 matrices instead of Candle's
-    /// (`None`: on x86 CPUs with AVX2 but without the VNNI kernels Candle needs for Q8_0).
+    /// Use our own matmuls (int8 and 4-bit, AVX2) instead of Candle's (`None`: on x86 CPUs
+    /// with AVX2, FMA and F16C but without the VNNI kernels Candle needs for Q8_0). They take
+    /// Q8_0 only as [`FastOptions::dtype`].
     pub own_kernel: Option<bool>,
+    /// With our own kernels, keep matrices stored in Q4_0 / Q4_1 as they are (default): the
+    /// file's numbers, 0.625 bytes per weight; else re-quantize them to Q8_0.
+    pub keep_4bit: bool,
 }
 
 impl FastOptions {
@@ -64,9 +70,14 @@ impl FastOptions {
         self.dense_from = Some(tokens);
         self
     }
-    /// Forces our own int8 kernel (Q8_0 only) on or off.
+    /// Forces our own kernels on or off.
     pub fn own_kernel(mut self, on: bool) -> Self {
         self.own_kernel = Some(on);
+        self
+    }
+    /// Keeps 4-bit matrices as stored (with our own kernels), or re-quantizes them to Q8_0.
+    pub fn keep_4bit(mut self, on: bool) -> Self {
+        self.keep_4bit = on;
         self
     }
 
@@ -75,7 +86,7 @@ impl FastOptions {
         self.dtype == GgmlDType::Q8_0
             && self
                 .own_kernel
-                .unwrap_or_else(|| q8::avx2() && !vnni_kernels())
+                .unwrap_or_else(|| q8::avx2() && q4::avx2() && !vnni_kernels())
     }
 
     /// Whether inner dimensions are padded to 256 on this CPU.
@@ -94,6 +105,7 @@ impl Default for FastOptions {
             pad: None,
             dense_from: None,
             own_kernel: None,
+            keep_4bit: true,
         }
     }
 }
@@ -205,6 +217,8 @@ impl Config {
 enum Quantized {
     /// Our own int8 layout and kernel.
     Own(Q8Matrix),
+    /// The file's 4-bit blocks in our own layout and kernel.
+    Own4(Q4Matrix),
     /// A Candle quantized tensor, multiplied by its CPU kernel.
     Candle(QTensor),
 }
@@ -218,22 +232,91 @@ struct Linear {
 }
 
 impl Linear {
-    /// `parts` (f32, each `r_i x c` with `c <= cols`, rows padded to the number given) stacked on
-    /// rows, columns zero-padded to `cols`, rows zero-padded to `rows`.
+    /// `parts` (each `r_i x c` with `c <= cols`, rows padded to the number given) stacked on
+    /// rows, columns zero-padded to `cols`, rows zero-padded to `rows`. With our own kernels,
+    /// matrices stored in Q4_0 / Q4_1 (when [`FastOptions::keep_4bit`]) or Q8_0 are taken as
+    /// they are; anything else is dequantised and quantized again.
     fn build(
-        parts: &[(Tensor, usize)],
+        parts: &[(&QTensor, usize)],
         rows: usize,
         cols: usize,
         opts: &FastOptions,
     ) -> Result<Linear, LocalError> {
+        let own = opts.uses_own_kernel();
+        let dtype = parts.first().map(|(q, _)| q.dtype());
+        let same = parts
+            .iter()
+            .all(|(q, _)| Some(q.dtype()) == dtype && q.shape().dims().get(1) == Some(&cols));
+        let mut q = None;
+        if own && same {
+            let raw: Vec<_> = parts
+                .iter()
+                .map(|(t, pad)| Ok((t.data()?, t.shape().dims()[0], *pad)))
+                .collect::<Result<_, candle_core::Error>>()?;
+            let blocks: Vec<(&[u8], usize, usize)> =
+                raw.iter().map(|(d, n, p)| (d.as_ref(), *n, *p)).collect();
+            q = match dtype {
+                Some(GgmlDType::Q4_0) if opts.keep_4bit => {
+                    Q4Matrix::from_blocks(Q4Format::Q4_0, &blocks, rows, cols).map(Quantized::Own4)
+                }
+                Some(GgmlDType::Q4_1) if opts.keep_4bit => {
+                    Q4Matrix::from_blocks(Q4Format::Q4_1, &blocks, rows, cols).map(Quantized::Own4)
+                }
+                Some(GgmlDType::Q8_0) => {
+                    Q8Matrix::from_blocks(&blocks, rows, cols).map(Quantized::Own)
+                }
+                _ => None,
+            };
+        }
+        let q = match q {
+            Some(q) => q,
+            None => {
+                let w = Self::dense_stack(parts, rows, cols)?;
+                if own {
+                    let v = w.flatten_all()?.to_vec1::<f32>()?;
+                    Quantized::Own(Q8Matrix::quantize(&v, rows, cols))
+                } else {
+                    Quantized::Candle(QTensor::quantize(&w, opts.dtype)?)
+                }
+            }
+        };
+        let mut linear = Linear {
+            q,
+            dense: None,
+            rows,
+            cols,
+        };
+        if opts.dense_from.is_some() {
+            // The dense copy holds what the quantized matrix holds, so both paths agree closely.
+            linear.dense = Some(match &linear.q {
+                Quantized::Candle(q) => q.dequantize(&Device::Cpu)?,
+                _ => {
+                    let mut d = vec![0f32; rows * cols];
+                    for (r, row) in d.chunks_exact_mut(cols).enumerate() {
+                        linear.row(r, row);
+                    }
+                    Tensor::from_vec(d, (rows, cols), &Device::Cpu)?
+                }
+            });
+        }
+        Ok(linear)
+    }
+
+    /// The parts dequantised, padded and stacked (`rows x cols`, f32).
+    fn dense_stack(
+        parts: &[(&QTensor, usize)],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Tensor, LocalError> {
         let mut blocks = Vec::with_capacity(parts.len() + 1);
         let mut used = 0;
-        for (t, pad_rows_to) in parts {
+        for (q, pad_rows_to) in parts {
+            let t = q.dequantize(&Device::Cpu)?;
             let (r, c) = t.dims2()?;
             let t = if c < cols {
                 t.pad_with_zeros(1, 0, cols - c)?
             } else {
-                t.clone()
+                t
             };
             let t = if *pad_rows_to > r {
                 t.pad_with_zeros(0, 0, pad_rows_to - r)?
@@ -244,41 +327,22 @@ impl Linear {
             blocks.push(t);
         }
         if used < rows {
-            blocks.push(Tensor::zeros((rows - used, cols), DType::F32, &Device::Cpu)?);
+            blocks.push(Tensor::zeros(
+                (rows - used, cols),
+                DType::F32,
+                &Device::Cpu,
+            )?);
         }
-        let w = Tensor::cat(&blocks, 0)?;
-        let (q, dense) = if opts.uses_own_kernel() {
-            let q = Q8Matrix::quantize(&w.flatten_all()?.to_vec1::<f32>()?, rows, cols);
-            let dense = match opts.dense_from {
-                Some(_) => {
-                    let mut d = vec![0f32; rows * cols];
-                    for (r, row) in d.chunks_exact_mut(cols).enumerate() {
-                        q.dequantize_row(r, row);
-                    }
-                    Some(Tensor::from_vec(d, (rows, cols), &Device::Cpu)?)
-                }
-                None => None,
-            };
-            (Quantized::Own(q), dense)
-        } else {
-            let q = QTensor::quantize(&w, opts.dtype)?;
-            // The dense copy holds what the quantized matrix holds, so both paths agree closely.
-            let dense = match opts.dense_from {
-                Some(_) => Some(q.dequantize(&Device::Cpu)?),
-                None => None,
-            };
-            (Quantized::Candle(q), dense)
-        };
-        Ok(Linear {
-            q,
-            dense,
-            rows,
-            cols,
-        })
+        Ok(Tensor::cat(&blocks, 0)?)
     }
 
     /// `x` is `m x cols`; returns `m x rows`. `x` is given back unchanged.
-    fn forward(&self, x: &mut Vec<f32>, m: usize, dense_from: usize) -> Result<Vec<f32>, LocalError> {
+    fn forward(
+        &self,
+        x: &mut Vec<f32>,
+        m: usize,
+        dense_from: usize,
+    ) -> Result<Vec<f32>, LocalError> {
         debug_assert_eq!(x.len(), m * self.cols);
         if let Some(w) = self.dense.as_ref().filter(|_| m >= dense_from) {
             let xt = Tensor::from_slice(x.as_slice(), (m, self.cols), &Device::Cpu)?;
@@ -287,6 +351,7 @@ impl Linear {
         }
         let q = match &self.q {
             Quantized::Own(q) => return Ok(q.matmul(x, m)),
+            Quantized::Own4(q) => return Ok(q.matmul(x, m)),
             Quantized::Candle(q) => q,
         };
         let storage = CpuStorage::F32(std::mem::take(x));
@@ -309,6 +374,10 @@ impl Linear {
                 q.dequantize_row(r, out);
                 true
             }
+            Quantized::Own4(q) if r < q.rows() => {
+                q.dequantize_row(r, out);
+                true
+            }
             _ => false,
         }
     }
@@ -316,6 +385,7 @@ impl Linear {
     fn bytes(&self) -> usize {
         let q = match &self.q {
             Quantized::Own(q) => q.bytes(),
+            Quantized::Own4(q) => q.bytes(),
             Quantized::Candle(q) => q.storage_size_in_bytes(),
         };
         q + self.dense.as_ref().map_or(0, |d| d.elem_count() * 4)
@@ -371,10 +441,12 @@ fn read_matrix<R: Read + Seek>(
     name: &str,
     rows: usize,
     cols: usize,
-) -> Result<Tensor, LocalError> {
-    let t = read_f32(ct, reader, name)?;
-    match t.dims() {
-        [r, c] if *r == rows && *c == cols => Ok(t),
+) -> Result<QTensor, LocalError> {
+    let q = ct
+        .tensor(reader, name, &Device::Cpu)
+        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {e}")))?;
+    match q.shape().dims() {
+        [r, c] if *r == rows && *c == cols => Ok(q),
         dims => Err(LocalError::Gguf(format!(
             "tensor `{name}` has shape {dims:?}, expected [{rows}, {cols}]"
         ))),
@@ -431,13 +503,13 @@ impl FastWeights {
             )));
         }
         let tied = !ct.tensor_infos.contains_key("output.weight");
-        let output = if tied {
-            embd_q.dequantize(&Device::Cpu)?
+        let output_q = if tied {
+            None
         } else {
-            read_matrix(ct, reader, "output.weight", vocab_rows, h)?
+            Some(read_matrix(ct, reader, "output.weight", vocab_rows, h)?)
         };
         let output = Linear::build(
-            &[(output, 0)],
+            &[(output_q.as_ref().unwrap_or(&embd_q), 0)],
             round_up(vocab_rows, 16),
             hp,
             &FastOptions {
@@ -446,6 +518,7 @@ impl FastWeights {
                 ..opts
             },
         )?;
+        drop(output_q);
         let embedding = if tied && opts.uses_own_kernel() {
             Embedding::Output
         } else if h % embd_q.dtype().block_size() == 0 {
@@ -460,34 +533,43 @@ impl FastWeights {
             let wq = read_matrix(ct, reader, &format!("{p}.attn_q.weight"), attn, h)?;
             let wk = read_matrix(ct, reader, &format!("{p}.attn_k.weight"), kv, h)?;
             let wv = read_matrix(ct, reader, &format!("{p}.attn_v.weight"), kv, h)?;
-            let qkv = Linear::build(
-                &[(wq, 0), (wk, 0), (wv, 0)],
-                cfg.qkv_rows,
-                hp,
-                &opts,
-            )?;
+            let qkv = Linear::build(&[(&wq, 0), (&wk, 0), (&wv, 0)], cfg.qkv_rows, hp, &opts)?;
             let qkv_bias = if ct.tensor_infos.contains_key(&format!("{p}.attn_q.bias")) {
                 let mut b = read_vector(ct, reader, &format!("{p}.attn_q.bias"), attn, attn)?;
-                b.extend(read_vector(ct, reader, &format!("{p}.attn_k.bias"), kv, kv)?);
-                b.extend(read_vector(ct, reader, &format!("{p}.attn_v.bias"), kv, kv)?);
+                b.extend(read_vector(
+                    ct,
+                    reader,
+                    &format!("{p}.attn_k.bias"),
+                    kv,
+                    kv,
+                )?);
+                b.extend(read_vector(
+                    ct,
+                    reader,
+                    &format!("{p}.attn_v.bias"),
+                    kv,
+                    kv,
+                )?);
                 Some(b)
             } else if arch == Arch::Qwen2 {
-                return Err(LocalError::Gguf(format!("no `{p}.attn_q.bias` in a qwen2 model")));
+                return Err(LocalError::Gguf(format!(
+                    "no `{p}.attn_q.bias` in a qwen2 model"
+                )));
             } else {
                 None
             };
             let wo = read_matrix(ct, reader, &format!("{p}.attn_output.weight"), h, attn)?;
-            let wo = Linear::build(&[(wo, 0)], hp, cfg.attn_p, &opts)?;
+            let wo = Linear::build(&[(&wo, 0)], hp, cfg.attn_p, &opts)?;
             let gate = read_matrix(ct, reader, &format!("{p}.ffn_gate.weight"), cfg.ff, h)?;
             let up = read_matrix(ct, reader, &format!("{p}.ffn_up.weight"), cfg.ff, h)?;
             let gate_up = Linear::build(
-                &[(gate, cfg.ff_p), (up, cfg.ff_p)],
+                &[(&gate, cfg.ff_p), (&up, cfg.ff_p)],
                 2 * cfg.ff_p,
                 hp,
                 &opts,
             )?;
             let down = read_matrix(ct, reader, &format!("{p}.ffn_down.weight"), h, cfg.ff)?;
-            let down = Linear::build(&[(down, 0)], hp, cfg.ff_p, &opts)?;
+            let down = Linear::build(&[(&down, 0)], hp, cfg.ff_p, &opts)?;
             layers.push(Layer {
                 attn_norm: read_vector(ct, reader, &format!("{p}.attn_norm.weight"), h, hp)?,
                 qkv,
@@ -666,6 +748,7 @@ impl FastModel {
         }
         self.truncate(pos);
         let dense_from = w.opts.dense_from.unwrap_or(usize::MAX);
+        let own = w.opts.uses_own_kernel();
         let (h, hp) = (c.hidden, c.hidden_p);
         let hd = c.head_dim;
         let attn = c.n_head * hd;
@@ -695,12 +778,15 @@ impl FastModel {
                 cache.k.extend_from_slice(k);
                 cache.v.extend_from_slice(&rest[kv..2 * kv]);
             }
-            attention(c, &qkv, &cache.k, &cache.v, pos, m, &mut att);
+            attention(c, &qkv, &cache.k, &cache.v, pos, m, &mut att, own);
             let o = layer.wo.forward(&mut att, m, dense_from)?;
             add(&mut x, &o);
             rms_norm(&x, &layer.ffn_norm, h, hp, c.eps, &mut xn);
             let gu = layer.gate_up.forward(&mut xn, m, dense_from)?;
-            for (a, row) in act.chunks_exact_mut(c.ff_p).zip(gu.chunks_exact(2 * c.ff_p)) {
+            for (a, row) in act
+                .chunks_exact_mut(c.ff_p)
+                .zip(gu.chunks_exact(2 * c.ff_p))
+            {
                 let (g, u) = row.split_at(c.ff_p);
                 for ((a, &g), &u) in a.iter_mut().zip(g).zip(u) {
                     *a = g / (1.0 + (-g).exp()) * u;
@@ -779,7 +865,18 @@ fn rope(x: &mut [f32], cos: &[f32], sin: &[f32], arch: Arch) {
 /// Causal attention of the `m` new query rows (in `qkv`, rows of `qkv_rows`) over the cache
 /// (`pos + m` positions), each query head reading its key/value head in place. Writes `m` rows
 /// of `attn_p` to `out` (zeros past `n_head * head_dim`).
-fn attention(c: &Config, qkv: &[f32], k: &[f32], v: &[f32], pos: usize, m: usize, out: &mut [f32]) {
+/// Runs on our own thread team with our own kernels (`team`), else on Candle's pool.
+#[allow(clippy::too_many_arguments)]
+fn attention(
+    c: &Config,
+    qkv: &[f32],
+    k: &[f32],
+    v: &[f32],
+    pos: usize,
+    m: usize,
+    out: &mut [f32],
+    team: bool,
+) {
     let hd = c.head_dim;
     let kv = c.kv_dim();
     let group = c.n_head / c.n_kv_head;
@@ -797,14 +894,20 @@ fn attention(c: &Config, qkv: &[f32], k: &[f32], v: &[f32], pos: usize, m: usize
             let g = head / group;
             let n = pos + r + 1;
             // SAFETY: unit (r, head) owns out[r * attn_p + head * hd ..][..hd]; see `OutPtr`.
-            let o = unsafe { std::slice::from_raw_parts_mut(ptr.0.add(r * attn_p + head * hd), hd) };
+            let o =
+                unsafe { std::slice::from_raw_parts_mut(ptr.0.add(r * attn_p + head * hd), hd) };
             scores.clear();
             scores.resize(n, 0.0);
             simd::attend(simd, q, k, v, kv, g * hd, scale, &mut scores, o);
         }
     };
-    if units <= 1 {
+    // Work in multiply-adds: below some tens of thousands, a thread hand-off costs more.
+    let work = units * (pos + m) * hd;
+    if units <= 1 || work < 1 << 16 {
         run(0..units);
+    } else if team {
+        let team = Team::global();
+        team.for_each(units, units.div_ceil(2 * team.size()), run);
     } else {
         candle_core::utils::barrier_pool().execute_chunked(units, run);
     }
@@ -910,32 +1013,36 @@ mod simd {
         }
         assert!(k.len() >= (n - 1) * row + offset + hd && out.len() == hd);
         let qp = q.as_ptr();
-        for (j, s) in scores.iter_mut().enumerate() {
-            let kp = k.as_ptr().add(j * row + offset);
-            let mut acc0 = _mm256_setzero_ps();
-            let mut acc1 = _mm256_setzero_ps();
-            let mut i = 0;
-            while i + 16 <= hd {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(kp.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(qp.add(i + 8)),
-                    _mm256_loadu_ps(kp.add(i + 8)),
-                    acc1,
-                );
-                i += 16;
+        let kp = k.as_ptr().add(offset);
+        let dot = |kr: *const f32| {
+            let mut acc = _mm256_setzero_ps();
+            for i in (0..lanes * 8).step_by(8) {
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(kr.add(i)), acc);
             }
-            if i < hd {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(kp.add(i)), acc0);
-            }
-            let acc = _mm256_add_ps(acc0, acc1);
-            let hi = _mm256_extractf128_ps(acc, 1);
-            let lo = _mm256_castps256_ps128(acc);
-            let s4 = _mm_add_ps(hi, lo);
+            acc
+        };
+        let vscale = _mm_set1_ps(scale);
+        let mut j = 0;
+        // Four keys at a time: one horizontal reduction for four scores.
+        while j + 4 <= n {
+            let a0 = dot(kp.add(j * row));
+            let a1 = dot(kp.add((j + 1) * row));
+            let a2 = dot(kp.add((j + 2) * row));
+            let a3 = dot(kp.add((j + 3) * row));
+            let h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+            let s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            _mm_storeu_ps(scores.as_mut_ptr().add(j), _mm_mul_ps(s4, vscale));
+            j += 4;
+        }
+        while j < n {
+            let acc = dot(kp.add(j * row));
+            let s4 = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
             let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
             let s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-            *s = _mm_cvtss_f32(s1) * scale;
+            scores[j] = _mm_cvtss_f32(s1) * scale;
+            j += 1;
         }
-        let sum = softmax(scores);
+        let sum = softmax_avx2(scores);
         let p = 1.0 / sum;
         match lanes {
             8 => weighted_sum::<8>(v, row, offset, scores, p, out),
@@ -951,6 +1058,59 @@ mod simd {
                 }
             }
         }
+    }
+
+    /// `exp(s - max)` in place, 8 lanes at a time; returns the sum.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn softmax_avx2(scores: &mut [f32]) -> f32 {
+        use std::arch::x86_64::*;
+        let n = scores.len();
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let vmax = _mm256_set1_ps(max);
+        let mut vsum = _mm256_setzero_ps();
+        let p = scores.as_mut_ptr();
+        let mut j = 0;
+        while j + 8 <= n {
+            let e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p.add(j)), vmax));
+            _mm256_storeu_ps(p.add(j), e);
+            vsum = _mm256_add_ps(vsum, e);
+            j += 8;
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), vsum);
+        let mut sum: f32 = lanes.iter().sum();
+        for s in &mut scores[j..] {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        sum
+    }
+
+    /// `exp(x)` for `x <= 0` (as in a softmax), relative error about 2e-7: `2^n * p(r)` with
+    /// `x = n ln 2 + r`, `p` the degree-6 Taylor polynomial of `exp` on `|r| <= ln 2 / 2`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp256(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // Below about -87, exp underflows: clamp, the result is then about 1e-38 (as good as 0).
+        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.0));
+        let n = _mm256_round_ps(
+            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+        );
+        // r = x - n ln 2, with ln 2 split in two for precision.
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_145_75), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428_606_8e-6), r);
+        let mut y = _mm256_set1_ps(1.0 / 720.0);
+        for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+            y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+        }
+        let pow2 = _mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+            23,
+        );
+        _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
     }
 
     /// `out = sum_j scores[j] * p * v_j`, `L` vectors of 8 lanes held in registers.
@@ -986,6 +1146,31 @@ mod simd {
 mod tests {
     use super::*;
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_vector_exp_is_accurate() {
+        if !simd::available() {
+            return;
+        }
+        let xs: Vec<f32> = (0..2000).map(|i| -(i as f32) * 0.05).collect();
+        for chunk in xs.chunks_exact(8) {
+            let mut out = [0f32; 8];
+            // SAFETY: AVX2 and FMA are available.
+            unsafe {
+                use std::arch::x86_64::*;
+                let e = simd::exp256(_mm256_loadu_ps(chunk.as_ptr()));
+                _mm256_storeu_ps(out.as_mut_ptr(), e);
+            }
+            for (&x, &y) in chunk.iter().zip(&out) {
+                let want = (x as f64).exp();
+                assert!(
+                    ((y as f64) - want).abs() <= 1e-6 * want + 1e-37,
+                    "exp({x}) = {y}, want {want}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn avx2_and_plain_attention_agree() {
         let hd = 64;
@@ -1000,7 +1185,17 @@ mod tests {
         let mut o1 = vec![0.0; hd];
         let mut o2 = vec![0.0; hd];
         simd::attend(false, &q, &k, &v, row, hd, 0.125, &mut s1, &mut o1);
-        simd::attend(simd::available(), &q, &k, &v, row, hd, 0.125, &mut s2, &mut o2);
+        simd::attend(
+            simd::available(),
+            &q,
+            &k,
+            &v,
+            row,
+            hd,
+            0.125,
+            &mut s2,
+            &mut o2,
+        );
         for (a, b) in o1.iter().zip(&o2) {
             assert!((a - b).abs() < 1e-5, "{a} {b}");
         }

@@ -18,10 +18,12 @@ pub mod fetch;
 pub mod gguf_tokenizer;
 pub mod mask;
 pub mod model;
+mod q4;
 mod q8;
 pub mod rules;
 mod rules_dec;
 pub mod sample;
+mod team;
 
 use std::path::PathBuf;
 

@@ -8,6 +8,9 @@
 //! row and block, the same way (`d = max|x| / 127`, `q = round(x / d)`), and the dot product of
 //! two blocks is exact in i32 (`|q| <= 127`, so `maddubs` never saturates).
 
+use super::q4::f16_to_f32;
+use super::team::Team;
+
 /// Values per block.
 pub(crate) const BLOCK: usize = 32;
 /// Weight rows processed together.
@@ -23,8 +26,8 @@ pub(crate) struct Q8Matrix {
     d: Vec<f32>,
 }
 
-/// Quantizes one block; returns its scale.
-fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
+/// Quantizes one block (`d = max|x| / 127`, `q = round(x / d)`); returns its scale.
+pub(crate) fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -53,6 +56,44 @@ impl Q8Matrix {
             }
         }
         Q8Matrix { rows, cols, qs, d }
+    }
+
+    /// Stacks `parts` (raw Q8_0 blocks of `(rows_i, pad_to_i)` rows each, `cols` columns) on
+    /// rows, each part padded with zero rows to `pad_to_i`, then zero rows up to `rows`: the
+    /// file's numbers exactly (the f16 scales widened to f32).
+    pub(crate) fn from_blocks(
+        parts: &[(&[u8], usize, usize)],
+        rows: usize,
+        cols: usize,
+    ) -> Option<Q8Matrix> {
+        if cols % BLOCK != 0 {
+            return None;
+        }
+        let kb = cols / BLOCK;
+        let bb = 2 + BLOCK;
+        let tiles = rows.div_ceil(TILE);
+        let mut qs = vec![0i8; tiles * kb * TILE * BLOCK];
+        let mut d = vec![0f32; tiles * kb * TILE];
+        let mut r0 = 0;
+        for &(data, n, pad_to) in parts {
+            if data.len() != n * kb * bb {
+                return None;
+            }
+            for r in 0..n {
+                let row = r0 + r;
+                let (t, i) = (row / TILE, row % TILE);
+                for b in 0..kb {
+                    let blk = &data[(r * kb + b) * bb..][..bb];
+                    let at = (t * kb + b) * TILE + i;
+                    d[at] = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
+                    for (q, &v) in qs[at * BLOCK..][..BLOCK].iter_mut().zip(&blk[2..]) {
+                        *q = v as i8;
+                    }
+                }
+            }
+            r0 += n.max(pad_to);
+        }
+        (r0 <= rows).then_some(Q8Matrix { rows, cols, qs, d })
     }
 
     /// Rows (outputs).
@@ -102,10 +143,11 @@ impl Q8Matrix {
                 unsafe { self.tile(t, &xq, &xd, m, ptr, simd) };
             }
         };
-        if tiles * m * kb < 2048 {
+        let team = Team::global();
+        if tiles * m * kb < 2048 || team.size() == 1 {
             run(0..tiles);
         } else {
-            candle_core::utils::barrier_pool().execute_chunked(tiles, run);
+            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
         }
         out
     }
@@ -185,7 +227,7 @@ pub(crate) fn avx2() -> bool {
 
 /// The output pointer shared by the workers of one matmul, each writing its own columns.
 #[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
+pub(crate) struct OutPtr(pub(crate) *mut f32);
 // SAFETY: every worker writes a disjoint set of output columns, and the pool returns only after
 // all of them are done.
 unsafe impl Send for OutPtr {}
@@ -270,7 +312,10 @@ mod tests {
                 for c in 0..rows {
                     let exact: f32 = (0..cols).map(|k| x[r * cols + k] * w[c * cols + k]).sum();
                     let got = y[r * rows + c];
-                    assert!((exact - got).abs() < 0.15, "row {r} col {c}: {exact} vs {got}");
+                    assert!(
+                        (exact - got).abs() < 0.15,
+                        "row {r} col {c}: {exact} vs {got}"
+                    );
                 }
             }
             // The SIMD kernel against the plain one on the same quantized values.
