@@ -704,3 +704,46 @@ fn smollm2_fast_and_reference_greedy_generations_agree() {
         );
     }
 }
+
+/// A masked forward call: the allowed tokens' logits as in the full call, the others -inf; the
+/// fast model computes only the allowed rows of the output matrix when they are few.
+#[test]
+fn masked_forward_calls_keep_the_allowed_logits() {
+    for (format, path) in [
+        (WeightFormat::Fast, tiny_model()),
+        (WeightFormat::Fast, tiny_qwen2()),
+        (WeightFormat::AsStored, tiny_model()),
+    ] {
+        let mut m = Model::load(&path, format, &Device::Cpu).unwrap();
+        let prompt: Vec<u32> = (300..340).collect();
+        m.forward(&prompt, 0).unwrap();
+        let snap = m
+            .snapshot()
+            .unwrap_or_else(|| panic!("{format:?}: no snapshot"));
+        let full = m.feed(&[7, 8]).unwrap();
+        for allowed_ids in [
+            vec![5u32, 17, 300, 48000, 49151],
+            (0..49152).step_by(2).collect(),
+        ] {
+            let mut bits = vec![0u32; 49152 / 32];
+            for &t in &allowed_ids {
+                bits[t as usize / 32] |= 1 << (t % 32);
+            }
+            let mut m2 = snap.snapshot().unwrap();
+            let pos = m2.pos();
+            let masked = m2.forward_masked(&[7, 8], pos, Some(&bits)).unwrap();
+            assert_eq!(masked.len(), full.len());
+            let scale = max_abs(&full);
+            for (t, (&a, &b)) in full.iter().zip(&masked).enumerate() {
+                if bits[t / 32] & (1 << (t % 32)) != 0 {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * scale,
+                        "{format:?} token {t}: {a} vs {b}"
+                    );
+                } else {
+                    assert_eq!(b, f32::NEG_INFINITY, "{format:?} token {t}");
+                }
+            }
+        }
+    }
+}

@@ -411,10 +411,16 @@ impl LocalBackend {
         } else {
             prompt.len() - start
         };
-        let mut logits = feed_tokens(model, &feed[..split], &mut calls, true)?;
-        if split < feed.len() {
-            logits = feed_tokens(model, &feed[split..], &mut calls, false)?;
-        }
+        // The mask of the first sampled step, computed before the forward call that gives its
+        // logits, so that the fast model skips the disallowed tokens' logits.
+        let mut bits = Vec::new();
+        let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
+        let mut logits = if split < feed.len() {
+            feed_tokens(model, &feed[..split], &mut calls, true, None)?;
+            feed_tokens(model, &feed[split..], &mut calls, false, allowed)?
+        } else {
+            feed_tokens(model, &feed, &mut calls, true, allowed)?
+        };
         let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
 
@@ -430,9 +436,7 @@ impl LocalBackend {
             if model.pos() + 1 > model.context_length() {
                 break FinishReason::Length;
             }
-            if let Some(m) = mask.as_deref_mut() {
-                apply_mask(&mut logits, m.allowed()?);
-            }
+            // The logits are masked already (`next_allowed` before the forward call).
             let Some(token) = sampler.sample(&logits) else {
                 return Err(LocalError::Mask(format!(
                     "no token allowed after {} generated tokens (output so far: {:?})",
@@ -468,7 +472,8 @@ impl LocalBackend {
             if model.pos() + step.len() > model.context_length() {
                 break FinishReason::Length;
             }
-            logits = feed_tokens(model, &step, &mut calls, fast_forward)?;
+            let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
+            logits = feed_tokens(model, &step, &mut calls, fast_forward, allowed)?;
         };
 
         Ok(Output {
@@ -486,20 +491,43 @@ impl LocalBackend {
 }
 
 /// Feeds `tokens` at the end of the cache, in one call when `together`, else one call per token;
-/// the logits after the last one.
+/// the logits after the last one, masked with `allowed`.
 fn feed_tokens(
     model: &mut Model,
     tokens: &[u32],
     calls: &mut u32,
     together: bool,
+    allowed: Option<&[u32]>,
 ) -> Result<Vec<f32>, LocalError> {
     let chunk = if together { tokens.len().max(1) } else { 1 };
+    let parts = tokens.len().div_ceil(chunk);
     let mut logits = Vec::new();
-    for part in tokens.chunks(chunk) {
+    for (i, part) in tokens.chunks(chunk).enumerate() {
         *calls += 1;
-        logits = model.forward(part, model.pos())?;
+        let mask = if i + 1 == parts { allowed } else { None };
+        logits = model.forward_masked(part, model.pos(), mask)?;
     }
     Ok(logits)
+}
+
+/// The tokens `mask` allows at the next step, copied into `bits` (`None`: no mask, a finished
+/// mask, or every token allowed).
+fn next_allowed<'b>(
+    mask: Option<&mut (dyn TokenMask + '_)>,
+    bits: &'b mut Vec<u32>,
+) -> Result<Option<&'b [u32]>, LocalError> {
+    let Some(m) = mask else { return Ok(None) };
+    if m.is_done() {
+        return Ok(None);
+    }
+    match m.allowed()? {
+        Allowed::All => Ok(None),
+        Allowed::Bits(b) => {
+            bits.clear();
+            bits.extend_from_slice(b);
+            Ok(Some(bits.as_slice()))
+        }
+    }
 }
 
 /// Sets the logits of disallowed tokens to -inf.

@@ -367,6 +367,17 @@ impl Linear {
         }
     }
 
+    /// `y` for one row `x` restricted to the outputs `ids`: `None` when only the full product
+    /// is available (Candle's kernels, 4-bit rows).
+    fn forward_rows(&self, x: &[f32], ids: &[u32]) -> Option<Vec<f32>> {
+        match &self.q {
+            Quantized::Own(q) if ids.iter().all(|&r| (r as usize) < q.rows()) => {
+                Some(q.dot_rows(x, ids))
+            }
+            _ => None,
+        }
+    }
+
     /// Row `r` dequantised (`cols` long), from our own layout only.
     fn row(&self, r: usize, out: &mut [f32]) -> bool {
         match &self.q {
@@ -683,6 +694,13 @@ pub(crate) struct FastModel {
 /// A raw output pointer shared by the attention workers, each writing its own rows.
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
+
+impl OutPtr {
+    /// The pointer (a method, so that closures capture the whole `Sync` wrapper).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
 // SAFETY: the workers write disjoint ranges (one head of one query row each), and the pool
 // returns only after every worker is done.
 unsafe impl Send for OutPtr {}
@@ -732,8 +750,14 @@ impl FastModel {
     }
 
     /// Runs `tokens` at positions `pos..`, `pos <= ` the cached length (later positions are
-    /// dropped first); the logits after the last token.
-    pub(crate) fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+    /// dropped first); the logits after the last token. With `allowed` (a bitset over token
+    /// ids), the others are -inf, and only the allowed ones are computed when they are few.
+    pub(crate) fn forward(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        allowed: Option<&[u32]>,
+    ) -> Result<Vec<f32>, LocalError> {
         let w = Arc::clone(&self.w);
         let c = &w.cfg;
         let m = tokens.len();
@@ -798,8 +822,34 @@ impl FastModel {
         self.len = pos + m;
         let mut last = vec![0f32; hp];
         rms_norm(&x[(m - 1) * hp..], &w.norm, h, hp, c.eps, &mut last);
+        if let Some(bits) = allowed {
+            // Few allowed tokens (a constrained step): only their rows of the output matrix.
+            let count: usize = bits.iter().map(|b| b.count_ones() as usize).sum();
+            if count * 8 < w.vocab_rows {
+                let ids: Vec<u32> = bits
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, &b)| {
+                        (0..32u32)
+                            .filter(move |k| b & (1 << k) != 0)
+                            .map(move |k| i as u32 * 32 + k)
+                    })
+                    .filter(|&t| (t as usize) < w.vocab_rows)
+                    .collect();
+                if let Some(vals) = w.output.forward_rows(&last, &ids) {
+                    let mut logits = vec![f32::NEG_INFINITY; w.vocab_rows];
+                    for (&t, v) in ids.iter().zip(vals) {
+                        logits[t as usize] = v;
+                    }
+                    return Ok(logits);
+                }
+            }
+        }
         let mut logits = w.output.forward(&mut last, 1, usize::MAX)?;
         logits.truncate(w.vocab_rows);
+        if let Some(bits) = allowed {
+            super::backend::apply_mask(&mut logits, super::Allowed::Bits(bits));
+        }
         Ok(logits)
     }
 }
@@ -886,7 +936,6 @@ fn attention(
     let (attn_p, qkv_rows, n_head) = (c.attn_p, c.qkv_rows, c.n_head);
     let simd = simd::available();
     let run = move |range: std::ops::Range<usize>| {
-        let ptr = ptr;
         let mut scores = Vec::new();
         for unit in range {
             let (r, head) = (unit / n_head, unit % n_head);
@@ -894,8 +943,9 @@ fn attention(
             let g = head / group;
             let n = pos + r + 1;
             // SAFETY: unit (r, head) owns out[r * attn_p + head * hd ..][..hd]; see `OutPtr`.
-            let o =
-                unsafe { std::slice::from_raw_parts_mut(ptr.0.add(r * attn_p + head * hd), hd) };
+            let o = unsafe {
+                std::slice::from_raw_parts_mut(ptr.get().add(r * attn_p + head * hd), hd)
+            };
             scores.clear();
             scores.resize(n, 0.0);
             simd::attend(simd, q, k, v, kv, g * hd, scale, &mut scores, o);

@@ -282,6 +282,18 @@ impl Model {
     /// one. `pos` must be the current cache length ([`Model::pos`]) or 0 (which empties the cache
     /// first).
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+        self.forward_masked(tokens, pos, None)
+    }
+
+    /// [`Model::forward`], with the logits of tokens outside `allowed` (a bitset: token `t` is
+    /// bit `t % 32` of word `t / 32`) set to -inf. The fast model then computes only the allowed
+    /// tokens' logits when they are few (a constrained step), skipping most of the output matrix.
+    pub fn forward_masked(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        allowed: Option<&[u32]>,
+    ) -> Result<Vec<f32>, LocalError> {
         if tokens.is_empty() {
             return Err(LocalError::Gguf("forward with no tokens".into()));
         }
@@ -301,14 +313,14 @@ impl Model {
             self.reset();
         }
         let logits = match &mut self.weights {
-            Weights::Fast(m) => m.forward(tokens, pos)?,
+            Weights::Fast(m) => m.forward(tokens, pos, allowed)?,
             Weights::Llama(w) => {
                 let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
-                to_vec(w.forward(&input, pos)?)?
+                masked(to_vec(w.forward(&input, pos)?)?, allowed)
             }
             Weights::Qwen2(w) => {
                 let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
-                to_vec(w.forward(&input, pos)?)?
+                masked(to_vec(w.forward(&input, pos)?)?, allowed)
             }
         };
         self.pos = pos + tokens.len();
@@ -320,6 +332,13 @@ impl Model {
     pub fn feed(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
         self.forward(tokens, self.pos)
     }
+}
+
+fn masked(mut logits: Vec<f32>, allowed: Option<&[u32]>) -> Vec<f32> {
+    if let Some(bits) = allowed {
+        super::backend::apply_mask(&mut logits, super::Allowed::Bits(bits));
+    }
+    logits
 }
 
 fn to_vec(logits: Tensor) -> Result<Vec<f32>, LocalError> {

@@ -191,7 +191,6 @@ impl Q4Matrix {
         let tiles = self.rows.div_ceil(TILE);
         let ptr = OutPtr(out.as_mut_ptr());
         let run = |range: std::ops::Range<usize>| {
-            let ptr = ptr;
             for t in range {
                 // SAFETY: tile `t` writes only columns t*TILE.. of each output row (see OutPtr).
                 unsafe { self.tile(t, &xq, &xd, &xs, m, ptr, simd) };
@@ -255,7 +254,7 @@ impl Q4Matrix {
             }
             for (j, s) in sums.iter().enumerate().take(mt) {
                 for (i, &v) in s.iter().enumerate().take(rows) {
-                    *out.0.add((a + j) * self.rows + t * TILE + i) = v;
+                    *out.get().add((a + j) * self.rows + t * TILE + i) = v;
                 }
             }
             a += mt;
@@ -326,6 +325,7 @@ mod avx2 {
 
     /// `M` activation rows (1 or 2) against one tile of [`TILE`] weight rows.
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::needless_range_loop)]
     pub(super) unsafe fn tile<const M: usize>(
         w: &Tile<'_>,
         x: &Acts<'_>,
@@ -503,7 +503,8 @@ mod speed {
                 .collect();
             let f4 = |x: &[f32]| q4.matmul(x, m);
             let f8 = |x: &[f32]| q8.matmul(x, m);
-            let fs: [(&str, &dyn Fn(&[f32]) -> Vec<f32>); 2] = [("q4", &f4), ("q8", &f8)];
+            type Kernel<'a> = &'a dyn Fn(&[f32]) -> Vec<f32>;
+            let fs: [(&str, Kernel); 2] = [("q4", &f4), ("q8", &f8)];
             for (name, f) in fs {
                 let reps = 200 / m;
                 let t = Instant::now();

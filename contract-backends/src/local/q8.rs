@@ -119,6 +119,48 @@ impl Q8Matrix {
         }
     }
 
+    /// The dot products of one activation row `x` (`cols`) with the rows `ids` (each below
+    /// [`Q8Matrix::rows`]), in the order given.
+    pub(crate) fn dot_rows(&self, x: &[f32], ids: &[u32]) -> Vec<f32> {
+        assert_eq!(x.len(), self.cols);
+        let kb = self.cols / BLOCK;
+        let mut xq = vec![0i8; self.cols];
+        let mut xd = vec![0f32; kb];
+        for ((xb, qb), d) in x
+            .chunks_exact(BLOCK)
+            .zip(xq.chunks_exact_mut(BLOCK))
+            .zip(xd.iter_mut())
+        {
+            *d = quantize_block(xb, qb);
+        }
+        let simd = avx2();
+        ids.iter()
+            .map(|&r| {
+                let (t, i) = (r as usize / TILE, r as usize % TILE);
+                let mut sum = 0f32;
+                for b in 0..kb {
+                    let at = (t * kb + b) * TILE + i;
+                    let w = &self.qs[at * BLOCK..][..BLOCK];
+                    let xb = &xq[b * BLOCK..][..BLOCK];
+                    #[cfg(target_arch = "x86_64")]
+                    let dot = if simd {
+                        // SAFETY: the CPU has AVX2 (checked by `avx2`).
+                        unsafe { avx2::block_dot(w, xb) }
+                    } else {
+                        w.iter().zip(xb).map(|(&a, &b)| a as i32 * b as i32).sum()
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let dot: i32 = {
+                        let _ = simd;
+                        w.iter().zip(xb).map(|(&a, &b)| a as i32 * b as i32).sum()
+                    };
+                    sum += dot as f32 * self.d[at] * xd[b];
+                }
+                sum
+            })
+            .collect()
+    }
+
     /// `x` (`m x cols`) times the transpose: `m x rows`.
     pub(crate) fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.cols);
@@ -137,7 +179,6 @@ impl Q8Matrix {
         let ptr = OutPtr(out.as_mut_ptr());
         let simd = avx2();
         let run = |range: std::ops::Range<usize>| {
-            let ptr = ptr;
             for t in range {
                 // SAFETY: tile `t` writes only columns t*TILE.. of each output row (see OutPtr).
                 unsafe { self.tile(t, &xq, &xd, m, ptr, simd) };
@@ -184,7 +225,7 @@ impl Q8Matrix {
             }
             for (j, s) in sums.iter().enumerate().take(mt) {
                 for (i, &v) in s.iter().enumerate().take(rows) {
-                    *out.0.add((a + j) * self.rows + t * TILE + i) = v;
+                    *out.get().add((a + j) * self.rows + t * TILE + i) = v;
                 }
             }
             a += mt;
@@ -228,6 +269,13 @@ pub(crate) fn avx2() -> bool {
 /// The output pointer shared by the workers of one matmul, each writing its own columns.
 #[derive(Clone, Copy)]
 pub(crate) struct OutPtr(pub(crate) *mut f32);
+
+impl OutPtr {
+    /// The pointer (a method, so that closures capture the whole `Sync` wrapper).
+    pub(crate) fn get(self) -> *mut f32 {
+        self.0
+    }
+}
 // SAFETY: every worker writes a disjoint set of output columns, and the pool returns only after
 // all of them are done.
 unsafe impl Send for OutPtr {}
@@ -245,8 +293,23 @@ mod avx2 {
         _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
     }
 
+    /// The exact dot product of two blocks of 32 int8 (`|q| <= 127`).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn block_dot(w: &[i8], x: &[i8]) -> i32 {
+        assert!(w.len() >= BLOCK && x.len() >= BLOCK);
+        let w = _mm256_loadu_si256(w.as_ptr() as *const __m256i);
+        let x = _mm256_loadu_si256(x.as_ptr() as *const __m256i);
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
+        let p = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        let s = _mm_add_epi32(_mm256_extracti128_si256(p, 1), _mm256_castsi256_si128(p));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
+    }
+
     /// `M` activation rows (1 or 2) against one tile of [`TILE`] weight rows.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::needless_range_loop)]
     pub(super) unsafe fn tile<const M: usize>(
         qs: &[i8],
         d: &[f32],
