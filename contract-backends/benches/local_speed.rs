@@ -14,7 +14,8 @@
 //! the contract's mask (with and without the cross-field rule filter) against llguidance driven
 //! directly on the same grammar and tokenizer, replaying the constrained outputs.
 //!
-//! Environment: `FORMATS` (default `fast,fast_dense,f32,q8_0,as_stored`), `PREFILL` (tokens,
+//! Environment: `FORMATS` (default `fast,fast@1,fast:q8,f32,q8_0,as_stored`; `NAME@N` runs that
+//! format with `CANDLE_NUM_THREADS=N`), `STAGES` (default `raw,e2e,mask`), `PREFILL` (tokens,
 //! default 256), `DECODE` (default 64), `RUNS` (default 3), `E2E_RUNS` (passes over the
 //! releases, default 2), `MASK_RUNS` (replays, default 20); thread counts as usual
 //! (`CANDLE_NUM_THREADS`, `RAYON_NUM_THREADS`; by default the backend sets them).
@@ -29,7 +30,7 @@ use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 use contract_backends::local::fast::FastOptions;
 use contract_backends::local::mask::{percentile_us, MaskEngine};
-use contract_backends::local::model::{resolve_format, FAST_DENSE_FROM};
+use contract_backends::local::model::resolve_format;
 use contract_backends::local::{
     fetch, gguf_tokenizer, LocalBackend, LocalOptions, Model, Output, WeightFormat,
 };
@@ -81,7 +82,7 @@ fn status_mib(field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// A format name: `as_stored`, `f32`, `q8_0`, `fast`, `fast_dense`, `auto`, or `fast:` followed
+/// A format name: `as_stored`, `f32`, `q8_0`, `fast`, `auto`, or `fast:` followed
 /// by options separated by `:` (`q8_0`, `q4k`, `q6k`, `f16`, `pad`, `nopad`, `dense`, `own`,
 /// `candle`, `q8` (4-bit matrices re-quantized to Q8_0)) to try
 /// other settings of the fast forward pass.
@@ -97,7 +98,7 @@ fn format_of(name: &str) -> (WeightFormat, FastOptions) {
                 "f16" => o.dtype(GgmlDType::F16),
                 "pad" => o.pad(true),
                 "nopad" => o.pad(false),
-                "dense" => o.dense_from(FAST_DENSE_FROM),
+                "dense" => o.dense_from(16),
                 "own" => o.own_kernel(true),
                 "candle" => o.own_kernel(false),
                 "q8" => o.keep_4bit(false),
@@ -112,7 +113,6 @@ fn format_of(name: &str) -> (WeightFormat, FastOptions) {
         "f32" => WeightFormat::F32,
         "q8_0" => WeightFormat::Q8_0,
         "fast" => WeightFormat::Fast,
-        "fast_dense" => WeightFormat::FastDense,
         other => panic!("unknown format {other}"),
     };
     (f, FastOptions::default())
@@ -133,12 +133,13 @@ fn main() {
         if what == "mask" {
             mask_child(&path);
         } else {
-            format_child(&path, &what);
+            let label = arg_value(&args, "--label").unwrap_or_else(|| what.clone());
+            format_child(&path, &what, &label);
         }
         return;
     }
-    let formats =
-        std::env::var("FORMATS").unwrap_or_else(|_| "fast,fast_dense,f32,q8_0,as_stored".into());
+    let formats = std::env::var("FORMATS")
+        .unwrap_or_else(|_| "fast,fast@1,fast:q8,f32,q8_0,as_stored".into());
     println!("model: {}", path.display());
     println!(
         "threads: CANDLE_NUM_THREADS={:?} RAYON_NUM_THREADS={:?} (unset: the backend's defaults)",
@@ -150,12 +151,18 @@ fn main() {
     let stages = std::env::var("STAGES").unwrap_or_else(|_| "raw,e2e,mask".into());
     for (i, name) in formats.split(',').map(str::trim).enumerate() {
         // Rows come as they are measured (on stderr), then again in the tables at the end.
-        let mut child = Command::new(&exe)
-            .args(["--child", name, "--model"])
+        let mut cmd = Command::new(&exe);
+        let format = match name.split_once('@') {
+            Some((format, threads)) => {
+                cmd.env("CANDLE_NUM_THREADS", threads);
+                format
+            }
+            None => name,
+        };
+        cmd.args(["--child", format, "--label", name, "--model"])
             .arg(&path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("child process");
+            .stdout(Stdio::piped());
+        let mut child = cmd.spawn().expect("child process");
         let stdout = child.stdout.take().expect("piped stdout");
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
@@ -205,7 +212,7 @@ fn set_threads(path: &std::path::Path, format: WeightFormat, fast: &FastOptions)
     let ct = gguf_tokenizer::read_content(path).expect("gguf");
     let resolved = resolve_format(&ct, format, &Device::Cpu);
     let dense = match resolved {
-        WeightFormat::F32 | WeightFormat::FastDense => true,
+        WeightFormat::F32 => true,
         WeightFormat::Fast => fast.dense_from.is_some(),
         _ => false,
     };
@@ -295,15 +302,15 @@ fn run_e2e(
     e
 }
 
-fn format_child(path: &std::path::Path, name: &str) {
+fn format_child(path: &std::path::Path, name: &str, label_name: &str) {
     let (format, fast) = format_of(name);
     set_threads(path, format, &fast);
     let e2e_runs = env_usize("E2E_RUNS", 2);
     let stages = std::env::var("STAGES").unwrap_or_else(|_| "raw,e2e,mask".into());
 
-    let mut label = name.to_string();
+    let mut label = label_name.to_string();
     if stages.contains("raw") {
-        label = raw_stage(path, name, format, fast);
+        label = raw_stage(path, label_name, format, fast);
     }
     if !stages.contains("e2e") {
         return;
@@ -474,13 +481,14 @@ fn raw_stage(
     let rss_load = status_mib("VmRSS:");
     let label = match model.fast_weights() {
         Some((bytes, o)) => format!(
-            "{name} ({}{}, {:.0} MiB)",
+            "{name} ({}{}, {} threads, {:.0} MiB weights)",
             if o.uses_own_kernel() {
                 "own int8 kernel"
             } else {
                 "Candle kernels"
             },
             if o.pads() { ", padded to 256" } else { "" },
+            std::env::var("CANDLE_NUM_THREADS").unwrap_or_default(),
             bytes as f64 / (1 << 20) as f64
         ),
         _ => name.to_string(),

@@ -396,12 +396,7 @@ fn weight_formats_load_and_agree_roughly() {
         .unwrap()
         .forward(&prompt, 0)
         .unwrap();
-    for format in [
-        WeightFormat::F32,
-        WeightFormat::Q8_0,
-        WeightFormat::Fast,
-        WeightFormat::FastDense,
-    ] {
+    for format in [WeightFormat::F32, WeightFormat::Q8_0, WeightFormat::Fast] {
         let other = Model::load(&path, format, &Device::Cpu)
             .unwrap()
             .forward(&prompt, 0)

@@ -45,8 +45,7 @@ pub struct LocalOptions {
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
     pub constrain: bool,
-    /// Options of the fast forward pass, for [`WeightFormat::Fast`] and
-    /// [`WeightFormat::FastDense`] (default: its defaults).
+    /// Options of the fast forward pass, for [`WeightFormat::Fast`] (default: its defaults).
     pub fast: FastOptions,
     /// Feed the tokens the mask forces together with the sampled token in one forward call
     /// (default on; off only to measure what it saves: the output is the same).
@@ -189,7 +188,7 @@ fn apply_threads(threads: Option<usize>, weights: WeightFormat, fast: &FastOptio
     // Measured on 2 cores: quantized matmuls run on Candle's pool; sharing the cores with a rayon
     // pool of the same size slows them down, so rayon gets one thread there.
     let dense = match weights {
-        WeightFormat::F32 | WeightFormat::FastDense => true,
+        WeightFormat::F32 => true,
         WeightFormat::Fast => fast.dense_from.is_some(),
         _ => false,
     };

@@ -39,14 +39,7 @@ pub enum WeightFormat {
     /// dimensions padded to 256 where Candle's VNNI kernels exist. About 1.1 bytes per parameter
     /// (1.4 when padded).
     Fast,
-    /// [`WeightFormat::Fast`] plus an f32 copy of every matrix, used for calls of
-    /// [`FAST_DENSE_FROM`] tokens or more (prompt processing), where a dense GEMM is faster than
-    /// Candle's quantized one on CPUs without VNNI kernels. About 5 bytes per parameter.
-    FastDense,
 }
-
-/// Tokens in one call from which [`WeightFormat::FastDense`] uses its f32 matrices.
-pub const FAST_DENSE_FROM: usize = 16;
 
 /// The most bytes of f32 weights [`WeightFormat::Auto`] accepts (3 GiB: models up to about
 /// 0.75 B parameters).
@@ -121,8 +114,7 @@ impl Model {
     }
 
     /// Loads a model from GGUF content read from `reader`, with `fast` as the options of the
-    /// fast forward pass when `format` is (or stands for) [`WeightFormat::Fast`] or
-    /// [`WeightFormat::FastDense`].
+    /// fast forward pass when `format` is (or stands for) [`WeightFormat::Fast`].
     pub fn from_content_with<R: std::io::Read + std::io::Seek>(
         ct: Content,
         reader: &mut R,
@@ -142,7 +134,7 @@ impl Model {
             })
             .unwrap_or(0);
         let format = resolve_format(&ct, format, device);
-        if arch == Arch::Llama && !matches!(format, WeightFormat::Fast | WeightFormat::FastDense) {
+        if arch == Arch::Llama && format != WeightFormat::Fast {
             // quantized_llama precomputes rotary embeddings for this many positions.
             context = context.min(quantized_llama::MAX_SEQ_LEN);
         }
@@ -150,17 +142,13 @@ impl Model {
             WeightFormat::Auto | WeightFormat::AsStored => load_weights(arch, ct, reader, device)?,
             WeightFormat::F32 => convert_and_load(arch, ct, reader, device, GgmlDType::F32)?,
             WeightFormat::Q8_0 => convert_and_load(arch, ct, reader, device, GgmlDType::Q8_0)?,
-            WeightFormat::Fast | WeightFormat::FastDense => {
+            WeightFormat::Fast => {
                 if !device.is_cpu() {
                     return Err(LocalError::Gguf(format!(
                         "weight format {format:?} runs on the CPU only"
                     )));
                 }
-                let mut opts = fast;
-                if format == WeightFormat::FastDense && opts.dense_from.is_none() {
-                    opts.dense_from = Some(FAST_DENSE_FROM);
-                }
-                let w = FastWeights::load(&ct, reader, arch, opts)?;
+                let w = FastWeights::load(&ct, reader, arch, fast)?;
                 context = w.context_length();
                 Weights::Fast(Box::new(FastModel::new(std::sync::Arc::new(w))))
             }
@@ -186,7 +174,7 @@ impl Model {
         Self::from_content_with(ct, &mut file, WeightFormat::Fast, &Device::Cpu, opts)
     }
 
-    /// Bytes held by the weights of a [`WeightFormat::Fast`] / [`WeightFormat::FastDense`] model
+    /// Bytes held by the weights of a [`WeightFormat::Fast`] model
     /// and the options it runs with (`None` for the other formats).
     pub fn fast_weights(&self) -> Option<(usize, FastOptions)> {
         match &self.weights {

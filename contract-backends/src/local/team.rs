@@ -3,10 +3,11 @@
 //!
 //! Unlike a barrier (Candle's pool waits for every worker at the end of every call), the caller
 //! never waits for a helper that has not joined the call: a helper that is asleep or
-//! descheduled when the call starts simply misses it, and the caller does the work. On a machine
-//! whose cores are busy with other processes this keeps a decode step from stalling a whole
-//! scheduler time slice per matmul; on an idle machine the helpers spin briefly between calls and
-//! join at once.
+//! descheduled when the call starts simply misses it, and the caller does the work. Idle helpers
+//! spin only briefly, then yield the CPU for a while, then park. On a machine whose cores are busy
+//! with other processes this keeps a decode step from stalling a scheduler time slice per matmul
+//! and keeps waiting helpers from taking a core the caller needs; on an idle machine the helpers
+//! join each call at once.
 
 use std::cell::UnsafeCell;
 use std::ops::Range;
@@ -16,8 +17,11 @@ use std::thread::Thread;
 
 const OPEN: u64 = 1 << 31;
 const JOINED: u64 = OPEN - 1;
-/// Spins of an idle helper before it parks (a few tens of microseconds).
-const SPINS: u32 = 20_000;
+/// Busy spins of an idle helper before it starts yielding (a microsecond or so).
+const SPINS: u32 = 256;
+/// Yields of an idle helper before it parks (on an idle machine each returns at once, so this is
+/// about a millisecond; on a busy one the other threads run meanwhile).
+const YIELDS: u32 = 1_000;
 
 #[derive(Clone, Copy)]
 struct Job {
@@ -149,7 +153,7 @@ impl Team {
         let mut spins = 0u32;
         while inner.left.load(Ordering::Acquire) != joined {
             spins += 1;
-            if spins < 1 << 16 {
+            if spins < SPINS {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
@@ -187,6 +191,10 @@ fn helper(inner: &Inner, i: usize) {
             spins += 1;
             if spins < SPINS {
                 std::hint::spin_loop();
+                continue;
+            }
+            if spins < SPINS + YIELDS {
+                std::thread::yield_now();
                 continue;
             }
             inner.sleeping[i].store(true, Ordering::SeqCst);
