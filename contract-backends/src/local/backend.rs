@@ -27,14 +27,14 @@ use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 #[non_exhaustive]
 pub struct LocalOptions {
     /// How the weights are held in memory (default [`WeightFormat::Auto`]: the fast forward pass
-    /// with Q8_0 weights on the CPU).
+    /// on the CPU).
     pub weights: WeightFormat,
     /// Most tokens to generate when the request does not say (default 512).
     pub max_tokens: u32,
-    /// Threads for Candle's matmuls (default: the available parallelism). Applied through
-    /// `CANDLE_NUM_THREADS` and `RAYON_NUM_THREADS` (1 for quantized weights, whose matmuls run on
-    /// Candle's own pool: measured fastest) when those are not set already; they are
-    /// process-wide and read by Candle on first use.
+    /// Threads for the matmuls (default: the available parallelism). Applied through
+    /// `CANDLE_NUM_THREADS` (Candle's pool, and the fast forward pass's own thread team) and
+    /// `RAYON_NUM_THREADS` (1 for quantized weights, whose matmuls run on those: measured
+    /// fastest) when those are not set already; they are process-wide and read on first use.
     pub threads: Option<usize>,
     /// A `tokenizer.json` to use instead of the one built from the GGUF metadata.
     pub tokenizer_json: Option<PathBuf>,
