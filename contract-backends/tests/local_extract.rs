@@ -52,3 +52,34 @@ async fn smollm2_outputs_are_always_valid_guidance() {
         eprintln!("release {i}: {raw}");
     }
 }
+
+/// The fast forward pass (the default) and candle-transformers' model with f32 weights (the
+/// file's numbers) extract the same values from the releases.
+#[tokio::test(flavor = "current_thread")]
+async fn fast_and_reference_models_extract_the_same_values() {
+    use contract_backends::local::{LocalOptions, WeightFormat};
+    let path = contract_backends::local::fetch::default_model_path().expect("default model");
+    let mut values = Vec::new();
+    for format in [WeightFormat::Fast, WeightFormat::F32] {
+        let backend =
+            LocalBackend::with_options(&path, LocalOptions::default().weights(format)).unwrap();
+        let extractor = Extractor::<Guidance, _>::new(backend)
+            .max_attempts(1)
+            .max_tokens(120);
+        let mut v = Vec::new();
+        for release in RELEASES {
+            let record = extractor.extract(release).await;
+            v.push(record.value);
+        }
+        values.push(v);
+    }
+    let same = values[0]
+        .iter()
+        .zip(&values[1])
+        .filter(|(a, b)| a == b)
+        .count();
+    for (i, (a, b)) in values[0].iter().zip(&values[1]).enumerate() {
+        eprintln!("release {i}: fast {a:?}\n           reference {b:?}");
+    }
+    assert_eq!(same, RELEASES.len(), "{same} of {} agree", RELEASES.len());
+}

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
+use contract_backends::local::fast::FastOptions;
 use contract_backends::local::gguf_tokenizer::read_content;
 use contract_backends::local::sample::SplitMix64;
 use contract_backends::local::{
@@ -359,8 +360,14 @@ fn the_system_prefix_is_computed_once_and_changes_nothing() {
 
 #[test]
 fn fed_together_or_one_by_one_the_logits_agree() {
+    for format in [WeightFormat::AsStored, WeightFormat::Fast] {
+        fed_together_or_one_by_one(format);
+    }
+}
+
+fn fed_together_or_one_by_one(format: WeightFormat) {
     let path = tiny_model();
-    let mut m = Model::load(&path, WeightFormat::AsStored, &Device::Cpu).unwrap();
+    let mut m = Model::load(&path, format, &Device::Cpu).unwrap();
     let prompt: Vec<u32> = (100..140).collect();
     let extra = [500u32, 501, 502, 503];
     m.forward(&prompt, 0).unwrap();
@@ -389,7 +396,7 @@ fn weight_formats_load_and_agree_roughly() {
         .unwrap()
         .forward(&prompt, 0)
         .unwrap();
-    for format in [WeightFormat::F32, WeightFormat::Q8_0] {
+    for format in [WeightFormat::F32, WeightFormat::Q8_0, WeightFormat::Fast] {
         let other = Model::load(&path, format, &Device::Cpu)
             .unwrap()
             .forward(&prompt, 0)
@@ -420,11 +427,10 @@ fn seeded_sampling_is_reproducible() {
 }
 
 #[test]
-fn qwen2_decodes_without_prefix_snapshots() {
-    let cached = LocalBackend::with_options(tiny_qwen2(), LocalOptions::default()).unwrap();
-    let plain =
-        LocalBackend::with_options(tiny_qwen2(), LocalOptions::default().prefix_cache(false))
-            .unwrap();
+fn qwen2_as_stored_decodes_without_prefix_snapshots() {
+    let opts = LocalOptions::default().weights(WeightFormat::AsStored);
+    let cached = LocalBackend::with_options(tiny_qwen2(), opts.clone()).unwrap();
+    let plain = LocalBackend::with_options(tiny_qwen2(), opts.prefix_cache(false)).unwrap();
     let g = Sampling::default();
     for doc in ["Invoice 1: 30 EUR", "Invoice 2: 45 USD"] {
         let a = cached.generate(&messages(doc), 6, &g, None).unwrap();
@@ -436,6 +442,135 @@ fn qwen2_decodes_without_prefix_snapshots() {
     let m = Model::load(&tiny_qwen2(), WeightFormat::Q8_0, &Device::Cpu).unwrap();
     assert_eq!(m.arch(), contract_backends::local::model::Arch::Qwen2);
     assert!(m.snapshot().is_none());
+}
+
+#[test]
+fn qwen2_reuses_the_prefix_with_the_fast_model() {
+    let cached = LocalBackend::with_options(tiny_qwen2(), LocalOptions::default()).unwrap();
+    let plain =
+        LocalBackend::with_options(tiny_qwen2(), LocalOptions::default().prefix_cache(false))
+            .unwrap();
+    let g = Sampling::default();
+    let mut reused = Vec::new();
+    for doc in ["Invoice 1: 30 EUR", "Invoice 2: 45 USD", "Invoice 3: none"] {
+        let a = cached.generate(&messages(doc), 6, &g, None).unwrap();
+        let b = plain.generate(&messages(doc), 6, &g, None).unwrap();
+        assert_eq!(a.tokens, b.tokens, "{doc}");
+        assert!(!a.tokens.is_empty());
+        reused.push(a.reused_prefix_tokens);
+    }
+    assert_eq!(reused[0], 0);
+    assert!(reused[1] > 0 && reused[1] == reused[2], "{reused:?}");
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn max_abs(a: &[f32]) -> f32 {
+    a.iter().map(|x| x.abs()).fold(0.0, f32::max)
+}
+
+/// Logits of a prompt (one call), three single tokens, then four tokens in one call.
+fn logit_trace(m: &mut Model) -> Vec<Vec<f32>> {
+    let prompt: Vec<u32> = (100..140).chain([7, 3000, 42]).collect();
+    let mut out = vec![m.forward(&prompt, 0).unwrap()];
+    for t in [500u32, 9, 17000] {
+        out.push(m.feed(&[t]).unwrap());
+    }
+    out.push(m.feed(&[600, 601, 48000, 2]).unwrap());
+    out
+}
+
+/// The fast model against candle-transformers' model with f32 weights (the file's numbers):
+/// exact up to rounding when the fast model's matrices are f32 too (padded or not), within the
+/// noise of int8 activations (and of Q8_0 weights where re-quantized) otherwise; prefill, single
+/// tokens and a multi-token call alike.
+#[test]
+fn the_fast_model_matches_the_reference_model() {
+    for (arch, path) in [("llama", tiny_model()), ("qwen2", tiny_qwen2())] {
+        let reference =
+            logit_trace(&mut Model::load(&path, WeightFormat::F32, &Device::Cpu).unwrap());
+        let scale = reference.iter().map(|l| max_abs(l)).fold(0.0, f32::max);
+        assert!(scale > 0.5, "{arch}: degenerate logits");
+        let f32_opts = FastOptions::default().dtype(GgmlDType::F32);
+        for (name, opts, tolerance) in [
+            ("f32", f32_opts.pad(false), 1e-4),
+            ("f32 padded", f32_opts.pad(true), 1e-4),
+            (
+                "own kernels, 4-bit as stored",
+                FastOptions::default().own_kernel(true),
+                0.05,
+            ),
+            (
+                "own kernels, re-quantized to Q8_0",
+                FastOptions::default().own_kernel(true).keep_4bit(false),
+                0.05,
+            ),
+            (
+                "Candle's kernels, Q8_0",
+                FastOptions::default().own_kernel(false),
+                0.05,
+            ),
+            (
+                "Candle's kernels, Q8_0 padded",
+                FastOptions::default().own_kernel(false).pad(true),
+                0.05,
+            ),
+            (
+                "with f32 copies for prefill",
+                FastOptions::default().dense_from(8),
+                0.05,
+            ),
+        ] {
+            let mut fast = Model::load_fast(&path, opts).unwrap();
+            let trace = logit_trace(&mut fast);
+            let mut worst = 0f32;
+            for (step, (a, b)) in reference.iter().zip(&trace).enumerate() {
+                let d = max_diff(a, b) / scale;
+                assert!(
+                    d < tolerance,
+                    "{arch} {name}, call {step}: max difference {d} of the logits' scale {scale}"
+                );
+                worst = worst.max(d);
+            }
+            eprintln!("{arch} {name}: max difference {worst:.2e} of the logits' scale {scale:.2}");
+        }
+    }
+}
+
+#[test]
+fn fast_snapshots_restore_the_cache() {
+    for path in [tiny_model(), tiny_qwen2()] {
+        let mut m = Model::load(&path, WeightFormat::Fast, &Device::Cpu).unwrap();
+        let prompt: Vec<u32> = (200..230).collect();
+        m.forward(&prompt, 0).unwrap();
+        let snap = m.snapshot().unwrap();
+        let a = m.feed(&[5, 6, 7]).unwrap();
+        assert_eq!(m.pos(), 33);
+        m.restore_from(&snap).unwrap();
+        assert_eq!(m.pos(), 30);
+        let b = m.feed(&[8]).unwrap();
+        // The same from scratch.
+        let mut fresh = Model::load(&path, WeightFormat::Fast, &Device::Cpu).unwrap();
+        let b2 = fresh
+            .forward(&[prompt.clone(), vec![8]].concat(), 0)
+            .unwrap();
+        assert!(
+            max_diff(&b, &b2) < 1e-3 * max_abs(&b2),
+            "{}",
+            max_diff(&b, &b2)
+        );
+        let mut other = snap.snapshot().unwrap();
+        let a2 = other.feed(&[5, 6, 7]).unwrap();
+        assert_eq!(a, a2);
+        // A model from another load is refused.
+        assert!(fresh.restore_from(&snap).is_err());
+    }
 }
 
 #[test]
@@ -517,4 +652,93 @@ async fn smollm2_under_a_schema_mask_writes_valid_json_with_fewer_calls() {
     // +1 for the system prefix computed on this first request).
     let (n, calls) = (r.completion_tokens.unwrap(), r.forward_calls.unwrap());
     assert!(calls < n, "{calls} calls for {n} tokens: {:?}", r.text);
+}
+
+/// Greedy generations of the real SmolLM2: the fast model (Q8_0) against candle-transformers'
+/// model with f32 weights (the file's weights exactly).
+#[test]
+fn smollm2_fast_and_reference_greedy_generations_agree() {
+    let fast = LocalBackend::with_options(
+        real_model(),
+        LocalOptions::default().weights(WeightFormat::Fast),
+    )
+    .unwrap();
+    let reference = LocalBackend::with_options(
+        real_model(),
+        LocalOptions::default().weights(WeightFormat::F32),
+    )
+    .unwrap();
+    let g = Sampling::default();
+    let mut agreed = Vec::new();
+    for prompt in [
+        "What is the capital of France? Answer in one word.",
+        "Name three primary colours.",
+        "Complete: The quick brown fox",
+    ] {
+        let msgs = vec![Message::user(prompt)];
+        let a = fast.generate(&msgs, 24, &g, None).unwrap();
+        let b = reference.generate(&msgs, 24, &g, None).unwrap();
+        let same = a
+            .tokens
+            .iter()
+            .zip(&b.tokens)
+            .take_while(|(x, y)| x == y)
+            .count();
+        eprintln!(
+            "{prompt:?}: {same} of {} tokens agree\n  fast: {:?}\n  reference: {:?}",
+            b.tokens.len(),
+            a.text,
+            b.text
+        );
+        agreed.push((same, b.tokens.len()));
+    }
+    for (same, n) in agreed {
+        assert!(
+            same >= n.min(8),
+            "only the first {same} of {n} greedy tokens agree"
+        );
+    }
+}
+
+/// A masked forward call: the allowed tokens' logits as in the full call, the others -inf; the
+/// fast model computes only the allowed rows of the output matrix when they are few.
+#[test]
+fn masked_forward_calls_keep_the_allowed_logits() {
+    for (format, path) in [
+        (WeightFormat::Fast, tiny_model()),
+        (WeightFormat::Fast, tiny_qwen2()),
+        (WeightFormat::AsStored, tiny_model()),
+    ] {
+        let mut m = Model::load(&path, format, &Device::Cpu).unwrap();
+        let prompt: Vec<u32> = (300..340).collect();
+        m.forward(&prompt, 0).unwrap();
+        let snap = m
+            .snapshot()
+            .unwrap_or_else(|| panic!("{format:?}: no snapshot"));
+        let full = m.feed(&[7, 8]).unwrap();
+        for allowed_ids in [
+            vec![5u32, 17, 300, 48000, 49151],
+            (0..49152).step_by(2).collect(),
+        ] {
+            let mut bits = vec![0u32; 49152 / 32];
+            for &t in &allowed_ids {
+                bits[t as usize / 32] |= 1 << (t % 32);
+            }
+            let mut m2 = snap.snapshot().unwrap();
+            let pos = m2.pos();
+            let masked = m2.forward_masked(&[7, 8], pos, Some(&bits)).unwrap();
+            assert_eq!(masked.len(), full.len());
+            let scale = max_abs(&full);
+            for (t, (&a, &b)) in full.iter().zip(&masked).enumerate() {
+                if bits[t / 32] & (1 << (t % 32)) != 0 {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * scale,
+                        "{format:?} token {t}: {a} vs {b}"
+                    );
+                } else {
+                    assert_eq!(b, f32::NEG_INFINITY, "{format:?} token {t}");
+                }
+            }
+        }
+    }
 }

@@ -14,10 +14,11 @@ use contract_core::extract::{Backend, BackendError, FinishReason, Request, Respo
 use contract_core::prompt::{Message, Role};
 
 use super::chat::ChatTemplate;
+use super::fast::FastOptions;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
-use super::model::WeightFormat;
+use super::model::{resolve_format, WeightFormat};
 use super::sample::Sampler;
 use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 
@@ -25,15 +26,15 @@ use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LocalOptions {
-    /// How the weights are held in memory (default [`WeightFormat::Auto`]: f32 for small models,
-    /// whose prompt processing it makes about 10x faster).
+    /// How the weights are held in memory (default [`WeightFormat::Auto`]: the fast forward pass
+    /// on the CPU).
     pub weights: WeightFormat,
     /// Most tokens to generate when the request does not say (default 512).
     pub max_tokens: u32,
-    /// Threads for Candle's matmuls (default: the available parallelism). Applied through
-    /// `CANDLE_NUM_THREADS` and `RAYON_NUM_THREADS` (1 for quantized weights, whose matmuls run on
-    /// Candle's own pool: measured fastest) when those are not set already; they are
-    /// process-wide and read by Candle on first use.
+    /// Threads for the matmuls (default: the available parallelism). Applied through
+    /// `CANDLE_NUM_THREADS` (Candle's pool, and the fast forward pass's own thread team) and
+    /// `RAYON_NUM_THREADS` (1 for quantized weights, whose matmuls run on those: measured
+    /// fastest) when those are not set already; they are process-wide and read on first use.
     pub threads: Option<usize>,
     /// A `tokenizer.json` to use instead of the one built from the GGUF metadata.
     pub tokenizer_json: Option<PathBuf>,
@@ -44,6 +45,11 @@ pub struct LocalOptions {
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
     pub constrain: bool,
+    /// Options of the fast forward pass, for [`WeightFormat::Fast`] (default: its defaults).
+    pub fast: FastOptions,
+    /// Feed the tokens the mask forces together with the sampled token in one forward call
+    /// (default on; off only to measure what it saves: the output is the same).
+    pub fast_forward: bool,
 }
 
 impl Default for LocalOptions {
@@ -56,6 +62,8 @@ impl Default for LocalOptions {
             prefix_cache: true,
             device: Device::Cpu,
             constrain: true,
+            fast_forward: true,
+            fast: FastOptions::default(),
         }
     }
 }
@@ -94,6 +102,16 @@ impl LocalOptions {
     /// Turns the contract's token mask on or off.
     pub fn constrain(mut self, on: bool) -> Self {
         self.constrain = on;
+        self
+    }
+    /// Sets the options of the fast forward pass.
+    pub fn fast_options(mut self, fast: FastOptions) -> Self {
+        self.fast = fast;
+        self
+    }
+    /// Turns fast-forward of forced tokens on or off.
+    pub fn fast_forward(mut self, on: bool) -> Self {
+        self.fast_forward = on;
         self
     }
 }
@@ -160,7 +178,7 @@ impl std::fmt::Debug for LocalBackend {
 }
 
 /// Sets Candle's thread counts through the environment, unless the user already did.
-fn apply_threads(threads: Option<usize>, weights: WeightFormat) {
+fn apply_threads(threads: Option<usize>, weights: WeightFormat, fast: &FastOptions) {
     let n = threads.filter(|&n| n > 0).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -169,7 +187,12 @@ fn apply_threads(threads: Option<usize>, weights: WeightFormat) {
     let unset = |k: &str| std::env::var_os(k).is_none();
     // Measured on 2 cores: quantized matmuls run on Candle's pool; sharing the cores with a rayon
     // pool of the same size slows them down, so rayon gets one thread there.
-    let rayon = if weights == WeightFormat::F32 { n } else { 1 };
+    let dense = match weights {
+        WeightFormat::F32 => true,
+        WeightFormat::Fast => fast.dense_from.is_some(),
+        _ => false,
+    };
+    let rayon = if dense { n } else { 1 };
     if unset("CANDLE_NUM_THREADS") {
         std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
     }
@@ -199,8 +222,19 @@ impl LocalBackend {
         };
         let template = ChatTemplate::for_tokenizer(&tokenizer)?;
         let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
-        let model = Model::from_content(ct, &mut file, options.weights, &options.device)?;
-        apply_threads(options.threads, model.weight_format());
+        // Before loading: converting the weights may start Candle's thread pools.
+        apply_threads(
+            options.threads,
+            resolve_format(&ct, options.weights, &options.device),
+            &options.fast,
+        );
+        let model = Model::from_content_with(
+            ct,
+            &mut file,
+            options.weights,
+            &options.device,
+            options.fast,
+        )?;
         Ok(LocalBackend {
             path,
             tokenizer: Arc::new(tokenizer),
@@ -324,40 +358,30 @@ impl LocalBackend {
 
         // Start from the cached prefix, or compute and cache it, when the model allows snapshots.
         let mut reused = 0;
-        let mut owned: Option<Model> = None;
-        if let Some(prefix) = prefix {
+        let mut start = 0;
+        if let Some(prefix) = prefix.filter(|_| state.model.can_snapshot()) {
             match &state.prefix {
                 Some(p) if p.tokens == prefix => {
-                    owned = p.model.snapshot();
+                    state.model.restore_from(&p.model)?;
                     reused = prefix.len();
                 }
                 _ => {
-                    if state.model.snapshot().is_some() {
-                        state.prefix = None;
-                        state.model.forward(&prefix, 0)?;
-                        calls += 1;
-                        if let Some(snap) = state.model.snapshot() {
-                            state.prefix = Some(Prefix {
-                                tokens: prefix.clone(),
-                                model: snap,
-                            });
-                        }
-                        owned = state.model.snapshot();
-                    }
+                    state.prefix = None;
+                    state.model.forward(&prefix, 0)?;
+                    calls += 1;
+                    state.prefix = state.model.snapshot().map(|model| Prefix {
+                        tokens: prefix.clone(),
+                        model,
+                    });
                 }
             }
+            start = prefix.len();
         }
-        let start = match &owned {
-            Some(m) => m.pos(),
-            None => 0,
-        };
-        let model: &mut Model = match owned.as_mut() {
-            Some(m) => m,
-            None => &mut state.model,
-        };
+        let model = &mut state.model;
         if start == 0 {
             model.reset();
         }
+        let fast_forward = self.options.fast_forward;
 
         let stops = self.tokenizer.stop_tokens();
         let mut sampler = Sampler::from_sampling(sampling);
@@ -376,12 +400,25 @@ impl LocalBackend {
                 feed.extend_from_slice(&forced);
             }
         }
-        let mut logits = if feed.is_empty() {
+        if feed.is_empty() {
             // The cached prefix was the whole prompt (cannot happen: the prefix is shorter).
             return Err(LocalError::Gguf("empty prompt".into()));
+        }
+        // Without fast-forward, the forced head goes in one token per call after the prompt.
+        let split = if fast_forward {
+            feed.len()
         } else {
-            calls += 1;
-            model.forward(&feed, start)?
+            prompt.len() - start
+        };
+        // The mask of the first sampled step, computed before the forward call that gives its
+        // logits, so that the fast model skips the disallowed tokens' logits.
+        let mut bits = Vec::new();
+        let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
+        let mut logits = if split < feed.len() {
+            feed_tokens(model, &feed[..split], &mut calls, true, None)?;
+            feed_tokens(model, &feed[split..], &mut calls, false, allowed)?
+        } else {
+            feed_tokens(model, &feed, &mut calls, true, allowed)?
         };
         let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
@@ -398,9 +435,7 @@ impl LocalBackend {
             if model.pos() + 1 > model.context_length() {
                 break FinishReason::Length;
             }
-            if let Some(m) = mask.as_deref_mut() {
-                apply_mask(&mut logits, m.allowed()?);
-            }
+            // The logits are masked already (`next_allowed` before the forward call).
             let Some(token) = sampler.sample(&logits) else {
                 return Err(LocalError::Mask(format!(
                     "no token allowed after {} generated tokens (output so far: {:?})",
@@ -436,8 +471,8 @@ impl LocalBackend {
             if model.pos() + step.len() > model.context_length() {
                 break FinishReason::Length;
             }
-            calls += 1;
-            logits = model.forward(&step, model.pos())?;
+            let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
+            logits = feed_tokens(model, &step, &mut calls, fast_forward, allowed)?;
         };
 
         Ok(Output {
@@ -451,6 +486,46 @@ impl LocalBackend {
             prefill_ms,
             decode_ms: t1.elapsed().as_secs_f64() * 1e3,
         })
+    }
+}
+
+/// Feeds `tokens` at the end of the cache, in one call when `together`, else one call per token;
+/// the logits after the last one, masked with `allowed`.
+fn feed_tokens(
+    model: &mut Model,
+    tokens: &[u32],
+    calls: &mut u32,
+    together: bool,
+    allowed: Option<&[u32]>,
+) -> Result<Vec<f32>, LocalError> {
+    let chunk = if together { tokens.len().max(1) } else { 1 };
+    let parts = tokens.len().div_ceil(chunk);
+    let mut logits = Vec::new();
+    for (i, part) in tokens.chunks(chunk).enumerate() {
+        *calls += 1;
+        let mask = if i + 1 == parts { allowed } else { None };
+        logits = model.forward_masked(part, model.pos(), mask)?;
+    }
+    Ok(logits)
+}
+
+/// The tokens `mask` allows at the next step, copied into `bits` (`None`: no mask, a finished
+/// mask, or every token allowed).
+fn next_allowed<'b>(
+    mask: Option<&mut (dyn TokenMask + '_)>,
+    bits: &'b mut Vec<u32>,
+) -> Result<Option<&'b [u32]>, LocalError> {
+    let Some(m) = mask else { return Ok(None) };
+    if m.is_done() {
+        return Ok(None);
+    }
+    match m.allowed()? {
+        Allowed::All => Ok(None),
+        Allowed::Bits(b) => {
+            bits.clear();
+            bits.extend_from_slice(b);
+            Ok(Some(bits.as_slice()))
+        }
     }
 }
 

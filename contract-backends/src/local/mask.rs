@@ -355,12 +355,21 @@ impl ContractMask {
         }
         let scanner = &self.scanner;
         let skip_blank = scanner.blank_is_neutral();
+        // Inside a number whitespace-only tokens (a hundred or so) all finish it: check one.
+        let blank_alike = scanner.blank_acts_alike();
+        let mut blank_ok: Option<bool> = None;
         let mut check = |t: u32, vob: &mut SimpleVob| {
             let b = engine.token_bytes(t);
-            if b.is_empty() || (skip_blank && engine.blank[t as usize]) {
+            let blank = engine.blank[t as usize];
+            if b.is_empty() || (skip_blank && blank) {
                 return;
             }
-            if !scanner.allows(plan, b) {
+            let ok = if blank && blank_alike {
+                *blank_ok.get_or_insert_with(|| scanner.allows(plan, b))
+            } else {
+                scanner.allows(plan, b)
+            };
+            if !ok {
                 vob.disallow_token(t);
                 dropped += 1;
             }

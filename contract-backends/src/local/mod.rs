@@ -4,20 +4,26 @@
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer (and its `tokenizer.json`) built from the GGUF
 //!   metadata, as llama.cpp builds it.
 //! - [`chat`]: the GGUF's chat template, rendered with minijinja (ChatML when absent).
-//! - [`model`]: Candle's quantized llama / qwen2, picked from `general.architecture`.
+//! - [`model`]: the model, picked from `general.architecture` (llama or qwen2): our own forward
+//!   pass ([`fast`], the default on the CPU) or Candle's quantized llama / qwen2.
+//! - [`fast`]: the fast forward pass (Q8_0 weights, fused matmuls, in-place KV cache).
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
 //! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
 //!   every step and forced tokens fed in one forward call.
 
 pub mod backend;
 pub mod chat;
+pub mod fast;
 pub mod fetch;
 pub mod gguf_tokenizer;
 pub mod mask;
 pub mod model;
+mod q4;
+mod q8;
 pub mod rules;
 mod rules_dec;
 pub mod sample;
+mod team;
 
 use std::path::PathBuf;
 

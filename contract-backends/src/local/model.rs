@@ -1,6 +1,8 @@
-//! A GGUF model on Candle: `quantized_llama` or `quantized_qwen2`, picked from the file's
-//! `general.architecture`, with its KV cache, optionally with its weights converted at load
-//! (f32 for fast prompt processing, Q8_0 for formats Candle has no SIMD kernel for).
+//! A GGUF model on Candle, picked from the file's `general.architecture` (llama or qwen2), with its
+//! KV cache: our own forward pass ([`super::fast`], Q8_0 weights, the default), or
+//! candle-transformers' `quantized_llama` / `quantized_qwen2` with the weights as stored or
+//! converted at load (f32 for fast prompt processing, Q8_0 for formats Candle has no SIMD kernel
+//! for).
 
 use std::collections::HashMap;
 use std::fs;
@@ -12,24 +14,31 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2};
 
+use super::fast::{FastModel, FastOptions, FastWeights};
 use super::LocalError;
 
 /// How the weights are held in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum WeightFormat {
-    /// [`WeightFormat::F32`] when the dequantised weights take at most
-    /// [`AUTO_F32_LIMIT`] bytes, else [`WeightFormat::AsStored`].
+    /// [`WeightFormat::Fast`] on the CPU; elsewhere [`WeightFormat::F32`] when the dequantised
+    /// weights take at most [`AUTO_F32_LIMIT`] bytes, else [`WeightFormat::AsStored`].
     #[default]
     Auto,
-    /// As stored in the file (least memory).
+    /// candle-transformers' model, weights as stored in the file (least memory).
     AsStored,
-    /// Every quantized matrix dequantised to f32: much faster prompt processing, about 4 bytes
-    /// per parameter.
+    /// candle-transformers' model, every quantized matrix dequantised to f32: much faster prompt
+    /// processing than as stored, about 4 bytes per parameter.
     F32,
-    /// Every matrix in a format other than Q8_0 re-quantised to Q8_0, whose matmul has a SIMD
-    /// kernel on x86 (Q4_1, Q5_0 and Q5_1 do not): faster decoding, about 1.1 bytes per parameter.
+    /// candle-transformers' model, every matrix in a format other than Q8_0 re-quantised to Q8_0,
+    /// whose matmul has a SIMD kernel on x86 (Q4_1, Q5_0 and Q5_1 do not): about 1.1 bytes per
+    /// parameter.
     Q8_0,
+    /// Our own forward pass ([`super::fast`], CPU only): matrices re-quantised to Q8_0, q/k/v and
+    /// gate/up fused, an in-place KV cache with cheap snapshots for both architectures, inner
+    /// dimensions padded to 256 where Candle's VNNI kernels exist. About 1.1 bytes per parameter
+    /// (1.4 when padded).
+    Fast,
 }
 
 /// The most bytes of f32 weights [`WeightFormat::Auto`] accepts (3 GiB: models up to about
@@ -49,12 +58,13 @@ enum Weights {
     Llama(Box<quantized_llama::ModelWeights>),
     // Not Clone in Candle 0.11: no snapshots for qwen2.
     Qwen2(Box<quantized_qwen2::ModelWeights>),
+    Fast(Box<FastModel>),
 }
 
 /// A loaded model and its KV cache.
 ///
-/// `forward` appends tokens to the cache; [`Model::snapshot`] keeps a cheap copy of the cache
-/// (Candle tensors are shared, not copied) so a shared prompt prefix is computed once.
+/// `forward` appends tokens to the cache; [`Model::snapshot`] keeps a copy of the cache (sharing
+/// the weights) so a shared prompt prefix is computed once.
 pub struct Model {
     weights: Weights,
     arch: Arch,
@@ -100,22 +110,21 @@ impl Model {
         format: WeightFormat,
         device: &Device,
     ) -> Result<Self, LocalError> {
-        let arch_name = ct
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .ok_or_else(|| LocalError::Gguf("no `general.architecture` in the metadata".into()))?;
-        let arch = match arch_name.as_str() {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            _ => return Err(LocalError::UnsupportedArchitecture(arch_name)),
-        };
+        Self::from_content_with(ct, reader, format, device, FastOptions::default())
+    }
+
+    /// Loads a model from GGUF content read from `reader`, with `fast` as the options of the
+    /// fast forward pass when `format` is (or stands for) [`WeightFormat::Fast`].
+    pub fn from_content_with<R: std::io::Read + std::io::Seek>(
+        ct: Content,
+        reader: &mut R,
+        format: WeightFormat,
+        device: &Device,
+        fast: FastOptions,
+    ) -> Result<Self, LocalError> {
+        let arch = arch_of(&ct)?;
+        let arch_name = arch.name();
         let mut context = md_usize(&ct, &format!("{arch_name}.context_length")).unwrap_or(4096);
-        if arch == Arch::Llama {
-            // quantized_llama precomputes rotary embeddings for this many positions.
-            context = context.min(quantized_llama::MAX_SEQ_LEN);
-        }
         let vocab_size = md_usize(&ct, &format!("{arch_name}.vocab_size"))
             .or_else(|| {
                 ct.metadata
@@ -124,26 +133,25 @@ impl Model {
                     .map(|v| v.len())
             })
             .unwrap_or(0);
-
-        let format = match format {
-            WeightFormat::Auto => {
-                let f32_bytes: u64 = ct
-                    .tensor_infos
-                    .values()
-                    .map(|t| t.shape.elem_count() as u64 * 4)
-                    .sum();
-                if f32_bytes <= AUTO_F32_LIMIT {
-                    WeightFormat::F32
-                } else {
-                    WeightFormat::AsStored
-                }
-            }
-            f => f,
-        };
+        let format = resolve_format(&ct, format, device);
+        if arch == Arch::Llama && format != WeightFormat::Fast {
+            // quantized_llama precomputes rotary embeddings for this many positions.
+            context = context.min(quantized_llama::MAX_SEQ_LEN);
+        }
         let weights = match format {
             WeightFormat::Auto | WeightFormat::AsStored => load_weights(arch, ct, reader, device)?,
             WeightFormat::F32 => convert_and_load(arch, ct, reader, device, GgmlDType::F32)?,
             WeightFormat::Q8_0 => convert_and_load(arch, ct, reader, device, GgmlDType::Q8_0)?,
+            WeightFormat::Fast => {
+                if !device.is_cpu() {
+                    return Err(LocalError::Gguf(format!(
+                        "weight format {format:?} runs on the CPU only"
+                    )));
+                }
+                let w = FastWeights::load(&ct, reader, arch, fast)?;
+                context = w.context_length();
+                Weights::Fast(Box::new(FastModel::new(std::sync::Arc::new(w))))
+            }
         };
         Ok(Model {
             weights,
@@ -155,6 +163,24 @@ impl Model {
             vocab_size,
             forward_calls: 0,
         })
+    }
+
+    /// Loads the GGUF file at `path` into the fast forward pass ([`super::fast`]) with explicit
+    /// options ([`WeightFormat::Fast`] uses the defaults).
+    pub fn load_fast(path: &Path, opts: FastOptions) -> Result<Self, LocalError> {
+        let mut file = fs::File::open(path).map_err(|e| LocalError::io(path, e))?;
+        let ct = Content::read(&mut file)
+            .map_err(|e| LocalError::Gguf(format!("{}: {e}", path.display())))?;
+        Self::from_content_with(ct, &mut file, WeightFormat::Fast, &Device::Cpu, opts)
+    }
+
+    /// Bytes held by the weights of a [`WeightFormat::Fast`] model
+    /// and the options it runs with (`None` for the other formats).
+    pub fn fast_weights(&self) -> Option<(usize, FastOptions)> {
+        match &self.weights {
+            Weights::Fast(f) => Some((f.weights().bytes(), *f.weights().options())),
+            _ => None,
+        }
     }
 
     /// The architecture.
@@ -192,33 +218,70 @@ impl Model {
         match &mut self.weights {
             Weights::Llama(w) => w.clear_kv_cache(),
             Weights::Qwen2(w) => w.clear_kv_cache(),
+            Weights::Fast(m) => m.reset(),
         }
         self.pos = 0;
     }
 
     /// A copy of the model in its current state, sharing the weights and the cached keys and
-    /// values (later calls on either copy do not affect the other); `None` when the architecture
-    /// does not allow it (qwen2 in Candle 0.11).
+    /// values (later calls on either copy do not affect the other); `None` when the model does
+    /// not allow it (candle-transformers' qwen2, which is not `Clone` in Candle 0.11; the fast
+    /// model allows it for both architectures).
     pub fn snapshot(&self) -> Option<Model> {
-        match &self.weights {
-            Weights::Llama(w) => Some(Model {
-                weights: Weights::Llama(w.clone()),
-                arch: self.arch,
-                format: self.format,
-                device: self.device.clone(),
-                pos: self.pos,
-                context: self.context,
-                vocab_size: self.vocab_size,
-                forward_calls: self.forward_calls,
-            }),
-            Weights::Qwen2(_) => None,
+        let weights = match &self.weights {
+            Weights::Llama(w) => Weights::Llama(w.clone()),
+            Weights::Fast(m) => Weights::Fast(m.clone()),
+            Weights::Qwen2(_) => return None,
+        };
+        Some(Model {
+            weights,
+            arch: self.arch,
+            format: self.format,
+            device: self.device.clone(),
+            pos: self.pos,
+            context: self.context,
+            vocab_size: self.vocab_size,
+            forward_calls: self.forward_calls,
+        })
+    }
+
+    /// Whether [`Model::snapshot`] and [`Model::restore_from`] work for this model.
+    pub fn can_snapshot(&self) -> bool {
+        !matches!(self.weights, Weights::Qwen2(_))
+    }
+
+    /// Puts this model in `other`'s state (its cache and position), reusing this model's buffers
+    /// where it can. Both must come from the same load ([`Model::snapshot`]).
+    pub fn restore_from(&mut self, other: &Model) -> Result<(), LocalError> {
+        match (&mut self.weights, &other.weights) {
+            (Weights::Fast(a), Weights::Fast(b)) => a.restore_from(b)?,
+            (Weights::Llama(a), Weights::Llama(b)) => **a = (**b).clone(),
+            _ => {
+                return Err(LocalError::Gguf(
+                    "cannot restore a model from a different kind of model".into(),
+                ))
+            }
         }
+        self.pos = other.pos;
+        Ok(())
     }
 
     /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits after the last
     /// one. `pos` must be the current cache length ([`Model::pos`]) or 0 (which empties the cache
     /// first).
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+        self.forward_masked(tokens, pos, None)
+    }
+
+    /// [`Model::forward`], with the logits of tokens outside `allowed` (a bitset: token `t` is
+    /// bit `t % 32` of word `t / 32`) set to -inf. The fast model then computes only the allowed
+    /// tokens' logits when they are few (a constrained step), skipping most of the output matrix.
+    pub fn forward_masked(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        allowed: Option<&[u32]>,
+    ) -> Result<Vec<f32>, LocalError> {
         if tokens.is_empty() {
             return Err(LocalError::Gguf("forward with no tokens".into()));
         }
@@ -237,22 +300,83 @@ impl Model {
         if pos == 0 {
             self.reset();
         }
-        let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
         let logits = match &mut self.weights {
-            Weights::Llama(w) => w.forward(&input, pos)?,
-            Weights::Qwen2(w) => w.forward(&input, pos)?,
+            Weights::Fast(m) => m.forward(tokens, pos, allowed)?,
+            Weights::Llama(w) => {
+                let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
+                masked(to_vec(w.forward(&input, pos)?)?, allowed)
+            }
+            Weights::Qwen2(w) => {
+                let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
+                masked(to_vec(w.forward(&input, pos)?)?, allowed)
+            }
         };
         self.pos = pos + tokens.len();
         self.forward_calls += 1;
-        Ok(logits
-            .squeeze(0)?
-            .to_dtype(candle_core::DType::F32)?
-            .to_vec1::<f32>()?)
+        Ok(logits)
     }
 
     /// Appends `tokens` to the cache; the logits after the last one.
     pub fn feed(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
         self.forward(tokens, self.pos)
+    }
+}
+
+fn masked(mut logits: Vec<f32>, allowed: Option<&[u32]>) -> Vec<f32> {
+    if let Some(bits) = allowed {
+        super::backend::apply_mask(&mut logits, super::Allowed::Bits(bits));
+    }
+    logits
+}
+
+fn to_vec(logits: Tensor) -> Result<Vec<f32>, LocalError> {
+    Ok(logits
+        .squeeze(0)?
+        .to_dtype(candle_core::DType::F32)?
+        .to_vec1::<f32>()?)
+}
+
+impl Arch {
+    fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        }
+    }
+}
+
+fn arch_of(ct: &Content) -> Result<Arch, LocalError> {
+    let name = ct
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .ok_or_else(|| LocalError::Gguf("no `general.architecture` in the metadata".into()))?;
+    match name.as_str() {
+        "llama" => Ok(Arch::Llama),
+        "qwen2" => Ok(Arch::Qwen2),
+        _ => Err(LocalError::UnsupportedArchitecture(name)),
+    }
+}
+
+/// The format [`WeightFormat::Auto`] stands for with this file on this device (other formats are
+/// returned as they are).
+pub fn resolve_format(ct: &Content, format: WeightFormat, device: &Device) -> WeightFormat {
+    match format {
+        WeightFormat::Auto if device.is_cpu() => WeightFormat::Fast,
+        WeightFormat::Auto => {
+            let f32_bytes: u64 = ct
+                .tensor_infos
+                .values()
+                .map(|t| t.shape.elem_count() as u64 * 4)
+                .sum();
+            if f32_bytes <= AUTO_F32_LIMIT {
+                WeightFormat::F32
+            } else {
+                WeightFormat::AsStored
+            }
+        }
+        f => f,
     }
 }
 

@@ -478,6 +478,12 @@ impl Scanner {
         matches!(self.cur, Cur::None)
     }
 
+    /// Whether every whitespace-only token has the same effect (inside a number, which the first
+    /// whitespace byte finishes, after which whitespace is neutral): the filter checks one.
+    pub fn blank_acts_alike(&self) -> bool {
+        matches!(self.cur, Cur::Num { .. })
+    }
+
     /// Whether the output is one finished value (EOS allowed).
     pub fn can_end(&self, plan: &RulePlan) -> bool {
         match &self.cur {
