@@ -369,6 +369,14 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         self
     }
 
+    /// Replaces the instructions (the system message; by default
+    /// [`system_message`](crate::prompt::system_message)). The document and the final question
+    /// still go in the user message.
+    pub fn instructions(mut self, system: impl Into<String>) -> Self {
+        self.parts = self.parts.with_system(system);
+        self
+    }
+
     /// Ladder options (a template that opens the reasoning trace).
     pub fn parse_options(mut self, options: ParseOptions) -> Self {
         self.options = options;

@@ -51,7 +51,10 @@ pub(crate) fn rules(spec: &ContractSpec) -> Option<String> {
 pub(crate) fn rule_words(rule: &Rule) -> String {
     match rule {
         Rule::Compare { .. } => rule.to_string(),
-        Rule::BothOrNeither(fields) => format!("{} both null or both set", fields.join(", ")),
+        Rule::BothOrNeither(fields) if fields.len() == 2 => {
+            format!("{} both null or both set", fields.join(", "))
+        }
+        Rule::BothOrNeither(fields) => format!("{} all null or all set", fields.join(", ")),
         Rule::AtLeastOne(fields) => format!("at least one of {} set", fields.join(", ")),
     }
 }

@@ -323,3 +323,48 @@ fn extraction_futures_are_send() {
     let future = extractor.extract(DOC);
     assert_send(&future);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn other_instructions_replace_the_system_message_only() {
+    use contract_core::prompt::{
+        field_notes, system_message, system_message_with, Instructions,
+    };
+    let notes = field_notes::<Guidance>();
+    assert_eq!(
+        notes,
+        "Fields:\n\
+         - quarter: Fiscal quarter the guidance is for.\n\
+         - year: Fiscal year the guidance is for.\n\
+         - low: Low end of the range.\n\
+         - high: High end of the range.\n"
+    );
+    let plain = system_message::<Guidance>();
+    assert_eq!(plain, system_message_with::<Guidance>(Instructions::Signature));
+    assert!(!plain.contains("Fields:"));
+    let with_fields = system_message_with::<Guidance>(Instructions::SignatureAndFields);
+    assert!(with_fields.contains(notes.trim_end()), "{with_fields}");
+    // The notes follow the signature and precede the conventions.
+    let (sig, conv, fields) = (
+        with_fields.find(Guidance::signature().trim_end()).unwrap(),
+        with_fields.find("Conventions:").unwrap(),
+        with_fields.find("Fields:").unwrap(),
+    );
+    assert!(sig < fields && fields < conv);
+    // No example number in the conventions for a small model to copy.
+    let conventions = &plain[plain.find("Conventions:").unwrap()..];
+    assert!(
+        !conventions.chars().any(|c| c.is_ascii_digit()),
+        "{conventions}"
+    );
+
+    let backend = ScriptedBackend::new([VALID]);
+    let x = Extractor::<Guidance, _>::new(&backend)
+        .instructions("Only the JSON.")
+        .extract(DOC)
+        .await;
+    assert_eq!(x.value, Some(expected()));
+    let sent = &backend.requests()[0].messages.0;
+    assert_eq!(sent[0].role, Role::System);
+    assert_eq!(sent[0].content, "Only the JSON.");
+    assert!(sent[1].content.contains("$7,230 million"));
+}

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::Contract;
+use crate::contract::{Contract, SpecKind};
 use crate::validate::Violations;
 pub use budget::{fit, BudgetError, Fitted, Part, Tokenizer};
 
@@ -120,8 +120,26 @@ pub const DOCUMENT_CLOSE: &str = "</document>\n\n";
 /// The last sentence of the instructions and of every question.
 pub const REPLY_JSON_ONLY: &str = "Reply with the JSON object only.";
 
-/// The instructions of contract `C`: role, task, signature, conventions.
+/// What the instructions show of a contract besides the signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Instructions {
+    /// The one-line signature only.
+    #[default]
+    Signature,
+    /// The signature, then [`field_notes`]: one line per described field.
+    SignatureAndFields,
+}
+
+/// The instructions of contract `C`: role, task, signature, conventions
+/// ([`Instructions::default`]).
 pub fn system_message<C: Contract>() -> String {
+    system_message_with::<C>(Instructions::default())
+}
+
+/// The instructions of contract `C` showing what `style` asks for.
+pub fn system_message_with<C: Contract>(style: Instructions) -> String {
     let spec = C::contract_spec();
     let mut s = String::new();
     s.push_str(
@@ -139,17 +157,47 @@ pub fn system_message<C: Contract>() -> String {
         "\nThe contract (every key is required; `| null` marks a value that may be absent):\n",
     );
     s.push_str(C::signature().trim_end());
+    if style == Instructions::SignatureAndFields {
+        let notes = field_notes::<C>();
+        if !notes.is_empty() {
+            s.push_str("\n\n");
+            s.push_str(notes.trim_end());
+        }
+    }
     s.push_str(
         "\n\nConventions:\n\
          - Copy units and currencies as the document writes them; never convert a value.\n\
          - Copy scale words (thousand, million, bn, %) as written into the field meant for them; \
          never multiply a number by them.\n\
          - When the document does not state a value, write null; never guess.\n\
-         - Write numbers as plain JSON numbers without thousands separators (1234567.5, not \
-         1,234,567.5).\n\
+         - Write numbers as plain JSON numbers: digits and a decimal point, without thousands \
+         separators or currency signs.\n\
          - Line numbers are the numbers before `|` in the document.\n\n",
     );
     s.push_str(REPLY_JSON_ONLY);
+    s
+}
+
+/// One line per top-level field of contract `C` that has a description: `- name: description`,
+/// under a `Fields:` heading; empty when no field has one (or `C` is not an object).
+///
+/// Small models see only what the prompt shows: the signature gives names and types, these lines
+/// say what each value is.
+pub fn field_notes<C: Contract>() -> String {
+    let spec = C::contract_spec();
+    let SpecKind::Object(object) = &spec.kind else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for f in &object.fields {
+        let Some(d) = f.description.as_deref().map(str::trim).filter(|d| !d.is_empty()) else {
+            continue;
+        };
+        if s.is_empty() {
+            s.push_str("Fields:\n");
+        }
+        let _ = writeln!(s, "- {}: {}", f.name, d.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
     s
 }
 
@@ -255,6 +303,12 @@ impl PromptParts {
             system: system_message::<C>(),
             question: default_question::<C>(),
         }
+    }
+
+    /// The same parts with other instructions (system message).
+    pub fn with_system(mut self, system: impl Into<String>) -> Self {
+        self.system = system.into();
+        self
     }
 
     /// The same parts with another final question.

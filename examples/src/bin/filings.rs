@@ -20,6 +20,7 @@ use contract_backends::batch::{run_batch, BatchOptions, Doc};
 use contract_backends::local::{LocalBackend, LocalOptions, WeightFormat};
 use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
+use contract_core::prompt::Instructions;
 use contract_core::Backend;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
@@ -51,6 +52,14 @@ enum Ws {
     Bounded,
     /// No whitespace between tokens.
     Compact,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PromptStyle {
+    /// The contract's one-line signature.
+    Signature,
+    /// The signature and one line per field with its description.
+    Fields,
 }
 
 /// Extracts revenue guidance from earnings releases with every rung of the reliability ladder
@@ -86,6 +95,10 @@ struct Args {
     /// The mask's whitespace layout (default: the contract's, bounded).
     #[arg(long, value_enum)]
     whitespace: Option<Ws>,
+    /// What the instructions show besides the signature: `signature` only, or `fields` (one line
+    /// per field with its description).
+    #[arg(long, value_enum, default_value = "fields")]
+    prompt: PromptStyle,
     /// Most tokens per reply.
     #[arg(long, default_value_t = 160)]
     max_tokens: u32,
@@ -290,7 +303,12 @@ async fn run_mode<B: Backend + Sync>(
     concurrency: usize,
     emit: &(dyn Fn(&Value) + Sync),
 ) -> Result<Vec<Value>, String> {
-    let extractor = study::extractor(backend, mode, args.max_tokens);
+    let style = match args.prompt {
+        PromptStyle::Signature => Instructions::Signature,
+        PromptStyle::Fields => Instructions::SignatureAndFields,
+    };
+    let extractor = study::extractor(backend, mode, args.max_tokens)
+        .instructions(study::prompt_parts(style).system);
     let by_id: HashMap<&str, &StudyDoc> = docs.iter().map(|d| (d.id.as_str(), d)).collect();
     let batch: Vec<Doc> = docs.iter().map(|d| Doc::new(&d.id, &d.text)).collect();
     let options = BatchOptions::default()

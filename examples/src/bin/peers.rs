@@ -19,9 +19,8 @@ use contract_backends::local::fetch::resolve_model;
 use contract_backends::local::gguf_tokenizer::{read_content, GgufTokenizer};
 use contract_backends::local::ChatTemplate;
 use contract_core::parse::recover;
-use contract_core::prompt::Messages;
 use contract_core::Contract;
-use examples::filings::study::StudyDoc;
+use examples::filings::study::{self, StudyDoc};
 use examples::filings::ReleaseGuidance;
 use examples::{Address, Exclusions, FilingTable, Guidance, Policy};
 use serde_json::{json, Value};
@@ -216,7 +215,8 @@ fn prompts(path: &Path, model: Option<&Path>) -> Result<(), String> {
     for (n, line) in lines(path)? {
         let doc: StudyDoc = serde_json::from_str(&line)
             .map_err(|e| format!("{}:{n}: expected {{\"id\", \"text\"}}: {e}", path.display()))?;
-        let messages = Messages::for_contract::<ReleaseGuidance>(&doc.text);
+        // The messages `filings` sends by default.
+        let messages = study::prompt_parts(study::DEFAULT_INSTRUCTIONS).messages(&doc.text);
         let rendered = template
             .render(&messages.0, true)
             .map_err(|e| e.to_string())?;

@@ -19,6 +19,7 @@ use std::future::Future;
 use contract_core::extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
 use contract_core::grammar::{Grammar, Whitespace};
 use contract_core::parse::{parse_output_with, ParseOptions};
+use contract_core::prompt::{system_message_with, Instructions, PromptParts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -173,6 +174,20 @@ pub struct StudyDoc {
     /// The expected guidance: `Some(None)` means "no guidance"; `None` means unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truth: Option<Option<Expected>>,
+}
+
+/// What the study's instructions show besides the signature, unless `--prompt` says otherwise.
+///
+/// Measured on 12 generated releases with SmolLM2-135M in `rules` mode: with the signature
+/// alone the model wrote the signature's own `1-60 chars` as the period in 5 of 12 and a right
+/// quarter and year in none; with one line per field (whose descriptions give examples of
+/// periods as written) no period copied the signature and 3 of 12 named the right quarter.
+pub const DEFAULT_INSTRUCTIONS: Instructions = Instructions::SignatureAndFields;
+
+/// The study's prompt texts with `style` instructions.
+pub fn prompt_parts(style: Instructions) -> PromptParts {
+    PromptParts::for_contract::<ReleaseGuidance>()
+        .with_system(system_message_with::<ReleaseGuidance>(style))
 }
 
 /// The extractor a mode runs: attempts and the ladder's repair setting.
