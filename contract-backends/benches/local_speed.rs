@@ -149,7 +149,7 @@ fn main() {
     let exe = std::env::current_exe().expect("current exe");
     let mut sections = vec![String::new(); 3];
     let stages = std::env::var("STAGES").unwrap_or_else(|_| "raw,e2e,mask".into());
-    for (i, name) in formats.split(',').map(str::trim).enumerate() {
+    for name in formats.split(',').map(str::trim) {
         // Rows come as they are measured (on stderr), then again in the tables at the end.
         let mut cmd = Command::new(&exe);
         let format = match name.split_once('@') {
@@ -184,7 +184,6 @@ fn main() {
         if !status.success() {
             println!("{name}: failed ({status})");
         }
-        let _ = i;
     }
     for s in &sections {
         println!("\n{s}");

@@ -50,6 +50,7 @@ fn perfect_copies_are_valid_and_correct_in_every_mode() {
             "{mode:?}"
         );
         assert_eq!(s.levels, [40, 0, 0, 0]);
+        assert_eq!((s.period_right, s.amounts_right), (40, 40), "{mode:?}");
         // What the backend received: the grammar only in the masked modes, without its rules
         // in `constrained`.
         for req in scripted.requests() {
@@ -95,10 +96,20 @@ fn small_model_mistakes_are_valid_but_not_correct() {
         "line": 7
     });
     let one = std::slice::from_ref(doc);
-    for (reply, correct) in [(right, true), (wrong_quarter, false), (scaled_twice, false)] {
+    // Each reply with whether it is correct, its period right, its amounts right.
+    for (reply, correct, period, amounts) in [
+        (right, true, true, true),
+        (wrong_quarter, false, false, true),
+        (scaled_twice, false, true, false),
+    ] {
         let (rows, _) = run(Mode::Free, vec![reply.to_string()], one);
         assert_eq!(rows[0]["valid"], true);
         assert_eq!(rows[0]["correct"], correct, "{reply}");
+        assert_eq!(
+            rows[0]["parts"],
+            json!({"period": period, "amounts": amounts}),
+            "{reply}"
+        );
     }
     // A null answer where there is guidance: valid, not correct.
     let (rows, _) = run(
@@ -110,6 +121,7 @@ fn small_model_mistakes_are_valid_but_not_correct() {
         (rows[0]["valid"].clone(), rows[0]["correct"].clone()),
         (json!(true), json!(false))
     );
+    assert_eq!(rows[0]["parts"], json!({"period": false, "amounts": false}));
 }
 
 #[test]

@@ -14,6 +14,9 @@ pub struct Amount {
     #[contract(pattern = "^[A-Z]{3}$")]
     pub currency: String,
     /// The scale or unit words as written after the number (`billion`, `million`, `mil millones`, `per claim`), or null.
+    // At most 40 characters: a scale word is short, and the bound keeps a masked model from
+    // writing one until its token limit (SmolLM2-135M did, once in 40 releases).
+    #[contract(len = 1..=40)]
     pub unit: Option<String>,
 }
 

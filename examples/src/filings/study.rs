@@ -23,7 +23,7 @@ use contract_core::prompt::{system_message_with, Instructions, PromptParts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{is_correct, normalize, Expected, ReleaseGuidance};
+use super::{is_correct, millions, normalize, parse_period, Expected, ReleaseGuidance};
 
 /// A rung of the reliability ladder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -210,6 +210,44 @@ struct Scored {
     value: Option<Expected>,
     correct: Option<bool>,
     normalize_error: Option<String>,
+    parts: Option<Parts>,
+}
+
+/// Which parts of a filled contract are right, each on its own: a weak model rarely gets the
+/// whole answer, and these say how far it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Parts {
+    /// The period names the right quarter and year (or is null when there is no guidance).
+    pub period: bool,
+    /// Both ends, in millions, and the currency are right (or both null when there is none).
+    pub amounts: bool,
+}
+
+/// Scores the parts of `filled` against `truth` (`None` = no guidance).
+pub fn score_parts(filled: &ReleaseGuidance, truth: Option<&Expected>) -> Parts {
+    match truth {
+        None => Parts {
+            period: filled.period.is_none(),
+            amounts: filled.low.is_none() && filled.high.is_none(),
+        },
+        Some(t) => {
+            let period = filled
+                .period
+                .as_deref()
+                .and_then(parse_period)
+                .is_some_and(|(q, y)| (q, y) == (t.quarter, t.year));
+            let end = |a: &Option<contract_core::Amount>, want: f64| {
+                a.as_ref().is_some_and(|a| {
+                    a.currency == t.currency
+                        && millions(a).is_ok_and(|m| (m - want).abs() <= 1e-6 * want.abs().max(1.0))
+                })
+            };
+            Parts {
+                period,
+                amounts: end(&filled.low, t.low) && end(&filled.high, t.high),
+            }
+        }
+    }
 }
 
 /// Normalises a filled contract and compares it with the truth.
@@ -224,11 +262,16 @@ fn score(doc: &StudyDoc, filled: Option<&ReleaseGuidance>) -> Scored {
         .truth
         .as_ref()
         .map(|t| valid && normalize_error.is_none() && is_correct(value.as_ref(), t.as_ref()));
+    let parts = match (filled, &doc.truth) {
+        (Some(f), Some(t)) => Some(score_parts(f, t.as_ref())),
+        _ => None,
+    };
     Scored {
         valid,
         value,
         correct,
         normalize_error,
+        parts,
     }
 }
 
@@ -243,6 +286,7 @@ pub fn row(doc: &StudyDoc, mode: Mode, ex: &Extraction<ReleaseGuidance>) -> Valu
         value,
         correct,
         normalize_error,
+        parts,
     } = score(doc, ex.value.as_ref());
     let forward_calls: Option<u32> = ex
         .attempts
@@ -262,6 +306,7 @@ pub fn row(doc: &StudyDoc, mode: Mode, ex: &Extraction<ReleaseGuidance>) -> Valu
         "level": ex.level.as_str(),
         "value": value,
         "correct": correct,
+        "parts": parts,
         "truth": doc.truth,
         "copied": ex.json,
         "raw": ex.attempts.last().and_then(|a| a.raw.clone()),
@@ -285,6 +330,10 @@ pub struct ModeSummary {
     pub correct: usize,
     /// Documents with a known truth.
     pub scored: usize,
+    /// Valid replies whose period is right (see [`Parts`]).
+    pub period_right: usize,
+    /// Valid replies whose amounts and currency are right (see [`Parts`]).
+    pub amounts_right: usize,
     /// Replies at each level: strict, extracted, repaired, invalid.
     pub levels: [usize; 4],
     /// Mean seconds per document.
@@ -311,6 +360,8 @@ pub fn summarize(mode: &str, rows: &[Value]) -> ModeSummary {
             s.scored += 1;
             s.correct += usize::from(c);
         }
+        s.period_right += usize::from(r["parts"]["period"] == true);
+        s.amounts_right += usize::from(r["parts"]["amounts"] == true);
         let level = match r["level"].as_str() {
             Some("strict") => 0,
             Some("extracted") => 1,
@@ -337,8 +388,8 @@ pub fn summarize(mode: &str, rows: &[Value]) -> ModeSummary {
 /// The summary as a Markdown table.
 pub fn table(summaries: &[ModeSummary]) -> String {
     let mut t = String::from(
-        "| mode | docs | valid | correct | strict | extracted | repaired | invalid | s/doc | forward calls/doc | attempts/doc |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | docs | valid | correct | period right | amounts right | strict | extracted | repaired | invalid | s/doc | forward calls/doc | attempts/doc |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for s in summaries {
         let correct = if s.scored > 0 {
@@ -351,11 +402,13 @@ pub fn table(summaries: &[ModeSummary]) -> String {
             .map_or_else(|| "n/a".into(), |c| format!("{c:.1}"));
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} |",
             s.mode,
             s.docs,
             s.valid,
             correct,
+            s.period_right,
+            s.amounts_right,
             s.levels[0],
             s.levels[1],
             s.levels[2],
@@ -383,6 +436,7 @@ pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Valu
         value,
         correct,
         normalize_error,
+        parts,
     } = score(doc, parsed.value.as_ref());
     let error = normalize_error.or_else(|| (!valid).then(|| parsed.violations.to_string()));
     json!({
@@ -392,6 +446,7 @@ pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Valu
         "level": parsed.level.as_str(),
         "value": value,
         "correct": correct,
+        "parts": parts,
         "truth": doc.truth,
         "copied": parsed.json,
         "raw": raw,
