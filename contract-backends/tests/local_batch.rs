@@ -42,7 +42,13 @@ async fn local_backend_batch_at_concurrency_one() {
     assert_eq!(ids, HashSet::from(["acme", "initech"]));
     for row in &rows {
         // Under the contract's mask every reply is valid Guidance.
-        assert_eq!(row["ok"], true, "{}", row["error"]);
+        assert_eq!(
+            row["ok"],
+            true,
+            "{}: {}",
+            row["error"],
+            row["record"]["attempts"][0]["raw"]
+        );
         assert!(row["record"]["attempts"][0]["forward_calls"]
             .as_u64()
             .is_some());

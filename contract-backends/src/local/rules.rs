@@ -438,6 +438,11 @@ impl NumSet {
     }
 }
 
+/// The longest number literal the filter lets a model write, in bytes. Without it a masked model
+/// can write digits until its token limit (SmolLM2-135M wrote `"low": 12500000…` for 100
+/// tokens); no contract value needs more.
+pub const MAX_NUMBER_LEN: usize = 32;
+
 /// The byte-level scanner of the JSON being generated.
 #[derive(Debug, Clone)]
 pub struct Scanner {
@@ -581,8 +586,16 @@ impl Scanner {
             }
             Cur::Num { ctx, text, set } => {
                 if b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-') {
+                    // Bounded length: a digit fits within MAX_NUMBER_LEN; a sign, point or
+                    // exponent only with room left for the digits it needs after it.
+                    let room = if b.is_ascii_digit() { 0 } else { 2 };
+                    if text.len() + 1 + room > MAX_NUMBER_LEN {
+                        return false;
+                    }
                     text.push(b);
-                    return set.feasible(text);
+                    // At the cap the number must be one the field accepts as it stands.
+                    return set.feasible(text)
+                        && (text.len() < MAX_NUMBER_LEN || set.complete(text));
                 }
                 let ctx = *ctx;
                 if !set.complete(text) {

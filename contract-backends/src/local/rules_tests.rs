@@ -342,3 +342,31 @@ fn long_literals_parse_as_the_filter_assumes() {
     let v: serde_json::Value = serde_json::from_str("0.699999999999999901").unwrap();
     assert_eq!(v.as_f64(), Some(0.7));
 }
+
+#[test]
+fn numbers_are_bounded_in_length() {
+    let p = guidance();
+    let pre = r#"{"quarter": 3, "low": "#;
+    let digits = "1".repeat(MAX_NUMBER_LEN);
+    // Up to the cap, digits go on; one more is refused, and the number can still end.
+    assert!(allowed(&p, pre, &digits));
+    assert!(!allowed(&p, pre, &format!("{digits}1")));
+    let full = at(&p, &format!("{pre}{digits}"));
+    assert!(full.allows(&p, b","));
+    // A point or an exponent only with room for the digits after it: never a dead end.
+    let short = "1".repeat(MAX_NUMBER_LEN - 3);
+    assert!(allowed(&p, pre, &format!("{short}.")));
+    assert!(allowed(&p, pre, &format!("{short}.5")));
+    assert!(!allowed(&p, pre, &format!("{short}1.")));
+    assert!(!allowed(&p, pre, &format!("{short}1e")));
+    // At the cap only a number the field accepts: `0.000…0` is not above 0, `0.000…1` is.
+    let zeros = format!("0.{}", "0".repeat(MAX_NUMBER_LEN - 3));
+    assert!(!allowed(&p, pre, &format!("{zeros}0")));
+    assert!(allowed(&p, pre, &format!("{zeros}1")));
+    // The same cap for `high` after a long `low`.
+    assert!(allowed(
+        &p,
+        &format!("{pre}{digits}, \"high\": "),
+        &"2".repeat(MAX_NUMBER_LEN)
+    ));
+}
