@@ -249,7 +249,10 @@ fn extract(
             .expect("generate")
     };
     if constrained {
-        Guidance::from_json(&out.text).expect("constrained output parses");
+        if let Err(e) = Guidance::from_json(&out.text) {
+            // Printed, not fatal: a figure run reports what it saw.
+            println!("INVALID constrained output ({e}): {:?}", out.text);
+        }
     }
     (t.elapsed().as_secs_f64(), out)
 }

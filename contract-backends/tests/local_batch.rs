@@ -43,11 +43,9 @@ async fn local_backend_batch_at_concurrency_one() {
     for row in &rows {
         // Under the contract's mask every reply is valid Guidance.
         assert_eq!(
-            row["ok"],
-            true,
+            row["ok"], true,
             "{}: {}",
-            row["error"],
-            row["record"]["attempts"][0]["raw"]
+            row["error"], row["record"]["attempts"][0]["raw"]
         );
         assert!(row["record"]["attempts"][0]["forward_calls"]
             .as_u64()

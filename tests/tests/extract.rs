@@ -326,9 +326,7 @@ fn extraction_futures_are_send() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn other_instructions_replace_the_system_message_only() {
-    use contract_core::prompt::{
-        field_notes, system_message, system_message_with, Instructions,
-    };
+    use contract_core::prompt::{field_notes, system_message, system_message_with, Instructions};
     let notes = field_notes::<Guidance>();
     assert_eq!(
         notes,
@@ -339,7 +337,10 @@ async fn other_instructions_replace_the_system_message_only() {
          - high: High end of the range.\n"
     );
     let plain = system_message::<Guidance>();
-    assert_eq!(plain, system_message_with::<Guidance>(Instructions::Signature));
+    assert_eq!(
+        plain,
+        system_message_with::<Guidance>(Instructions::Signature)
+    );
     assert!(!plain.contains("Fields:"));
     let with_fields = system_message_with::<Guidance>(Instructions::SignatureAndFields);
     assert!(with_fields.contains(notes.trim_end()), "{with_fields}");

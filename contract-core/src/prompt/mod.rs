@@ -190,13 +190,23 @@ pub fn field_notes<C: Contract>() -> String {
     };
     let mut s = String::new();
     for f in &object.fields {
-        let Some(d) = f.description.as_deref().map(str::trim).filter(|d| !d.is_empty()) else {
+        let Some(d) = f
+            .description
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        else {
             continue;
         };
         if s.is_empty() {
             s.push_str("Fields:\n");
         }
-        let _ = writeln!(s, "- {}: {}", f.name, d.split_whitespace().collect::<Vec<_>>().join(" "));
+        let _ = writeln!(
+            s,
+            "- {}: {}",
+            f.name,
+            d.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
     }
     s
 }
