@@ -625,7 +625,7 @@ def report(meta: dict, parts: dict) -> str:
             "(`filings --replies`): *valid* = fills the contract, cross-field rules included; "
             "*correct* = the normalised guidance equals the truth. Seconds per document exclude "
             f"loading the model. The local backend holds its weights as `--weights {e['weights']}` "
-            "(`auto`: f32 for a model this small); llama.cpp computes on the Q4_1 weights as stored. "
+            "(`auto`: on the CPU, the fast forward pass on the 4-bit weights as stored); llama.cpp computes on the same Q4_1 weights. "
             "`llama.cpp schema` sends `response_format: {type: json_object, schema: strict_schema()}` "
             "(its grammar covers the schema, not the cross-field rule); `llama.cpp free` sends "
             "no format.\n"
