@@ -20,10 +20,10 @@ use contract_backends::batch::{run_batch, BatchOptions, Doc};
 use contract_backends::local::{LocalBackend, LocalOptions, WeightFormat};
 use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
-use contract_core::prompt::Instructions;
+use contract_core::prompt::{system_message_with, Instructions};
 use contract_core::Backend;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
-use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
+use examples::filings::{generate, ReleaseGuidance, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -96,9 +96,9 @@ struct Args {
     #[arg(long, value_enum)]
     whitespace: Option<Ws>,
     /// What the instructions show besides the signature: `signature` only, or `fields` (one line
-    /// per field with its description).
-    #[arg(long, value_enum, default_value = "fields")]
-    prompt: PromptStyle,
+    /// per field with its description; the default, `study::DEFAULT_INSTRUCTIONS`).
+    #[arg(long, value_enum)]
+    prompt: Option<PromptStyle>,
     /// Most tokens per reply.
     #[arg(long, default_value_t = 160)]
     max_tokens: u32,
@@ -304,11 +304,12 @@ async fn run_mode<B: Backend + Sync>(
     emit: &(dyn Fn(&Value) + Sync),
 ) -> Result<Vec<Value>, String> {
     let style = match args.prompt {
-        PromptStyle::Signature => Instructions::Signature,
-        PromptStyle::Fields => Instructions::SignatureAndFields,
+        None => study::DEFAULT_INSTRUCTIONS,
+        Some(PromptStyle::Signature) => Instructions::Signature,
+        Some(PromptStyle::Fields) => Instructions::SignatureAndFields,
     };
     let extractor = study::extractor(backend, mode, args.max_tokens)
-        .instructions(study::prompt_parts(style).system);
+        .instructions(system_message_with::<ReleaseGuidance>(style));
     let by_id: HashMap<&str, &StudyDoc> = docs.iter().map(|d| (d.id.as_str(), d)).collect();
     let batch: Vec<Doc> = docs.iter().map(|d| Doc::new(&d.id, &d.text)).collect();
     let options = BatchOptions::default()

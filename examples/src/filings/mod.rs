@@ -60,13 +60,17 @@ pub struct Expected {
 impl Expected {
     /// Equal quarter, year and currency, and both ends within a millionth (relative).
     pub fn matches(&self, other: &Expected) -> bool {
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
         self.quarter == other.quarter
             && self.year == other.year
             && self.currency == other.currency
-            && close(self.low, other.low)
-            && close(self.high, other.high)
+            && same_millions(self.low, other.low)
+            && same_millions(self.high, other.high)
     }
+}
+
+/// Two amounts in millions are the same within a millionth (relative).
+pub(crate) fn same_millions(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
 }
 
 /// Whether an extraction's normalised value is the ground truth (`None` = no guidance).

@@ -23,7 +23,9 @@ use contract_core::prompt::{system_message_with, Instructions, PromptParts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{is_correct, millions, normalize, parse_period, Expected, ReleaseGuidance};
+use super::{
+    is_correct, millions, normalize, parse_period, same_millions, Expected, ReleaseGuidance,
+};
 
 /// A rung of the reliability ladder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -238,8 +240,7 @@ pub fn score_parts(filled: &ReleaseGuidance, truth: Option<&Expected>) -> Parts 
                 .is_some_and(|(q, y)| (q, y) == (t.quarter, t.year));
             let end = |a: &Option<contract_core::Amount>, want: f64| {
                 a.as_ref().is_some_and(|a| {
-                    a.currency == t.currency
-                        && millions(a).is_ok_and(|m| (m - want).abs() <= 1e-6 * want.abs().max(1.0))
+                    a.currency == t.currency && millions(a).is_ok_and(|m| same_millions(m, want))
                 })
             };
             Parts {
