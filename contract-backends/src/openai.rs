@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | [`Mode::StructuredOutputs`] | `response_format: {type: json_schema, json_schema: {strict: true, schema}}` with the contract's [`strict_schema`](contract_core::Contract::strict_schema) | the server's constrained decoder, then validation |
 //! | [`Mode::VllmGuidedJson`] | `guided_json: schema` (vLLM's extra body field) | the server's constrained decoder, then validation |
+//! | [`Mode::VllmGuidedGrammar`] | `guided_grammar: lark` (vLLM with its llguidance backend): the contract's grammar with every value grounded in the document that can be without the decoded values ([`Grammar::static_grounded_lark`](contract_core::grammar::Grammar::static_grounded_lark)) | the server's constrained decoder, then validation against the document |
 //! | [`Mode::JsonObjectSchema`] | `response_format: {type: json_object, schema}` (llama-cpp-python's server) | the server's grammar, then validation |
 //! | [`Mode::JsonMode`] | `response_format: {type: json_object}` | syntax only, then validation |
 //! | [`Mode::PromptOnly`] | nothing: the signature in the system message | validation only |
@@ -100,6 +101,12 @@ pub enum Mode {
     /// `response_format` `{type: json_object, schema}` with the contract's strict schema: how
     /// llama-cpp-python's server (which refuses the `json_schema` type) constrains to a schema.
     JsonObjectSchema,
+    /// vLLM's `guided_grammar` extra body field with the contract's grammar in llguidance's
+    /// Lark syntax (vLLM started with `--guided-decoding-backend guidance`): grounded strings as
+    /// substring terminals over the request's document, grounded numbers as the numbers it
+    /// writes. Values grounded in another field are grounded in the whole document there (a
+    /// server cannot compose the grammar per field); the extractor checks them after decoding.
+    VllmGuidedGrammar,
 }
 
 impl Mode {
@@ -111,6 +118,7 @@ impl Mode {
             Mode::PromptOnly => "prompt_only",
             Mode::VllmGuidedJson => "vllm_guided_json",
             Mode::JsonObjectSchema => "json_object_schema",
+            Mode::VllmGuidedGrammar => "vllm_guided_grammar",
         }
     }
 }
@@ -128,11 +136,35 @@ impl std::str::FromStr for Mode {
             "prompt_only" | "prompt" => Ok(Mode::PromptOnly),
             "vllm_guided_json" | "vllm" | "guided_json" => Ok(Mode::VllmGuidedJson),
             "json_object_schema" | "llama_cpp" | "llamacpp" => Ok(Mode::JsonObjectSchema),
+            "vllm_guided_grammar" | "guided_grammar" | "lark" => Ok(Mode::VllmGuidedGrammar),
             other => Err(format!(
                 "unknown mode `{other}` (expected `structured_outputs`, `json_mode`, \
-                 `prompt_only`, `vllm_guided_json` or `json_object_schema`)"
+                 `prompt_only`, `vllm_guided_json`, `vllm_guided_grammar` or `json_object_schema`)"
             )),
         }
+    }
+}
+
+/// The request's grammar in llguidance's Lark syntax: grounded in the request's document when the
+/// contract grounds values, else the plain JSON grammar (`start: %json {..}`).
+fn lark_grammar(req: &Request) -> Result<String, BackendError> {
+    let invalid = |message: String| BackendError::InvalidRequest { message };
+    let value = req.grammar.as_ref().ok_or_else(|| {
+        invalid(format!(
+            "mode `vllm_guided_grammar` needs the contract's grammar, the request for `{}` has none",
+            req.contract
+        ))
+    })?;
+    let grammar: contract_core::grammar::Grammar = match serde_json::from_value(value.clone()) {
+        Ok(g) => g,
+        // A plain JSON Schema (a runtime contract): llguidance's JSON compiler.
+        Err(_) => return Ok(format!("start: %json {value}")),
+    };
+    match &req.source {
+        Some(source) if grammar.is_grounded() => grammar
+            .static_grounded_lark(&contract_core::ground::Grounds::new(source))
+            .map_err(|e| invalid(e.to_string())),
+        _ => Ok(grammar.lark()),
     }
 }
 
@@ -478,7 +510,7 @@ impl OpenAiBackend {
                 },
             }),
             Mode::JsonMode | Mode::JsonObjectSchema => Some(ResponseFormat::JsonObject),
-            Mode::PromptOnly | Mode::VllmGuidedJson => None,
+            Mode::PromptOnly | Mode::VllmGuidedJson | Mode::VllmGuidedGrammar => None,
         };
         #[allow(deprecated)] // `max_tokens` and `seed` are still what compatible servers read
         let typed = CreateChatCompletionRequest {
@@ -507,6 +539,9 @@ impl OpenAiBackend {
                 if let Some(Value::Object(rf)) = map.get_mut("response_format") {
                     rf.insert("schema".to_owned(), strict_schema()?);
                 }
+            }
+            (Mode::VllmGuidedGrammar, Value::Object(map)) => {
+                map.insert("guided_grammar".to_owned(), Value::String(lark_grammar(req)?));
             }
             _ => {}
         }

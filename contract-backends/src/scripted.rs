@@ -90,6 +90,7 @@ mod tests {
             grammar: None,
             max_tokens: None,
             sampling: Default::default(),
+            source: None,
         }
     }
 

@@ -660,6 +660,7 @@ fn local_backend_takes_a_dyn_contract_grammar() {
         grammar: Some(contract.grammar()),
         max_tokens: None,
         sampling: Default::default(),
+        source: None,
     };
     let masks = GrammarMasks::new(engine);
     let walk = |text: &str| -> Result<(), String> {

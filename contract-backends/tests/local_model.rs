@@ -604,6 +604,7 @@ async fn smollm2_answers_a_short_chat() {
         grammar: None,
         max_tokens: Some(16),
         sampling: Sampling::default(),
+        source: None,
     };
     let r = b.complete(&req).await.unwrap();
     assert!(!r.text.trim().is_empty());
@@ -638,6 +639,7 @@ async fn smollm2_under_a_schema_mask_writes_valid_json_with_fewer_calls() {
         grammar: Some(schema),
         max_tokens: None,
         sampling: Sampling::default(),
+        source: None,
     };
     let r = b.complete(&req).await.unwrap();
     assert_eq!(r.finish_reason, Some(FinishReason::Stop), "{:?}", r.text);

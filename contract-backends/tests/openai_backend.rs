@@ -138,6 +138,7 @@ async fn a_contract_without_strict_schema_is_refused_in_structured_mode() {
         grammar: None,
         max_tokens: None,
         sampling: Default::default(),
+        source: None,
     };
     let err = contract_core::Backend::complete(&backend, &req)
         .await

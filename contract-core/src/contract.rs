@@ -76,6 +76,13 @@ pub trait Contract: FieldType + Serialize + DeserializeOwned + Sized {
         crate::validate::from_json::<Self>(text)
     }
 
+    /// [`Contract::from_json`] plus the grounding check against `source`: every grounded value
+    /// that is not in its text is a `not_in_source` violation (path, the value, where it was
+    /// looked for), reported with the other violations.
+    fn from_json_in(text: &str, source: &crate::source::Source) -> Result<Self, Violations> {
+        crate::ground::from_json_in::<Self>(text, source)
+    }
+
     /// Checks a JSON value against the contract and, when it passes, deserializes it.
     fn from_value(value: &Value) -> Result<Self, Violations> {
         crate::validate::from_value::<Self>(value)
@@ -333,6 +340,83 @@ pub struct Constraints {
     pub one_of: Option<Vec<Value>>,
     /// A string format.
     pub format: Option<Format>,
+    /// Where the value must be found: a grounded value is copied from the source, never
+    /// composed by the model (`#[contract(grounded)]`).
+    pub grounded: Option<Grounding>,
+}
+
+/// Where a grounded value must be found.
+///
+/// A grounded string is a verbatim substring of that text (whitespace runs compare equal); a
+/// grounded number is a number the text writes, read with the text's numeral conventions and
+/// compared as decimal text. For `Option` and `Vec` fields it applies to each value inside.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grounding {
+    /// Anywhere in the source document (`#[contract(grounded)]`).
+    Source,
+    /// Inside the text of an earlier field of the same object, by JSON name
+    /// (`#[contract(grounded(in = quote))]`): the string itself, or the source lines of the
+    /// spans inside it.
+    In(String),
+    /// Inside the source lines from the value of field `start` to the value of field `end`
+    /// (1-based, inclusive), both earlier integer fields of the same object
+    /// (`#[contract(grounded(in = start_line..=end_line))]`): how [`Span::quote`](crate::Span)
+    /// lies in its lines.
+    Lines {
+        /// The field holding the first line.
+        start: String,
+        /// The field holding the last line.
+        end: String,
+    },
+    /// Grounded where the value containing it is grounded, in the same text; not grounded
+    /// otherwise (`#[contract(grounded(with_container))]`): how `Amount.value` and `Amount.unit`
+    /// are copied when an `Amount` field is grounded.
+    WithContainer,
+}
+
+impl Grounding {
+    /// The fields of the same object this grounding reads.
+    pub fn depends_on(&self) -> Vec<&str> {
+        match self {
+            Grounding::In(field) => vec![field.as_str()],
+            Grounding::Lines { start, end } => vec![start.as_str(), end.as_str()],
+            Grounding::Source | Grounding::WithContainer => Vec::new(),
+        }
+    }
+
+    /// Reads the JSON Schema keyword `x-grounded` (as [`Contract::json_schema`] writes it).
+    pub fn from_keyword(value: &Value) -> Option<Grounding> {
+        match value {
+            Value::String(s) if s == "source" => Some(Grounding::Source),
+            Value::String(s) if s == "with_container" => Some(Grounding::WithContainer),
+            Value::Object(m) => {
+                if let Some(Value::String(field)) = m.get("in") {
+                    return Some(Grounding::In(field.clone()));
+                }
+                match m.get("lines").and_then(Value::as_array).map(Vec::as_slice) {
+                    Some([Value::String(start), Value::String(end)]) => Some(Grounding::Lines {
+                        start: start.clone(),
+                        end: end.clone(),
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// How a reader is told where the value comes from (`copied from the document`).
+    pub fn words(&self) -> String {
+        match self {
+            Grounding::Source => "copied from the document".into(),
+            Grounding::In(field) => format!("copied from `{field}`"),
+            Grounding::Lines { start, end } => {
+                format!("copied from lines `{start}`..`{end}`")
+            }
+            Grounding::WithContainer => "copied where its container is".into(),
+        }
+    }
 }
 
 impl Constraints {
@@ -347,6 +431,7 @@ impl Constraints {
             && self.pattern.is_none()
             && self.one_of.is_none()
             && self.format.is_none()
+            && self.grounded.is_none()
     }
 }
 

@@ -164,6 +164,9 @@ fn constraint_words(ty: &TypeSpec, c: &Constraints) -> String {
             let values: Vec<String> = values.iter().map(|v| format!("`{v}`")).collect();
             parts.push(format!("one of {}", values.join(", ")));
         }
+        if let Some(g) = &c.grounded {
+            parts.push(g.words());
+        }
     }
     parts.join("; ")
 }

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::contract::Contract;
+use crate::ground::{check_reply, has_grounding, Grounds};
+use crate::source::Source;
 use crate::parse::{parse_output_with, Level, ParseOptions, Repair};
 use crate::prompt::{
     feedback_message, Budget, BudgetError, Message, Messages, PromptParts, Tokenizer,
@@ -51,6 +53,10 @@ pub struct Request {
     pub max_tokens: Option<u32>,
     /// Sampling settings.
     pub sampling: Sampling,
+    /// The document the prompt holds, whole (before any budget cut). A backend that decodes
+    /// under a mask grounds the contract's grounded values in it; every reply is checked
+    /// against it by the extractor.
+    pub source: Option<Source>,
 }
 
 /// Why generation stopped.
@@ -395,6 +401,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         let strict_schema = C::try_strict_schema().ok();
         let signature = C::signature();
         let grammar = serde_json::to_value(C::grammar()).ok();
+        let source = Source::from_text(document);
+        let grounded = has_grounding(spec);
+        let grounds = grounded.then(|| Grounds::new(&source));
 
         let mut out = Extraction {
             contract: spec.name.clone(),
@@ -466,6 +475,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 grammar: grammar.clone(),
                 max_tokens: self.max_tokens,
                 sampling: self.sampling,
+                source: Some(source.clone()),
             };
             let response = match self.backend.complete(&request).await {
                 Ok(r) => r,
@@ -477,7 +487,14 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 }
             };
 
-            let parsed = parse_output_with::<C>(&response.text, self.options);
+            let mut parsed = parse_output_with::<C>(&response.text, self.options);
+            if let (Some(grounds), Some(json)) = (&grounds, &parsed.json) {
+                let off = check_reply(spec, json, &response.text, grounds);
+                if !off.is_empty() {
+                    parsed.value = None;
+                    parsed.violations.0.extend(off.0);
+                }
+            }
             let valid = parsed.value.is_some();
             attempt.raw = Some(response.text.clone());
             attempt.reasoning = parsed

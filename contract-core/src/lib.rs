@@ -35,6 +35,7 @@ pub mod evidence;
 pub mod extract;
 mod field;
 pub mod grammar;
+pub mod ground;
 pub mod parse;
 pub mod prompt;
 pub mod schema;

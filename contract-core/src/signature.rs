@@ -11,6 +11,7 @@
 use serde_json::{Map, Value};
 
 use crate::contract::{
+    Grounding,
     Constraints, ContractSpec, ExternalRef, FieldSpec, Rule, SpecKind, TypeSpec,
 };
 use crate::schema::bounds::{integer_range, len_words, number_range};
@@ -103,10 +104,26 @@ fn field(f: &FieldSpec, stack: &mut Vec<String>) -> String {
     if let Some(unit) = &f.unit {
         out.push_str(&format!(" ({unit})"));
     }
+    if let Some(note) = f.constraints.grounded.as_ref().and_then(grounding_note) {
+        out.push(' ');
+        out.push_str(&note);
+    }
     if nullable {
         out.push_str(" | null");
     }
     out
+}
+
+/// What the signature says of a grounded value, so the model knows it copies
+/// (`copied from the document`, `copied from "quote"`); nothing for
+/// [`Grounding::WithContainer`], whose container's field says it.
+pub(crate) fn grounding_note(grounded: &Grounding) -> Option<String> {
+    Some(match grounded {
+        Grounding::Source => "copied from the document".into(),
+        Grounding::In(field) => format!("copied from {}", quote(field)),
+        Grounding::Lines { .. } => "copied from its lines".into(),
+        Grounding::WithContainer => return None,
+    })
 }
 
 /// A type with its constraints, without unit and without the outer `| null`.

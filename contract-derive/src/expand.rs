@@ -6,7 +6,7 @@ use syn::spanned::Spanned;
 
 use crate::fallback;
 use crate::internals::ast::{Container, Data, Field, Variant, Wrapper};
-use crate::internals::attr::{respan, Num, OneOfValue};
+use crate::internals::attr::{respan, Grounded, GroundedKind, Num, OneOfValue};
 use crate::internals::check::{self, Assertion};
 use crate::internals::Ctxt;
 
@@ -185,7 +185,10 @@ fn object_spec(cont: &Container, fields: &[Field], description: &TokenStream) ->
             .map(|f| f.json_name.clone())
             .expect("checked rule field")
     };
-    let field_specs = fields.iter().filter(|f| !f.skipped()).map(field_spec);
+    let field_specs = fields
+        .iter()
+        .filter(|f| !f.skipped())
+        .map(|f| field_spec(f, fields));
     let mut rules = Vec::new();
     for rule in &cont.attrs.rules {
         let left = json_name(&rule.left);
@@ -231,7 +234,7 @@ fn path_text(path: &syn::Path) -> String {
     path.to_token_stream().to_string().replace(' ', "")
 }
 
-fn field_spec(field: &Field) -> TokenStream {
+fn field_spec(field: &Field, fields: &[Field]) -> TokenStream {
     let json = &field.json_name;
     let rust = &field.rust_name;
     let ty = field.ty;
@@ -257,7 +260,7 @@ fn field_spec(field: &Field) -> TokenStream {
     };
     let description = opt_str(field.attrs.description.as_deref());
     let unit = opt_str(field.attrs.unit.as_deref());
-    let constraints = constraints(field);
+    let constraints = constraints(field, fields);
     quote! {
         ::contract_core::__private::field(#json, #rust, #type_spec, #description, #unit, #constraints)
     }
@@ -276,9 +279,41 @@ fn num(n: Num) -> TokenStream {
     }
 }
 
-fn constraints(field: &Field) -> TokenStream {
+/// The JSON name of the field with Rust name `ident` (checked to exist before expanding).
+fn json_name_of(fields: &[Field], ident: &syn::Ident) -> String {
+    let rust = ident.to_string();
+    fields
+        .iter()
+        .find(|f| f.rust_name == rust)
+        .map_or(rust, |f| f.json_name.clone())
+}
+
+fn grounding(grounded: &Grounded, fields: &[Field]) -> TokenStream {
+    let p = quote!(::contract_core::__private::Grounding);
+    match &grounded.kind {
+        GroundedKind::Source => quote!(#p::Source),
+        GroundedKind::WithContainer => quote!(#p::WithContainer),
+        GroundedKind::In(a) => {
+            let a = json_name_of(fields, a);
+            quote!(#p::In(::std::string::String::from(#a)))
+        }
+        GroundedKind::Lines(a, b) => {
+            let (a, b) = (json_name_of(fields, a), json_name_of(fields, b));
+            quote!(#p::Lines {
+                start: ::std::string::String::from(#a),
+                end: ::std::string::String::from(#b),
+            })
+        }
+    }
+}
+
+fn constraints(field: &Field, fields: &[Field]) -> TokenStream {
     let a = &field.attrs;
     let mut items = Vec::new();
+    if let Some(grounded) = &a.grounded {
+        let g = grounding(grounded, fields);
+        items.push(quote!(grounded: ::contract_core::__private::Some(#g)));
+    }
     let b = &a.bounds;
     for (name, bound) in [
         ("minimum", b.minimum),

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use contract_core::grammar::Grammar;
+use contract_core::ground::{Grounds, Numerals};
+use contract_core::source::Source;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
@@ -213,6 +215,7 @@ impl MaskEngine {
         ContractMask {
             engine: self.clone(),
             matcher,
+            composer: None,
             plan: prepared.plan.clone(),
             scanner: Scanner::new(),
             bits: Vec::new(),
@@ -220,6 +223,58 @@ impl MaskEngine {
             stats: MaskStats::default(),
             timing: false,
         }
+    }
+
+    /// A matcher for an llguidance Lark grammar.
+    fn lark_matcher(&self, lark: String) -> Result<Matcher, LocalError> {
+        let parser = self
+            .factory
+            .create_parser(TopLevelGrammar::from_lark(lark))
+            .map_err(mask_err)?;
+        let matcher = Matcher::new(Ok(parser));
+        if let Some(e) = matcher.get_error() {
+            return Err(mask_err(e));
+        }
+        Ok(matcher)
+    }
+
+    /// A mask for one generation of `grammar` grounded in `source`: grounded strings are
+    /// substrings of their text, grounded numbers numbers it writes, values grounded in an earlier
+    /// field drawn from that field as decoded (the root object is composed segment by segment),
+    /// and the cross-field rules enforced by the value filter as in [`MaskEngine::mask`]. A
+    /// grammar without groundings gives the plain mask.
+    pub fn grounded_mask(
+        self: &Arc<Self>,
+        grammar: &Grammar,
+        source: &Source,
+    ) -> Result<ContractMask, LocalError> {
+        if !grammar.is_grounded() {
+            return self.mask(grammar);
+        }
+        let t0 = Instant::now();
+        let segments = grammar.grounded_segments().map_err(mask_err)?.len();
+        let composer = Composer {
+            grammar: Arc::new(grammar.clone()),
+            numerals: Numerals::detect(&source.text()),
+            source: Arc::new(source.clone()),
+            segments,
+            current: 0,
+        };
+        let matcher = self.lark_matcher(composer.lark(0, &[])?)?;
+        let plan = grammar.has_rules().then(|| Arc::new(RulePlan::new(grammar)));
+        let mut stats = MaskStats::default();
+        stats.compile_ns.push(t0.elapsed().as_nanos() as u64);
+        Ok(ContractMask {
+            engine: self.clone(),
+            matcher,
+            composer: Some(Box::new(composer)),
+            plan,
+            scanner: Scanner::new(),
+            bits: Vec::new(),
+            output: Vec::new(),
+            stats,
+            timing: false,
+        })
     }
 
     /// A mask from an llguidance JSON Schema, with an optional rule plan.
@@ -239,6 +294,7 @@ impl MaskEngine {
         Ok(ContractMask {
             engine: self.clone(),
             matcher,
+            composer: None,
             plan,
             scanner: Scanner::new(),
             bits: Vec::new(),
@@ -246,6 +302,42 @@ impl MaskEngine {
             stats: MaskStats::default(),
             timing: false,
         })
+    }
+}
+
+/// The grounded grammar of one document, composed segment by segment
+/// ([`Grammar::grounded_segments`]): when a segment's matcher accepts, the next segment's
+/// grammar is built from the source and the values decoded so far, and decoding goes on in it.
+#[derive(Clone)]
+struct Composer {
+    grammar: Arc<Grammar>,
+    source: Arc<Source>,
+    numerals: Numerals,
+    segments: usize,
+    current: usize,
+}
+
+impl Composer {
+    fn lark(&self, segment: usize, output: &[u8]) -> Result<String, LocalError> {
+        let decoded = if segment == 0 {
+            serde_json::Map::new()
+        } else {
+            // The output ends with the `,` closing the previous segment: close the object.
+            let text = String::from_utf8_lossy(output);
+            let head = text.trim_end().trim_end_matches(',');
+            match serde_json::from_str::<Value>(&format!("{head}}}")) {
+                Ok(Value::Object(m)) => m,
+                _ => {
+                    return Err(mask_err(format!(
+                        "grounded segment {segment}: the output so far is not an object prefix: {text:?}"
+                    )))
+                }
+            }
+        };
+        let grounds = Grounds::with_numerals(&self.source, self.numerals);
+        self.grammar
+            .grounded_lark(&grounds, segment, &decoded)
+            .map_err(mask_err)
     }
 }
 
@@ -263,6 +355,8 @@ pub struct MaskStats {
     /// Steps where the filter would have left no token (a bug in the filter: the unfiltered
     /// mask is used instead).
     pub filter_emptied: usize,
+    /// Nanoseconds spent building and compiling each grounded segment's grammar.
+    pub compile_ns: Vec<u64>,
 }
 
 /// The token mask of one generation. A clone continues independently from the same state
@@ -271,6 +365,7 @@ pub struct MaskStats {
 pub struct ContractMask {
     engine: Arc<MaskEngine>,
     matcher: Matcher,
+    composer: Option<Box<Composer>>,
     plan: Option<Arc<RulePlan>>,
     scanner: Scanner,
     bits: Vec<u32>,
@@ -425,6 +520,31 @@ impl ContractMask {
     /// Advances over `tokens` (sampled or forced).
     pub fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
         self.matcher.consume_tokens(tokens).map_err(mask_err)?;
+        let result = self.advance_scanner(tokens);
+        self.next_segment()?;
+        result
+    }
+
+    /// Starts the next grounded segment when the current one is complete.
+    fn next_segment(&mut self) -> Result<(), LocalError> {
+        let Some(c) = &self.composer else {
+            return Ok(());
+        };
+        if c.current + 1 >= c.segments || !self.matcher.is_accepting().unwrap_or(false) {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let next = c.current + 1;
+        let lark = c.lark(next, &self.output)?;
+        self.matcher = self.engine.lark_matcher(lark)?;
+        if let Some(c) = &mut self.composer {
+            c.current = next;
+        }
+        self.stats.compile_ns.push(t0.elapsed().as_nanos() as u64);
+        Ok(())
+    }
+
+    fn advance_scanner(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
         for &t in tokens {
             let b = self.engine.token_bytes(t);
             self.output.extend_from_slice(b);
@@ -444,11 +564,24 @@ impl ContractMask {
     pub fn is_accepting(&mut self) -> bool {
         self.matcher.is_accepting().unwrap_or(false)
             && self.plan.as_ref().is_none_or(|p| self.scanner.can_end(p))
+            && self
+                .composer
+                .as_ref()
+                .is_none_or(|c| c.current + 1 >= c.segments)
     }
 
-    /// Whether no further token is possible.
+    /// Whether no further token is possible (in the last segment of a grounded grammar).
     pub fn is_stopped(&self) -> bool {
         self.matcher.is_stopped()
+            && self
+                .composer
+                .as_ref()
+                .is_none_or(|c| c.current + 1 >= c.segments)
+    }
+
+    /// The grounded segment being decoded and how many there are (`None`: not grounded).
+    pub fn segment(&self) -> Option<(usize, usize)> {
+        self.composer.as_ref().map(|c| (c.current, c.segments))
     }
 
     /// How many of `tokens`, from the current state, the grammar accepts byte by byte, without
@@ -505,9 +638,12 @@ impl MaskFactory for GrammarMasks {
         let Some(g) = &req.grammar else {
             return Ok(None);
         };
-        let mask = match serde_json::from_value::<Grammar>(g.clone()) {
-            Ok(grammar) => self.engine.mask(&grammar)?,
-            Err(_) => self.engine.mask_for_json_schema(g)?,
+        let mask = match (serde_json::from_value::<Grammar>(g.clone()), &req.source) {
+            (Ok(grammar), Some(source)) if grammar.is_grounded() => {
+                self.engine.grounded_mask(&grammar, source)?
+            }
+            (Ok(grammar), _) => self.engine.mask(&grammar)?,
+            (Err(_), _) => self.engine.mask_for_json_schema(g)?,
         };
         Ok(Some(Box::new(mask)))
     }

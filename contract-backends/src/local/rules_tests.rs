@@ -19,6 +19,7 @@ fn grammar(fields: Vec<(&str, Shape)>, rules: Vec<GrammarRule>) -> Grammar {
                 .map(|(n, s)| FieldShape {
                     name: n.into(),
                     shape: s,
+                    grounded: None,
                 })
                 .collect(),
             rules,

@@ -46,7 +46,7 @@ pub const VALIDATOR_FORMATS: [&str; 17] = [
 ];
 
 /// Annotations: no meaning to enforce, nothing to report.
-const ANNOTATIONS: [&str; 22] = [
+const ANNOTATIONS: [&str; 23] = [
     "$schema",
     "$id",
     "id",
@@ -68,6 +68,7 @@ const ANNOTATIONS: [&str; 22] = [
     "contentMediaType",
     "contentSchema",
     "x-unit",
+    "x-grounded",
     "x-guidance",
 ];
 

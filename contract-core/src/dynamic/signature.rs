@@ -253,6 +253,17 @@ impl<'r, 'a> Writer<'r, 'a> {
                 out.push_str(&format!(" ({unit})"));
             }
         }
+        let note = map
+            .get("x-grounded")
+            .and_then(crate::contract::Grounding::from_keyword)
+            .as_ref()
+            .and_then(crate::signature::grounding_note);
+        if let Some(note) = note {
+            if !out.is_empty() {
+                out.push(' ');
+                out.push_str(&note);
+            }
+        }
         if nullable {
             if out.is_empty() {
                 out.push_str("null");

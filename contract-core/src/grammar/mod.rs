@@ -16,9 +16,12 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Number, Value};
 
-use crate::contract::{CmpOp, Constraints, ContractSpec, Format, Rule, SpecKind, TypeSpec};
+use crate::contract::{
+    CmpOp, Constraints, ContractSpec, Format, Grounding, Rule, SpecKind, TypeSpec,
+};
 use crate::schema::bounds::{integer_lower, integer_upper};
 
+pub mod grounded;
 #[cfg(test)]
 mod tests;
 
@@ -121,6 +124,10 @@ pub struct FieldShape {
     pub name: String,
     /// The value's shape.
     pub shape: Shape,
+    /// Where the value (each value inside an `Option` or a list) must be copied from; the
+    /// local backend composes the mask per document from it ([`grounded`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounded: Option<Grounding>,
 }
 
 /// The values a position in the output may hold.
@@ -467,6 +474,7 @@ impl Builder {
                     .map(|f| FieldShape {
                         name: f.name.clone(),
                         shape: self.ty(&f.ty, &f.constraints),
+                        grounded: f.constraints.grounded.clone(),
                     })
                     .collect();
                 self.objects[index].fields = fields;
@@ -553,7 +561,11 @@ impl Builder {
 /// it are left to the value filter, since llguidance reads bounds as `f64`.
 const EXACT_INT: i128 = 1 << 53;
 
-fn shape_schema(shape: &Shape, objects: &[ObjectShape], defs: &mut Map<String, Value>) -> Value {
+pub(crate) fn shape_schema(
+    shape: &Shape,
+    objects: &[ObjectShape],
+    defs: &mut Map<String, Value>,
+) -> Value {
     match shape {
         Shape::Bool => json!({"type": "boolean"}),
         Shape::Integer { min, max } => {

@@ -10,7 +10,7 @@
 //! Every step is linear in the reply's length and never panics.
 
 mod repair;
-mod scan;
+pub(crate) mod scan;
 pub mod think;
 
 use std::fmt;

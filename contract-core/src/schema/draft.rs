@@ -124,7 +124,22 @@ fn field_schema(field: &FieldSpec, generator: &mut schemars::SchemaGenerator) ->
     if let Some(unit) = &field.unit {
         map.insert("x-unit".into(), unit.clone().into());
     }
+    if let Some(grounded) = &field.constraints.grounded {
+        map.insert("x-grounded".into(), grounded_keyword(grounded));
+    }
     Value::Object(map)
+}
+
+/// The `x-grounded` keyword: `"source"`, `{"in": "quote"}`, `{"lines": ["start_line",
+/// "end_line"]}` or `"with_container"`.
+pub(crate) fn grounded_keyword(grounded: &crate::contract::Grounding) -> Value {
+    use crate::contract::Grounding;
+    match grounded {
+        Grounding::Source => "source".into(),
+        Grounding::In(field) => serde_json::json!({ "in": field }),
+        Grounding::Lines { start, end } => serde_json::json!({ "lines": [start, end] }),
+        Grounding::WithContainer => "with_container".into(),
+    }
 }
 
 fn type_schema(

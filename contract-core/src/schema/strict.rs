@@ -602,6 +602,20 @@ fn words(key: &str, value: &Value, map: &Map<String, Value>) -> Option<String> {
             _ => return None,
         },
         "x-unit" => format!("Unit: {}.", plain(value)),
+        "x-grounded" => match value {
+            Value::String(s) if s == "source" => "Copied verbatim from the document.".into(),
+            Value::String(s) if s == "with_container" => {
+                "Copied verbatim from the document where the object holding it is.".into()
+            }
+            Value::Object(m) if m.contains_key("in") => format!(
+                "Copied verbatim from the value of `{}`.",
+                m.get("in").map(plain).unwrap_or_default()
+            ),
+            Value::Object(m) if m.contains_key("lines") => {
+                "Copied verbatim from the lines the span cites.".into()
+            }
+            other => format!("Grounded: {}.", plain(other)),
+        },
         "x-rules" => match value {
             Value::Array(rules) => format!(
                 "Rules: {}.",

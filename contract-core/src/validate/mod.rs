@@ -50,6 +50,9 @@ pub enum ViolationKind {
     SchemaMismatch,
     /// A list whose items must be unique (`uniqueItems`) repeats one.
     DuplicateItems,
+    /// A grounded value that is not in the text it must be copied from (the source, or the
+    /// field it is grounded in).
+    NotInSource,
 }
 
 impl ViolationKind {
@@ -72,6 +75,7 @@ impl ViolationKind {
             ViolationKind::EvidenceMismatch => "evidence_mismatch",
             ViolationKind::SchemaMismatch => "schema_mismatch",
             ViolationKind::DuplicateItems => "duplicate_items",
+            ViolationKind::NotInSource => "not_in_source",
         }
     }
 
@@ -84,6 +88,7 @@ impl ViolationKind {
                 | ViolationKind::Custom
                 | ViolationKind::EvidenceOutOfBounds
                 | ViolationKind::EvidenceMismatch
+                | ViolationKind::NotInSource
         )
     }
 }

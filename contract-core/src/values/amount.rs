@@ -9,6 +9,7 @@ use crate::Contract;
 #[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Amount {
     /// The number as written, without thousands separators and without applying the scale word.
+    #[contract(grounded(with_container))]
     pub value: f64,
     /// ISO 4217 currency code.
     #[contract(pattern = "^[A-Z]{3}$")]
@@ -16,7 +17,7 @@ pub struct Amount {
     /// The scale or unit words as written after the number (`billion`, `million`, `mil millones`, `per claim`), or null.
     // At most 40 characters: a scale word is short, and the bound keeps a masked model from
     // writing one until its token limit (SmolLM2-135M did, once in 40 releases).
-    #[contract(len = 1..=40)]
+    #[contract(len = 1..=40, grounded(with_container))]
     pub unit: Option<String>,
 }
 

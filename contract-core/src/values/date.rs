@@ -14,6 +14,7 @@ pub struct DateValue {
     #[contract(pattern = r"^\d{4}(-\d{2}(-\d{2})?)?$")]
     pub iso: String,
     /// The date exactly as written in the document.
+    #[contract(grounded(with_container))]
     pub original: String,
 }
 

@@ -16,18 +16,24 @@ pub struct Span {
     #[contract(min = 1)]
     pub end_line: u32,
     /// A short quote from the cited lines, or null.
+    #[contract(grounded(in = start_line..=end_line))]
     pub quote: Option<String>,
 }
 
 /// A value with the lines it came from. One answer whose evidence sits in two places is one
 /// `Evidenced` with two spans; a list answer is a `Vec<Evidenced<T>>`.
+///
+/// The evidence comes first and the value is grounded in it: a string or number value (or the
+/// grounded parts of a contract value, such as an [`Amount`](crate::Amount)'s number) must lie
+/// in the cited lines.
 #[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidenced<T> {
-    /// The value.
-    pub value: T,
     /// The source lines that support it.
     #[contract(len = 1..)]
     pub evidence: Vec<Span>,
+    /// The value, copied from the cited lines.
+    #[contract(grounded(in = evidence))]
+    pub value: T,
 }
 
 /// Feedback fields that route the pipeline.
@@ -69,6 +75,7 @@ mod tests {
         let bad = r#"{"value": {"value": 7.23, "currency": "usd", "unit": null}, "evidence": []}"#;
         let err = Evidenced::<Amount>::from_json(bad).unwrap_err();
         let paths: Vec<&str> = err.iter().map(|v| v.path.as_str()).collect();
-        assert_eq!(paths, ["/value/currency", "/evidence"]);
+        // Fields are checked in declaration order: the evidence comes first.
+        assert_eq!(paths, ["/evidence", "/value/currency"]);
     }
 }

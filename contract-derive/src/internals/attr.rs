@@ -135,11 +135,30 @@ pub struct Field {
     pub one_of: Option<OneOf>,
     pub format: Option<LitStr>,
     pub unit: Option<String>,
+    pub grounded: Option<Grounded>,
     pub skip: Option<Span>,
     pub json_schema: Option<Span>,
     /// Every `#[contract(..)]` key given, with the span of its path.
     pub keys: Vec<(Symbol, Span)>,
     pub serde: SerdeField,
+}
+
+/// `#[contract(grounded..)]` as written; fields are Rust names, resolved by `check`.
+pub enum GroundedKind {
+    /// `grounded`: anywhere in the source.
+    Source,
+    /// `grounded(in = quote)`.
+    In(syn::Ident),
+    /// `grounded(in = start_line..=end_line)`.
+    Lines(syn::Ident, syn::Ident),
+    /// `grounded(with_container)`.
+    WithContainer,
+}
+
+pub struct Grounded {
+    pub kind: GroundedKind,
+    /// The span of `grounded`.
+    pub span: Span,
 }
 
 /// What the derive needs to know of a field's `#[serde(..)]`.
@@ -575,6 +594,7 @@ impl Field {
         let mut one_of = None;
         let mut format = None;
         let mut unit = None;
+        let mut grounded = None;
         let mut skip = None;
         let mut json_schema = None;
 
@@ -605,6 +625,13 @@ impl Field {
                     } else {
                         json_schema = Some(span);
                     }
+                }
+                return Ok(());
+            }
+            if key == GROUNDED {
+                let kind = parse_grounded(cx, meta)?;
+                if first {
+                    grounded = kind.map(|kind| Grounded { kind, span });
                 }
                 return Ok(());
             }
@@ -723,12 +750,72 @@ impl Field {
             one_of,
             format,
             unit,
+            grounded,
             skip,
             json_schema,
             keys: seen.keys,
             serde,
         }
     }
+}
+
+/// `grounded`, `grounded(in = field)`, `grounded(in = start..=end)` or
+/// `grounded(with_container)`; `None` after reporting a mistake.
+fn parse_grounded(cx: &Ctxt, meta: &ParseNestedMeta) -> syn::Result<Option<GroundedKind>> {
+    if meta.input.is_empty() || meta.input.peek(Token![,]) {
+        return Ok(Some(GroundedKind::Source));
+    }
+    if !meta.input.peek(syn::token::Paren) {
+        cx.error_spanned_by(
+            &meta.path,
+            "`grounded` takes no value: write `grounded`, `grounded(in = field)` or `grounded(with_container)`",
+        );
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    let mut kind = None;
+    meta.parse_nested_meta(|inner| {
+        if inner.path == WITH_CONTAINER {
+            kind = Some(GroundedKind::WithContainer);
+            return Ok(());
+        }
+        if inner.path != IN {
+            cx.error_spanned_by(
+                &inner.path,
+                format!(
+                    "unknown key `{}` in `grounded`, expected `in = field` or `with_container`",
+                    key_of(&inner.path)
+                ),
+            );
+            return skip_value(&inner);
+        }
+        let expr: Expr = parse_value(&inner)?;
+        let ident = |e: &Expr| match strip(e) {
+            Expr::Path(p) if p.qself.is_none() => p.path.get_ident().cloned(),
+            _ => None,
+        };
+        match strip(&expr) {
+            Expr::Range(r) => {
+                let closed = matches!(r.limits, syn::RangeLimits::Closed(_));
+                match (r.start.as_deref().and_then(ident), r.end.as_deref().and_then(ident)) {
+                    (Some(a), Some(b)) if closed => kind = Some(GroundedKind::Lines(a, b)),
+                    _ => cx.error_spanned_by(
+                        &expr,
+                        "`in` takes a field name or line fields `start..=end`",
+                    ),
+                }
+            }
+            other => match ident(other) {
+                Some(i) => kind = Some(GroundedKind::In(i)),
+                None => cx.error_spanned_by(
+                    &expr,
+                    "`in` takes a field name or line fields `start..=end`",
+                ),
+            },
+        }
+        Ok(())
+    })?;
+    Ok(kind)
 }
 
 /// `min > max` (or an exclusive bound that leaves nothing) is an error on both bounds.

@@ -4,6 +4,7 @@ use proc_macro2::Span;
 use syn::Type;
 
 use super::ast::{type_text, Container, Data, Field, Scalar};
+use super::attr::GroundedKind;
 use super::ctxt::Ctxt;
 use super::suggest;
 use super::symbol::*;
@@ -25,6 +26,7 @@ pub fn check<'a>(cx: &Ctxt, cont: &Container<'a>) -> Vec<Assertion<'a>> {
         for field in fields {
             check_field_types(cx, field, &mut assertions);
         }
+        check_grounded(cx, fields);
         check_rules(cx, cont, fields, &mut assertions);
         check_groups(cx, cont, fields, &mut assertions);
     }
@@ -51,6 +53,7 @@ const CONSTRAINT_KEYS: &[Symbol] = &[
     ONE_OF,
     FORMAT,
     UNIT,
+    GROUNDED,
     JSON_SCHEMA,
 ];
 
@@ -194,6 +197,77 @@ fn lookup<'f, 'a>(
             .map(|b| format!(", did you mean `{b}`?"))
             .unwrap_or_default();
             Err(format!("unknown field `{name}` in {where_}{hint}"))
+        }
+    }
+}
+
+/// A grounded value is copied: strings, numbers and contracts with grounded parts can be, a
+/// `bool` cannot. `in = field` names a field of the struct written before this one (keys are
+/// generated in declaration order, so the text it lies in is known when it is written);
+/// `in = start..=end` names two such integer fields.
+fn check_grounded(cx: &Ctxt, fields: &[Field]) {
+    for (index, field) in fields.iter().enumerate() {
+        let Some(grounded) = &field.attrs.grounded else {
+            continue;
+        };
+        if field.skipped() {
+            continue;
+        }
+        let name = &field.rust_name;
+        if field.info.scalar == Scalar::Bool {
+            cx.error_at(
+                grounded.span,
+                format!(
+                    "`grounded` needs a string, a number or a contract, `{name}` is `{}`: a boolean cannot be copied from a document",
+                    type_text(field.ty)
+                ),
+            );
+        }
+        let idents = match &grounded.kind {
+            GroundedKind::In(a) => vec![a],
+            GroundedKind::Lines(a, b) => vec![a, b],
+            GroundedKind::Source | GroundedKind::WithContainer => Vec::new(),
+        };
+        let where_ = "`grounded(in = ..)`";
+        for ident in idents {
+            let target = ident.to_string();
+            match lookup(fields, &target, where_) {
+                Err(msg) => cx.error_spanned_by(ident, msg),
+                Ok(f) => {
+                    let pos = fields
+                        .iter()
+                        .position(|g| g.rust_name == f.rust_name)
+                        .unwrap_or(usize::MAX);
+                    if pos >= index {
+                        let what = if pos == index {
+                            "the field itself".to_owned()
+                        } else {
+                            format!("`{target}`, declared after `{name}`")
+                        };
+                        cx.error_spanned_by(
+                            ident,
+                            format!(
+                                "`grounded(in = {target})` names {what}: a value can only lie in a field written before it"
+                            ),
+                        );
+                    } else if matches!(grounded.kind, GroundedKind::Lines(..))
+                        && !matches!(f.info.scalar, Scalar::Integer | Scalar::Other)
+                    {
+                        cx.error_spanned_by(
+                            ident,
+                            format!(
+                                "line field `{target}` must be an integer, it is `{}`",
+                                type_text(f.ty)
+                            ),
+                        );
+                    } else if f.info.scalar == Scalar::Bool {
+                        cx.error_spanned_by(
+                            ident,
+                            format!("`{target}` is a boolean: a value cannot lie in it"),
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -45,6 +45,13 @@ pub const ONE_OF: Symbol = Symbol("one_of");
 pub const FORMAT: Symbol = Symbol("format");
 // #[contract(unit = "USD millions")]
 pub const UNIT: Symbol = Symbol("unit");
+// #[contract(grounded)], #[contract(grounded(in = quote))],
+// #[contract(grounded(in = start_line..=end_line))], #[contract(grounded(with_container))]
+pub const GROUNDED: Symbol = Symbol("grounded");
+// grounded(in = quote)
+pub const IN: Symbol = Symbol("in");
+// grounded(with_container)
+pub const WITH_CONTAINER: Symbol = Symbol("with_container");
 // #[contract(skip)]
 pub const SKIP: Symbol = Symbol("skip");
 // #[contract(json_schema)]
@@ -92,6 +99,7 @@ pub const FIELD_KEYS: &[Symbol] = &[
     ONE_OF,
     FORMAT,
     UNIT,
+    GROUNDED,
     SKIP,
     JSON_SCHEMA,
 ];

@@ -23,7 +23,7 @@ use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
 use contract_core::Backend;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
-use examples::filings::{generate, ReleaseGuidance, DEFAULT_DOCS, DEFAULT_SEED};
+use examples::filings::{generate, GroundedGuidance, ReleaseGuidance, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -308,8 +308,23 @@ async fn run_mode<B: Backend + Sync>(
         Some(PromptStyle::Signature) => Instructions::Signature,
         Some(PromptStyle::Fields) => Instructions::SignatureAndFields,
     };
+    if mode == Mode::Grounded {
+        let extractor = study::grounded_extractor(backend, args.max_tokens)
+            .instructions(system_message_with::<GroundedGuidance>(style));
+        return run_extractor(extractor, mode, docs, concurrency, emit).await;
+    }
     let extractor = study::extractor(backend, mode, args.max_tokens)
         .instructions(system_message_with::<ReleaseGuidance>(style));
+    run_extractor(extractor, mode, docs, concurrency, emit).await
+}
+
+async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>(
+    extractor: contract_core::Extractor<C, B>,
+    mode: Mode,
+    docs: &[StudyDoc],
+    concurrency: usize,
+    emit: &(dyn Fn(&Value) + Sync),
+) -> Result<Vec<Value>, String> {
     let by_id: HashMap<&str, &StudyDoc> = docs.iter().map(|d| (d.id.as_str(), d)).collect();
     let batch: Vec<Doc> = docs.iter().map(|d| Doc::new(&d.id, &d.text)).collect();
     let options = BatchOptions::default()

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use contract_core::Amount;
 
-use super::{Expected, ReleaseGuidance};
+use super::{Expected, GroundedGuidance, ReleaseGuidance};
 
 /// One synthetic release with what a correct extraction gives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,24 @@ pub struct Filing {
     pub traps: Vec<String>,
     /// What a perfect copier fills in: the period, the amounts and the line as written.
     pub answer: ReleaseGuidance,
+}
+
+impl Filing {
+    /// What a perfect copier fills in for [`GroundedGuidance`]: the guidance sentence, then the
+    /// period and the amounts as written in it (the same copies as [`Filing::answer`]).
+    pub fn grounded_answer(&self) -> GroundedGuidance {
+        let quote = self
+            .answer
+            .line
+            .and_then(|n| self.text.lines().nth((n as usize).checked_sub(1)?))
+            .map(str::to_owned);
+        GroundedGuidance {
+            quote,
+            period: self.answer.period.clone(),
+            low: self.answer.low.clone(),
+            high: self.answer.high.clone(),
+        }
+    }
 }
 
 /// A number as written (`1,250`, `3.100`, `1,25`) read the way the contract asks the model to
@@ -349,7 +367,11 @@ fn english_release(rng: &mut Rng, id: String, kind: Kind) -> Filing {
     let month_end = EN_MONTHS[(q0 as usize) * 3 - 1];
     let release_month = EN_MONTHS[((q0 as usize) * 3) % 12];
     let release_year = if q0 == 4 { y0 + 1 } else { y0 };
-    let period = match rng.below(4) {
+    let period = match rng.below(5) {
+        4 => {
+            traps.push("period_relative".to_owned());
+            "the upcoming quarter".to_owned()
+        }
         0 => format!("the {} quarter of {y1}", EN_ORD[q1 as usize - 1]),
         1 => format!("Q{q1} {y1}"),
         2 => {
@@ -494,7 +516,11 @@ fn spanish_release(rng: &mut Rng, id: String, kind: Kind) -> Filing {
     traps.push("net_income_thousands".to_owned());
     let net = format!("{} miles de {cur_words}", group(net_thousands, '.'));
 
-    let period = match rng.below(3) {
+    let period = match rng.below(4) {
+        3 => {
+            traps.push("period_relative".to_owned());
+            "el próximo trimestre".to_owned()
+        }
         0 => format!("el {} trimestre de {y1}", ES_ORD[q1 as usize - 1]),
         1 => format!("el {}T {y1}", q1),
         _ => {

@@ -42,6 +42,32 @@ pub struct ReleaseGuidance {
     pub line: Option<u32>,
 }
 
+/// Revenue guidance grounded in the release: the sentence that states it is copied first, and
+/// every value is copied from inside that sentence.
+///
+/// Under the local backend's grounded mask the model cannot write a period, a number or a scale
+/// word the quoted sentence does not contain, nor a quote the release does not contain; with any
+/// backend a reply that does is rejected (`not_in_source`) and retried. Code then reads the
+/// quarter, the year (from the quote when the period leaves it out, from the release's own
+/// reporting period for "the upcoming quarter") and the currency (from the quote's symbol or
+/// word): [`normalize_grounded`].
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(both_or_neither(period, low, high))]
+pub struct GroundedGuidance {
+    /// The sentence of the release that states its revenue guidance for a coming period, copied exactly; null when the release gives no revenue guidance or withdraws it.
+    #[contract(grounded)]
+    pub quote: Option<String>,
+    /// The period the guidance is for, copied from the quote ("third quarter of 2024", "Q3 2024", "the upcoming quarter"); null when there is no guidance.
+    #[contract(grounded(in = quote), len = 1..=60)]
+    pub period: Option<String>,
+    /// Low end of the guidance, copied from the quote (for a single figure, the same as high).
+    #[contract(grounded(in = quote))]
+    pub low: Option<Amount>,
+    /// High end of the guidance, copied from the quote.
+    #[contract(grounded(in = quote))]
+    pub high: Option<Amount>,
+}
+
 /// Normalised guidance: quarter, year, and both ends in millions of `currency`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Expected {
@@ -121,6 +147,125 @@ pub fn normalize(g: &ReleaseGuidance) -> Result<Option<Expected>, NormalizeError
         high: millions(high)?,
         currency: low.currency.clone(),
     }))
+}
+
+/// Normalises a filled contract in the context of its release `doc`: as [`normalize`], but a
+/// period that names a quarter without a year takes the year from `quote` (the sentence the
+/// values were copied from) or, failing that, the first such quarter after the release's own
+/// reporting period; a relative period ("the upcoming quarter", "next quarter", "el próximo
+/// trimestre") is the quarter after the reporting period ([`reporting_period`]). The currency is
+/// read from `quote` when it writes one (`$`, `€`, `dollars`, `euros`), else the model's code is
+/// kept. The model is never asked to work any of this out.
+pub fn normalize_in(
+    g: &ReleaseGuidance,
+    doc: &str,
+    quote: Option<&str>,
+) -> Result<Option<Expected>, NormalizeError> {
+    let (period, low, high) = match (&g.period, &g.low, &g.high) {
+        (None, None, None) => return Ok(None),
+        (Some(p), Some(l), Some(h)) => (p, l, h),
+        _ => return Err(NormalizeError::Partial),
+    };
+    let (quarter, year) = resolve_period(period, doc, quote)
+        .ok_or_else(|| NormalizeError::Period(period.clone()))?;
+    let currency = |a: &Amount| {
+        quote
+            .and_then(currency_in)
+            .map_or_else(|| a.currency.clone(), str::to_owned)
+    };
+    let (lc, hc) = (currency(low), currency(high));
+    if lc != hc {
+        return Err(NormalizeError::Currency(lc, hc));
+    }
+    Ok(Some(Expected {
+        quarter,
+        year,
+        low: millions(low)?,
+        high: millions(high)?,
+        currency: lc,
+    }))
+}
+
+/// The ISO code of the currency `text` writes (a symbol or a word), if exactly one.
+pub fn currency_in(text: &str) -> Option<&'static str> {
+    let lower = text.to_lowercase();
+    let mut found: Vec<&'static str> = Vec::new();
+    for (code, marks) in [
+        ("USD", &["$", "dollar", "dólar", "usd"][..]),
+        ("EUR", &["€", "euro", "eur"][..]),
+        ("GBP", &["£", "pound", "libra", "gbp"][..]),
+    ] {
+        if marks.iter().any(|m| lower.contains(m)) {
+            found.push(code);
+        }
+    }
+    match found.as_slice() {
+        [one] => Some(one),
+        _ => None,
+    }
+}
+
+/// The quarter a release reports on: the first line that says results for a quarter
+/// ("financial results for its second quarter ended June 30, 2024", "los resultados
+/// correspondientes al segundo trimestre de 2024").
+pub fn reporting_period(doc: &str) -> Option<(u8, u16)> {
+    doc.lines()
+        .filter(|l| {
+            let l = l.to_lowercase();
+            l.contains("results") || l.contains("resultados")
+        })
+        .find_map(|l| {
+            let l = l.split(['.', ';']).next().unwrap_or(l);
+            parse_period(l)
+        })
+}
+
+fn next_quarter((q, y): (u8, u16)) -> (u8, u16) {
+    if q >= 4 {
+        (1, y + 1)
+    } else {
+        (q + 1, y)
+    }
+}
+
+/// The quarter and year `period` names, read with the release's context (see [`normalize_in`]).
+pub fn resolve_period(period: &str, doc: &str, quote: Option<&str>) -> Option<(u8, u16)> {
+    if let Some(p) = parse_period(period) {
+        return Some(p);
+    }
+    static RES: OnceLock<[Regex; 3]> = OnceLock::new();
+    let [relative, year4, quarter_only] = RES.get_or_init(|| {
+        let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
+        [
+            re(r"(?i)(upcoming|next|coming|following|pr[oó]ximo|siguiente)"),
+            re(r"(20\d{2})"),
+            re(r"(?i)(q[1-4]|[1-4]q|[1-4]t|t[1-4]|first|second|third|fourth|1st|2nd|3rd|4th|primer|segundo|tercer|cuarto)"),
+        ]
+    });
+    let reported = reporting_period(doc);
+    if relative.is_match(period) && !quarter_only.is_match(period) {
+        return reported.map(next_quarter);
+    }
+    // A quarter without a year: the quote's year, else the first such quarter after the
+    // reporting period.
+    let quote_year: Vec<u16> = quote
+        .map(|q| {
+            year4
+                .captures_iter(q)
+                .filter_map(|c| c[1].parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for y in quote_year.iter().chain(reported.map(|r| r.1).iter()) {
+        if let Some(p) = parse_period(&format!("{period} {y}")) {
+            if quote_year.contains(y) {
+                return Some(p);
+            }
+            let r = reported?;
+            return Some(if (p.0, p.1) > r { p } else { (p.0, p.1 + 1) });
+        }
+    }
+    None
 }
 
 /// An amount in millions. The unit as written may carry currency words (`millones de euros`,
@@ -229,6 +374,7 @@ pub fn parse_period(period: &str) -> Option<(u8, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filings::study::StudyContract;
 
     #[test]
     fn periods_as_releases_write_them() {
@@ -330,7 +476,7 @@ mod tests {
         let docs = generate(DEFAULT_DOCS, DEFAULT_SEED);
         for doc in &docs {
             assert_eq!(
-                normalize(&doc.answer).as_ref(),
+                normalize_in(&doc.answer, &doc.text, None).as_ref(),
                 Ok(&doc.truth),
                 "{}: {:?}\n{}",
                 doc.id,
@@ -345,6 +491,69 @@ mod tests {
                 let period = doc.answer.period.as_deref().unwrap_or_default();
                 assert!(text.contains(period), "{}: line {line} is {text:?}", doc.id);
             }
+            // The grounded perfect copy: every value lies in the quoted sentence, which lies in
+            // the release, and it normalises to the truth.
+            let grounded = doc.grounded_answer();
+            let json = serde_json::to_string(&grounded).unwrap_or_default();
+            let source = contract_core::Source::from_text(&doc.text);
+            GroundedGuidance::from_json_in(&json, &source)
+                .unwrap_or_else(|v| panic!("{}: {v}\n{json}", doc.id));
+            assert_eq!(
+                normalize_in(&grounded.release(), &doc.text, grounded.quote.as_deref()).as_ref(),
+                Ok(&doc.truth),
+                "{}",
+                doc.id
+            );
         }
+    }
+
+    #[test]
+    fn grounded_guidance_rejects_values_outside_the_quote() {
+        let docs = generate(DEFAULT_DOCS, DEFAULT_SEED);
+        let doc = docs
+            .iter()
+            .find(|d| d.truth.is_some())
+            .expect("a release with guidance");
+        let source = contract_core::Source::from_text(&doc.text);
+        let mut g = doc.grounded_answer();
+        // A number from elsewhere in the release, and a period that is not in the quote.
+        if let Some(low) = &mut g.low {
+            low.value = 1234567.5;
+        }
+        g.period = Some("Q1 2031".into());
+        let json = serde_json::to_string(&g).unwrap_or_default();
+        let err = GroundedGuidance::from_json_in(&json, &source).expect_err("invented values");
+        let paths: Vec<&str> = err
+            .iter()
+            .filter(|v| v.kind == contract_core::ViolationKind::NotInSource)
+            .map(|v| v.path.as_str())
+            .collect();
+        assert_eq!(paths, ["/period", "/low/value"], "{err}");
+        // A quote the release does not contain.
+        g = doc.grounded_answer();
+        g.quote = Some("Revenue will double next quarter.".into());
+        let json = serde_json::to_string(&g).unwrap_or_default();
+        let err = GroundedGuidance::from_json_in(&json, &source).expect_err("invented quote");
+        assert!(err.iter().any(|v| v.path == "/quote"), "{err}");
+    }
+
+    #[test]
+    fn relative_periods_and_missing_years_resolve_from_the_release() {
+        let doc = "Acme Reports Second Quarter 2024 Results\nRevenue was $1.2 billion.";
+        assert_eq!(reporting_period(doc), Some((2, 2024)));
+        assert_eq!(resolve_period("the upcoming quarter", doc, None), Some((3, 2024)));
+        assert_eq!(resolve_period("next quarter", doc, None), Some((3, 2024)));
+        let es = "Acme comunica los resultados correspondientes al cuarto trimestre de 2025.";
+        assert_eq!(resolve_period("el próximo trimestre", es, None), Some((1, 2026)));
+        // A quarter without a year: the quote's year, else the next such quarter.
+        assert_eq!(
+            resolve_period("third quarter", doc, Some("For the third quarter of 2024, ...")),
+            Some((3, 2024))
+        );
+        assert_eq!(resolve_period("first quarter", doc, None), Some((1, 2025)));
+        assert_eq!(resolve_period("the upcoming quarter", "no period here", None), None);
+        assert_eq!(currency_in("between $4,065 and $4,140 million"), Some("USD"));
+        assert_eq!(currency_in("entre 1.730 y 1.800 millones de euros"), Some("EUR"));
+        assert_eq!(currency_in("4,065 to 4,140"), None);
     }
 }

@@ -8,6 +8,7 @@
 //! | `repair` | as `free` | also JSON the ladder repairs |
 //! | `constrained` | the token mask (syntax, ranges, patterns) | as `free` |
 //! | `rules` | the mask plus the cross-field rules during decoding | as `free` |
+//! | `grounded` | [`GroundedGuidance`]: the quote first, every value copied from inside it; the grounded mask (local) or validation against the release and one retry (any backend) | as `free`, grounding included |
 //!
 //! The modes differ only in what [`ModeBackend`] forwards to the backend and in the extractor's
 //! settings, so any [`Backend`] runs the study: the local model, an OpenAI-compatible server, or
@@ -23,8 +24,12 @@ use contract_core::prompt::{system_message_with, Instructions, PromptParts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use contract_core::ground::{Decimal, GroundText, Numerals};
+use contract_core::{Amount, Contract};
+
 use super::{
-    is_correct, millions, normalize, parse_period, same_millions, Expected, ReleaseGuidance,
+    is_correct, millions, normalize_in, resolve_period, same_millions, Expected, GroundedGuidance,
+    ReleaseGuidance,
 };
 
 /// A rung of the reliability ladder.
@@ -41,16 +46,20 @@ pub enum Mode {
     Constrained,
     /// The token mask plus the cross-field rules during decoding.
     Rules,
+    /// The grounded contract: values copied from the quoted sentence, enforced while decoding
+    /// (local) and checked against the release (every backend).
+    Grounded,
 }
 
 impl Mode {
     /// Every mode, cheapest first.
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 6] = [
         Mode::Free,
         Mode::Retry,
         Mode::Repair,
         Mode::Constrained,
         Mode::Rules,
+        Mode::Grounded,
     ];
 
     /// The mode's name.
@@ -61,6 +70,7 @@ impl Mode {
             Mode::Repair => "repair",
             Mode::Constrained => "constrained",
             Mode::Rules => "rules",
+            Mode::Grounded => "grounded",
         }
     }
 
@@ -76,7 +86,7 @@ impl Mode {
                     .find(|m| m.as_str() == n.trim())
                     .ok_or_else(|| {
                         format!(
-                            "unknown mode `{n}`; expected free, retry, repair, constrained, rules or all"
+                            "unknown mode `{n}`; expected free, retry, repair, constrained, rules, grounded or all"
                         )
                     })
             })
@@ -85,15 +95,16 @@ impl Mode {
 
     /// Whether the backend gets the token-mask grammar.
     pub fn masked(self) -> bool {
-        matches!(self, Mode::Constrained | Mode::Rules)
+        matches!(self, Mode::Constrained | Mode::Rules | Mode::Grounded)
     }
 
-    /// Attempts per document.
+    /// Attempts per document: `retry` 3, `grounded` 2 (a reply with a value outside the
+    /// release is fed back once; under the local grounded mask none is), the others 1.
     pub fn attempts(self) -> usize {
-        if self == Mode::Retry {
-            3
-        } else {
-            1
+        match self {
+            Mode::Retry => 3,
+            Mode::Grounded => 2,
+            _ => 1,
         }
     }
 }
@@ -142,6 +153,9 @@ impl<B> ModeBackend<B> {
             for object in &mut grammar.objects {
                 object.rules.clear();
             }
+        }
+        if self.mode != Mode::Grounded {
+            grammar = grammar.without_grounding();
         }
         if let Some(ws) = self.whitespace {
             grammar = grammar.with_whitespace(ws);
@@ -192,12 +206,29 @@ pub fn prompt_parts(style: Instructions) -> PromptParts {
         .with_system(system_message_with::<ReleaseGuidance>(style))
 }
 
-/// The extractor a mode runs: attempts and the ladder's repair setting.
+/// The extractor a mode runs: attempts and the ladder's repair setting (for [`ReleaseGuidance`];
+/// `grounded` mode runs [`grounded_extractor`]).
 pub fn extractor<B: Backend>(
     backend: B,
     mode: Mode,
     max_tokens: u32,
 ) -> Extractor<ReleaseGuidance, B> {
+    extractor_for(backend, mode, max_tokens)
+}
+
+/// The extractor of `grounded` mode, for [`GroundedGuidance`].
+pub fn grounded_extractor<B: Backend>(
+    backend: B,
+    max_tokens: u32,
+) -> Extractor<GroundedGuidance, B> {
+    extractor_for(backend, Mode::Grounded, max_tokens)
+}
+
+fn extractor_for<C: Contract, B: Backend>(
+    backend: B,
+    mode: Mode,
+    max_tokens: u32,
+) -> Extractor<C, B> {
     Extractor::new(backend)
         .max_attempts(mode.attempts())
         .max_tokens(max_tokens)
@@ -207,12 +238,74 @@ pub fn extractor<B: Backend>(
         })
 }
 
+/// A contract the study scores: it reads as a [`ReleaseGuidance`] (period, low, high) and may
+/// carry the sentence its values were copied from.
+pub trait StudyContract: Contract + Clone {
+    /// The period and both ends, as filled.
+    fn release(&self) -> ReleaseGuidance;
+    /// The sentence the values were copied from, if the contract has one.
+    fn quote(&self) -> Option<&str>;
+}
+
+impl StudyContract for ReleaseGuidance {
+    fn release(&self) -> ReleaseGuidance {
+        self.clone()
+    }
+    fn quote(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl StudyContract for GroundedGuidance {
+    fn release(&self) -> ReleaseGuidance {
+        ReleaseGuidance {
+            period: self.period.clone(),
+            low: self.low.clone(),
+            high: self.high.clone(),
+            line: None,
+        }
+    }
+    fn quote(&self) -> Option<&str> {
+        self.quote.as_deref()
+    }
+}
+
+/// How many of the copied values (the period, each end's number and scale word) a filled
+/// contract gives, and how many of them the release does not contain (strings compared with
+/// whitespace collapsed, numbers as decimals read with the release's numeral conventions).
+pub fn values_not_in_source(filled: &ReleaseGuidance, doc: &str) -> (usize, usize) {
+    let text = GroundText::new(doc, "the release", Numerals::detect(doc));
+    let mut given = 0;
+    let mut off = 0;
+    let mut string = |s: &str| {
+        given += 1;
+        off += usize::from(!text.contains_str(s));
+    };
+    if let Some(p) = &filled.period {
+        string(p);
+    }
+    for a in [&filled.low, &filled.high].into_iter().flatten() {
+        if let Some(u) = &a.unit {
+            string(u);
+        }
+    }
+    for a in [&filled.low, &filled.high].into_iter().flatten() {
+        given += 1;
+        let number = serde_json::Number::from_f64(a.value)
+            .and_then(|n| Decimal::from_json_literal(&n.to_string()));
+        off += usize::from(!number.is_some_and(|d| text.contains_number(&d)));
+    }
+    (given, off)
+}
+
 struct Scored {
     valid: bool,
     value: Option<Expected>,
     correct: Option<bool>,
     normalize_error: Option<String>,
     parts: Option<Parts>,
+    values: usize,
+    not_in_source: usize,
 }
 
 /// Which parts of a filled contract are right, each on its own: a weak model rarely gets the
@@ -225,8 +318,14 @@ pub struct Parts {
     pub amounts: bool,
 }
 
-/// Scores the parts of `filled` against `truth` (`None` = no guidance).
-pub fn score_parts(filled: &ReleaseGuidance, truth: Option<&Expected>) -> Parts {
+/// Scores the parts of `filled` against `truth` (`None` = no guidance); the period is read in
+/// the context of the release `doc` and the sentence `quote` ([`resolve_period`]).
+pub fn score_parts(
+    filled: &ReleaseGuidance,
+    truth: Option<&Expected>,
+    doc: &str,
+    quote: Option<&str>,
+) -> Parts {
     match truth {
         None => Parts {
             period: filled.period.is_none(),
@@ -236,11 +335,13 @@ pub fn score_parts(filled: &ReleaseGuidance, truth: Option<&Expected>) -> Parts 
             let period = filled
                 .period
                 .as_deref()
-                .and_then(parse_period)
+                .and_then(|p| resolve_period(p, doc, quote))
                 .is_some_and(|(q, y)| (q, y) == (t.quarter, t.year));
-            let end = |a: &Option<contract_core::Amount>, want: f64| {
+            let quote_currency = quote.and_then(super::currency_in);
+            let end = |a: &Option<Amount>, want: f64| {
                 a.as_ref().is_some_and(|a| {
-                    a.currency == t.currency && millions(a).is_ok_and(|m| same_millions(m, want))
+                    quote_currency.unwrap_or(a.currency.as_str()) == t.currency
+                        && millions(a).is_ok_and(|m| same_millions(m, want))
                 })
             };
             Parts {
@@ -251,20 +352,27 @@ pub fn score_parts(filled: &ReleaseGuidance, truth: Option<&Expected>) -> Parts 
     }
 }
 
-/// Normalises a filled contract and compares it with the truth.
-fn score(doc: &StudyDoc, filled: Option<&ReleaseGuidance>) -> Scored {
-    let (value, normalize_error) = match filled.map(normalize) {
+/// Normalises a filled contract and compares it with the truth. A filled contract that cannot
+/// be normalised is not valid: its `value` would read as "no guidance".
+fn score<C: StudyContract>(doc: &StudyDoc, filled: Option<&C>) -> Scored {
+    let quote = filled.and_then(|f| f.quote());
+    let filled_release = filled.map(|f| f.release());
+    let filled = filled_release.as_ref();
+    let (value, normalize_error) = match filled.map(|g| normalize_in(g, &doc.text, quote)) {
         Some(Ok(v)) => (v, None),
         Some(Err(e)) => (None, Some(e.to_string())),
         None => (None, None),
     };
-    let valid = filled.is_some();
+    let valid = filled.is_some() && normalize_error.is_none();
+    let (values, not_in_source) = filled
+        .map(|f| values_not_in_source(f, &doc.text))
+        .unwrap_or((0, 0));
     let correct = doc
         .truth
         .as_ref()
         .map(|t| valid && normalize_error.is_none() && is_correct(value.as_ref(), t.as_ref()));
     let parts = match (filled, &doc.truth) {
-        (Some(f), Some(t)) => Some(score_parts(f, t.as_ref())),
+        (Some(f), Some(t)) => Some(score_parts(f, t.as_ref(), &doc.text, quote)),
         _ => None,
     };
     Scored {
@@ -273,21 +381,43 @@ fn score(doc: &StudyDoc, filled: Option<&ReleaseGuidance>) -> Scored {
         correct,
         normalize_error,
         parts,
+        values,
+        not_in_source,
     }
+}
+
+/// The evidence a filled contract cites: its quote, or the text of its `line`.
+fn evidence(doc: &StudyDoc, json: Option<&Value>) -> Value {
+    let Some(json) = json else {
+        return Value::Null;
+    };
+    if let Some(q) = json.get("quote").filter(|q| !q.is_null()) {
+        return q.clone();
+    }
+    json.get("line")
+        .and_then(Value::as_u64)
+        .and_then(|n| doc.text.lines().nth((n as usize).checked_sub(1)?))
+        .map_or(Value::Null, |l| Value::String(l.to_owned()))
 }
 
 /// The output row of one document in one mode.
 ///
 /// `value` is the normalised guidance (`{quarter, year, low, high, currency}`, amounts in
-/// millions) or null; `valid` says the reply filled the contract, rules included; `correct`
-/// compares `value` with the truth (null when the truth is unknown).
-pub fn row(doc: &StudyDoc, mode: Mode, ex: &Extraction<ReleaseGuidance>) -> Value {
+/// millions) or null, which means the model said there is none; `valid` says the reply filled
+/// the contract (rules and grounding included) *and* the code could normalise it (else `error`
+/// says why); `correct` compares `value` with the truth (null when the truth is unknown).
+/// `copied` is the contract as the model filled it and `evidence` the sentence it quoted (or the
+/// line it cited), so every value can be checked against the release; `not_in_source` counts
+/// the copied values the release does not contain, out of `values`.
+pub fn row<C: StudyContract>(doc: &StudyDoc, mode: Mode, ex: &Extraction<C>) -> Value {
     let Scored {
         valid,
         value,
         correct,
         normalize_error,
         parts,
+        values,
+        not_in_source,
     } = score(doc, ex.value.as_ref());
     let forward_calls: Option<u32> = ex
         .attempts
@@ -310,6 +440,9 @@ pub fn row(doc: &StudyDoc, mode: Mode, ex: &Extraction<ReleaseGuidance>) -> Valu
         "parts": parts,
         "truth": doc.truth,
         "copied": ex.json,
+        "evidence": evidence(doc, ex.json.as_ref()),
+        "values": values,
+        "not_in_source": not_in_source,
         "raw": ex.attempts.last().and_then(|a| a.raw.clone()),
         "attempts": ex.attempts.len(),
         "forward_calls": forward_calls,
@@ -335,6 +468,10 @@ pub struct ModeSummary {
     pub period_right: usize,
     /// Valid replies whose amounts and currency are right (see [`Parts`]).
     pub amounts_right: usize,
+    /// Copied values (period, numbers, scale words) in filled contracts.
+    pub values: usize,
+    /// Of those, values the release does not contain.
+    pub not_in_source: usize,
     /// Replies at each level: strict, extracted, repaired, invalid.
     pub levels: [usize; 4],
     /// Mean seconds per document.
@@ -363,6 +500,8 @@ pub fn summarize(mode: &str, rows: &[Value]) -> ModeSummary {
         }
         s.period_right += usize::from(r["parts"]["period"] == true);
         s.amounts_right += usize::from(r["parts"]["amounts"] == true);
+        s.values += r["values"].as_u64().unwrap_or(0) as usize;
+        s.not_in_source += r["not_in_source"].as_u64().unwrap_or(0) as usize;
         let level = match r["level"].as_str() {
             Some("strict") => 0,
             Some("extracted") => 1,
@@ -389,8 +528,8 @@ pub fn summarize(mode: &str, rows: &[Value]) -> ModeSummary {
 /// The summary as a Markdown table.
 pub fn table(summaries: &[ModeSummary]) -> String {
     let mut t = String::from(
-        "| mode | docs | valid | correct | period right | amounts right | strict | extracted | repaired | invalid | s/doc | forward calls/doc | attempts/doc |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | docs | valid | correct | period right | amounts right | values not in source | strict | extracted | repaired | invalid | s/doc | forward calls/doc | attempts/doc |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for s in summaries {
         let correct = if s.scored > 0 {
@@ -403,13 +542,15 @@ pub fn table(summaries: &[ModeSummary]) -> String {
             .map_or_else(|| "n/a".into(), |c| format!("{c:.1}"));
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {:.2} | {} | {:.2} |",
             s.mode,
             s.docs,
             s.valid,
             correct,
             s.period_right,
             s.amounts_right,
+            s.not_in_source,
+            s.values,
             s.levels[0],
             s.levels[1],
             s.levels[2],
@@ -438,6 +579,8 @@ pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Valu
         correct,
         normalize_error,
         parts,
+        values,
+        not_in_source,
     } = score(doc, parsed.value.as_ref());
     let error = normalize_error.or_else(|| (!valid).then(|| parsed.violations.to_string()));
     json!({
@@ -450,6 +593,9 @@ pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Valu
         "parts": parts,
         "truth": doc.truth,
         "copied": parsed.json,
+        "evidence": evidence(doc, parsed.json.as_ref()),
+        "values": values,
+        "not_in_source": not_in_source,
         "raw": raw,
         "attempts": 1,
         "forward_calls": null,

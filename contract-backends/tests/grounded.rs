@@ -1,0 +1,340 @@
+//! Grounded masks with the real SmolLM2 tokenizer: random walks that choose uniformly among the
+//! allowed tokens always end in output that `C::from_json_in` accepts against the document
+//! (every grounded value copied from its text, the cross-field rules held), the mask is never
+//! empty before the grammar accepts, and fast-forward keeps working across segment boundaries.
+//!
+//! Walk counts: `GROUNDED_WALKS` (default 1,000 a contract and document set; the figures in
+//! `docs/benchmarks.md` are from 10,000). Figures are printed (`--nocapture`).
+
+#![cfg(feature = "local")]
+
+use std::sync::Arc;
+
+use contract_backends::local::fetch::default_model_path;
+use contract_backends::local::gguf_tokenizer::load_tokenizer_json;
+use contract_backends::local::mask::{percentile_us, ContractMask, MaskEngine};
+use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
+use contract_core::ground::Grounds;
+use contract_core::values::{Amount, Evidenced, Span};
+use contract_core::{Contract, Source, ViolationKind};
+use examples::filings::{generate, GroundedGuidance};
+use serde::{Deserialize, Serialize};
+
+/// A quote from the document, then values copied from inside it.
+#[derive(Contract, Debug, Serialize, Deserialize)]
+#[contract(rule = "low <= high", both_or_neither(period, low, high))]
+struct Quoted {
+    #[contract(grounded)]
+    quote: Option<String>,
+    #[contract(grounded(in = quote), len = 1..=60)]
+    period: Option<String>,
+    #[contract(grounded(in = quote))]
+    low: Option<f64>,
+    #[contract(grounded(in = quote))]
+    high: Option<f64>,
+}
+
+/// Integers and a list, grounded in the document.
+#[derive(Contract, Debug, Serialize, Deserialize)]
+struct Years {
+    #[contract(grounded, range = 2000..=2100)]
+    year: Option<u16>,
+    #[contract(grounded, len = ..=3)]
+    names: Vec<String>,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn engine() -> Arc<MaskEngine> {
+    let path = default_model_path().expect("the default model (SmolLM2) is needed for this test");
+    let json = load_tokenizer_json(&path).expect("tokenizer.json from the GGUF");
+    MaskEngine::cached(&json, &[]).expect("mask engine")
+}
+
+const MAX_TOKENS: usize = 3000;
+
+fn options() -> GrammarOptions {
+    GrammarOptions {
+        whitespace: Whitespace::Bounded { max: 4 },
+        max_string_len: Some(40),
+        max_items: Some(3),
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    walks: usize,
+    valid: usize,
+    invalid: usize,
+    not_in_source: usize,
+    empty_masks: usize,
+    capped: usize,
+    tokens: usize,
+    forced: usize,
+    segments_crossed: usize,
+    compile_ns: Vec<u64>,
+    llg_ns: Vec<u64>,
+    examples: Vec<String>,
+    errors: Vec<String>,
+}
+
+fn allowed_list(mask: &mut ContractMask) -> Vec<u32> {
+    let bits = mask.allowed_tokens().expect("mask").to_vec();
+    let mut allowed = Vec::new();
+    for (w, word) in bits.iter().enumerate() {
+        let mut x = *word;
+        while x != 0 {
+            let b = x.trailing_zeros() as usize;
+            allowed.push((w * 32 + b) as u32);
+            x &= x - 1;
+        }
+    }
+    allowed
+}
+
+/// One random walk under a fresh grounded mask for `source`.
+fn walk(
+    engine: &Arc<MaskEngine>,
+    grammar: &Grammar,
+    source: &Source,
+    rng: &mut Rng,
+    t: &mut Tally,
+) -> String {
+    let stops = engine.stop_tokens().to_vec();
+    let mut mask = match engine.grounded_mask(grammar, source) {
+        Ok(m) => m.with_timing(true),
+        Err(e) => {
+            t.errors.push(format!("grounded mask: {e}"));
+            return String::new();
+        }
+    };
+    let mut steps = 0;
+    let mut ended = false;
+    let mut segment = mask.segment().map_or(0, |s| s.0);
+    while steps < MAX_TOKENS {
+        if mask.is_stopped() {
+            if let Some(e) = mask.error() {
+                t.errors.push(e);
+            }
+            ended = true;
+            break;
+        }
+        let forced = match mask.forced_tokens() {
+            Ok(f) => f,
+            Err(e) => {
+                t.errors.push(format!("{e}"));
+                break;
+            }
+        };
+        if !forced.is_empty() {
+            if let Err(e) = mask.consume(&forced) {
+                t.errors.push(format!("forced: {e}"));
+                break;
+            }
+            t.forced += forced.len();
+            steps += forced.len();
+            continue;
+        }
+        let allowed = allowed_list(&mut mask);
+        if allowed.is_empty() {
+            t.empty_masks += 1;
+            break;
+        }
+        let tok = allowed[rng.below(allowed.len())];
+        if stops.contains(&tok) {
+            if !mask.is_accepting() {
+                t.errors.push(format!(
+                    "stop token allowed before the end: {:?}",
+                    String::from_utf8_lossy(mask.output())
+                ));
+            }
+            ended = true;
+            break;
+        }
+        if let Err(e) = mask.consume(&[tok]) {
+            t.errors.push(format!("consume: {e}"));
+            break;
+        }
+        steps += 1;
+        let now = mask.segment().map_or(0, |s| s.0);
+        if now != segment {
+            t.segments_crossed += 1;
+            segment = now;
+        }
+    }
+    if !ended {
+        t.capped += 1;
+    }
+    t.tokens += steps;
+    t.compile_ns.extend_from_slice(&mask.stats().compile_ns);
+    t.llg_ns.extend_from_slice(&mask.stats().llg_ns);
+    String::from_utf8_lossy(mask.output()).into_owned()
+}
+
+fn walks<C: Contract>(engine: &Arc<MaskEngine>, docs: &[String], n: usize, seed: u64) -> Tally {
+    let grammar = Grammar::with_options(C::contract_spec(), options());
+    let sources: Vec<Source> = docs.iter().map(|d| Source::from_text(d)).collect();
+    let mut rng = Rng(seed);
+    let mut t = Tally::default();
+    for i in 0..n {
+        t.walks += 1;
+        let source = &sources[i % sources.len()];
+        let text = walk(engine, &grammar, source, &mut rng, &mut t);
+        match C::from_json_in(&text, source) {
+            Ok(_) => t.valid += 1,
+            Err(v) => {
+                t.invalid += 1;
+                if v.has_kind(ViolationKind::NotInSource) {
+                    t.not_in_source += 1;
+                }
+                if t.examples.len() < 5 {
+                    t.examples.push(format!("{text:?} -> {v}"));
+                }
+            }
+        }
+    }
+    t
+}
+
+fn count(default: usize) -> usize {
+    std::env::var("GROUNDED_WALKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn report<C: Contract>(engine: &Arc<MaskEngine>, docs: &[String], n: usize, seed: u64) -> Tally {
+    let start = std::time::Instant::now();
+    let t = walks::<C>(engine, docs, n, seed);
+    let mut compile = t.compile_ns.clone();
+    compile.sort_unstable();
+    println!(
+        "{:<22} walks {:>6}  valid {:>6}  invalid {}  not in source {}  empty masks {}  capped {}  \
+         mean tokens {:.1} (forced {:.1})  segments crossed {}  grammar build ms p50 {:.2} p99 {:.2}  \
+         mask us p50 {:.1} p99 {:.1}  ({:.1} s)",
+        C::contract_spec().name,
+        t.walks,
+        t.valid,
+        t.invalid,
+        t.not_in_source,
+        t.empty_masks,
+        t.capped,
+        t.tokens as f64 / t.walks as f64,
+        t.forced as f64 / t.walks as f64,
+        t.segments_crossed,
+        percentile_us(&t.compile_ns, 50.0) / 1000.0,
+        percentile_us(&t.compile_ns, 99.0) / 1000.0,
+        percentile_us(&t.llg_ns, 50.0),
+        percentile_us(&t.llg_ns, 99.0),
+        start.elapsed().as_secs_f64()
+    );
+    for e in &t.examples {
+        println!("  invalid: {e}");
+    }
+    for e in t.errors.iter().take(5) {
+        println!("  error: {e}");
+    }
+    t
+}
+
+fn assert_sound(t: &Tally) {
+    assert!(t.errors.is_empty(), "mask errors: {:?}", &t.errors[..t.errors.len().min(5)]);
+    assert_eq!(t.empty_masks, 0, "empty masks");
+    assert_eq!(t.capped, 0, "walks that never ended");
+    assert_eq!(t.invalid, 0, "invalid outputs: {:?}", t.examples);
+}
+
+fn filings_docs() -> Vec<String> {
+    generate(12, 7).into_iter().map(|f| f.text).collect()
+}
+
+#[test]
+fn quoted_values_lie_in_the_quote() {
+    let engine = engine();
+    let docs = filings_docs();
+    let t = report::<Quoted>(&engine, &docs, count(1000), 11);
+    assert_sound(&t);
+    // The walks crossed from the quote's segment into the values' segment.
+    assert!(t.segments_crossed > 0, "no walk left the first segment");
+}
+
+#[test]
+fn grounded_guidance_walks_are_sound() {
+    let engine = engine();
+    let docs = filings_docs();
+    let t = report::<GroundedGuidance>(&engine, &docs, count(1000), 12);
+    assert_sound(&t);
+    assert!(t.segments_crossed > 0);
+}
+
+#[test]
+fn evidenced_amounts_and_spans_are_sound() {
+    let engine = engine();
+    let docs = filings_docs();
+    let t = report::<Evidenced<Amount>>(&engine, &docs, count(1000) / 4 + 1, 13);
+    assert_sound(&t);
+    let t = report::<Span>(&engine, &docs, count(1000) / 4 + 1, 14);
+    assert_sound(&t);
+    let t = report::<Years>(&engine, &docs, count(1000) / 4 + 1, 15);
+    assert_sound(&t);
+}
+
+#[test]
+fn a_required_value_with_nothing_to_copy_is_an_error() {
+    #[derive(Contract, Debug, Serialize, Deserialize)]
+    struct Needs {
+        #[contract(grounded)]
+        n: f64,
+    }
+    let engine = engine();
+    let grammar = Needs::grammar();
+    let source = Source::from_text("no digits in this document at all");
+    let err = engine
+        .grounded_mask(&grammar, &source)
+        .expect_err("no number to copy");
+    assert!(err.to_string().contains("no value of `n`"), "{err}");
+    // With a number in the document, the only values the mask offers are that number.
+    let source = Source::from_text("one number: 2,757.50 here");
+    let mut rng = Rng(3);
+    let mut t = Tally::default();
+    let text = walk(&engine, &grammar, &source, &mut rng, &mut t);
+    assert_eq!(text, r#"{"n": 2757.5}"#);
+}
+
+#[test]
+fn grounded_grammar_compiles_per_document_in_milliseconds() {
+    let engine = engine();
+    let grammar = GroundedGuidance::grammar();
+    let mut times = Vec::new();
+    for doc in filings_docs() {
+        let source = Source::from_text(&doc);
+        let t0 = std::time::Instant::now();
+        let mask = engine.grounded_mask(&grammar, &source).expect("compiles");
+        times.push(t0.elapsed().as_nanos() as u64);
+        assert_eq!(mask.segment(), Some((0, 2)));
+        let grounds = Grounds::new(&source);
+        let lark = grammar
+            .static_grounded_lark(&grounds)
+            .expect("static grammar for servers");
+        assert!(lark.contains("substring_chunks"));
+    }
+    println!(
+        "grounded grammar build+compile per document: p50 {:.2} ms, max {:.2} ms",
+        percentile_us(&times, 50.0) / 1000.0,
+        percentile_us(&times, 100.0) / 1000.0
+    );
+}

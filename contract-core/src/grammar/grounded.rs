@@ -1,0 +1,901 @@
+//! Grounded grammars: the contract's output in llguidance's Lark syntax, with every grounded
+//! value drawn from the document.
+//!
+//! A grounded string becomes a substring terminal (`%regex {"substring_chunks": [..]}`) over
+//! its text: one alternative per source line for values grounded in the document, so a quote
+//! stays within one line; the value's own text for `grounded(in = ..)`. A grounded number
+//! becomes the alternation of the numbers its text writes ([`numbers_in`](crate::ground::numbers_in)),
+//! kept to those the field's bounds allow. Everything else is llguidance's JSON compiler
+//! (`%json {..}`), with the grammar's whitespace layout.
+//!
+//! A value grounded in a field decoded earlier cannot be one static grammar. The root object is
+//! cut into *segments* ([`Grammar::grounded_segments`]): a new segment starts at each field whose
+//! text is a field of the current segment. Segment `k`'s grammar ([`Grammar::grounded_lark`]) is
+//! built from the source and the values decoded in segments `0..k`; it ends with the `,` after its
+//! last field (the next one starts with ` "key": `, which the mask forces), so the end of a
+//! segment is the moment its matcher accepts. [`Grammar::static_grounded_lark`] is the one
+//! grammar for servers that take a grammar: values grounded in another field are grounded in the
+//! whole document there, and checked against their field after decoding.
+//!
+//! Layout: the root object is written `{"a": 1, "b": 2}`; nested grounded objects likewise.
+//! Inside a nested object a value grounded in a sibling string is grounded in the whole document
+//! (the validator checks the sibling); only the root's fields are composed. A nested object
+//! whose value is grounded in the lines two sibling fields name (a [`Span`](crate::Span)) is
+//! offered as one alternative per line range of the document (ranges of at most four lines,
+//! while there are at most 1,200 of them), so its quote lies in its lines exactly.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use serde_json::{Map, Value};
+
+use super::{shape_schema, Grammar, ObjectShape, Shape};
+use crate::contract::{Grounding, Rule};
+use crate::ground::{Decimal, GroundText, Grounds};
+
+/// Why a grounded grammar cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GroundedGrammarError {
+    /// The contract's root is not an object.
+    #[error("a grounded grammar needs an object contract, `{0}` is not one")]
+    NotAnObject(String),
+    /// A required value has nothing it could be copied from.
+    #[error("no value of `{field}` can be copied from {place}")]
+    Nothing {
+        /// The field.
+        field: String,
+        /// Where it was looked for.
+        place: String,
+    },
+    /// The segment does not exist.
+    #[error("segment {0} does not exist")]
+    NoSegment(usize),
+}
+
+/// Deepest nesting of grounded objects rendered inline (a recursive contract stops there and
+/// goes on through llguidance's JSON compiler, ungrounded).
+const MAX_DEPTH: usize = 8;
+/// Documents with more lines are offered as one substring terminal instead of one per line.
+const MAX_LINE_ALTERNATIVES: usize = 2000;
+/// Longest span (in lines) a nested span-like object may cite under a grounded mask.
+const MAX_SPAN_LINES: usize = 4;
+/// Most line ranges enumerated for a nested span-like object; beyond, its quote is grounded in
+/// the whole document (and checked against its lines after decoding).
+const MAX_LINE_RANGES: usize = 1200;
+
+impl Grammar {
+    /// Whether any field of any object is grounded in a text of its own (not only
+    /// `with_container` parts).
+    pub fn is_grounded(&self) -> bool {
+        self.objects.iter().any(|o| {
+            o.fields
+                .iter()
+                .any(|f| matches!(&f.grounded, Some(g) if *g != Grounding::WithContainer))
+        })
+    }
+
+    /// The same grammar without its groundings (what `rules` mode decodes with).
+    pub fn without_grounding(mut self) -> Grammar {
+        for o in &mut self.objects {
+            for f in &mut o.fields {
+                f.grounded = None;
+            }
+        }
+        self
+    }
+
+    fn root_object(&self) -> Result<&ObjectShape, GroundedGrammarError> {
+        match &self.root {
+            Shape::Object { index } => self
+                .objects
+                .get(*index)
+                .ok_or_else(|| GroundedGrammarError::NotAnObject(self.name.clone())),
+            _ => Err(GroundedGrammarError::NotAnObject(self.name.clone())),
+        }
+    }
+
+    /// The root's fields cut into segments (index ranges): a segment ends before a field grounded
+    /// in a field of the same segment.
+    pub fn grounded_segments(&self) -> Result<Vec<Range<usize>>, GroundedGrammarError> {
+        let root = self.root_object()?;
+        let mut out = Vec::new();
+        let mut start = 0;
+        for (i, f) in root.fields.iter().enumerate() {
+            let depends = f
+                .grounded
+                .as_ref()
+                .map(|g| g.depends_on())
+                .unwrap_or_default();
+            let inside = depends.iter().any(|d| {
+                root.fields[start..i]
+                    .iter()
+                    .any(|earlier| earlier.name == *d)
+            });
+            if inside && i > start {
+                out.push(start..i);
+                start = i;
+            }
+        }
+        out.push(start..root.fields.len());
+        Ok(out)
+    }
+
+    /// Segment `segment`'s grammar, for the source in `grounds`, given the root's values decoded
+    /// in the segments before it (`decoded`, by JSON key).
+    pub fn grounded_lark(
+        &self,
+        grounds: &Grounds<'_>,
+        segment: usize,
+        decoded: &Map<String, Value>,
+    ) -> Result<String, GroundedGrammarError> {
+        let segments = self.grounded_segments()?;
+        let range = segments
+            .get(segment)
+            .cloned()
+            .ok_or(GroundedGrammarError::NoSegment(segment))?;
+        let last = segment + 1 == segments.len();
+        Renderer::new(self, grounds).root(range, segment == 0, last, Some(decoded))
+    }
+
+    /// One grammar for the whole output: values grounded in another field are grounded in the
+    /// document instead (a server cannot compose per field).
+    pub fn static_grounded_lark(
+        &self,
+        grounds: &Grounds<'_>,
+    ) -> Result<String, GroundedGrammarError> {
+        let n = self.root_object()?.fields.len();
+        Renderer::new(self, grounds).root(0..n, true, true, None)
+    }
+}
+
+/// Line fields fixed to one range, and the text of those lines.
+struct Fixed<'t> {
+    start: &'t String,
+    end: &'t String,
+    a: usize,
+    b: usize,
+    lines: &'t GroundText,
+}
+
+/// The two line fields of an object with a field grounded in the lines they name.
+fn line_fields(object: &ObjectShape) -> Option<(String, String)> {
+    object.fields.iter().find_map(|f| match &f.grounded {
+        Some(Grounding::Lines { start, end }) => Some((start.clone(), end.clone())),
+        _ => None,
+    })
+}
+
+/// The text a value is drawn from.
+#[derive(Clone, Copy)]
+enum Text<'t> {
+    /// The whole document, one substring alternative per line.
+    Document,
+    /// A decoded value's text (or a line range).
+    Of(&'t GroundText),
+    /// Nothing: only null fits.
+    Empty,
+}
+
+struct Renderer<'g, 's> {
+    grammar: &'g Grammar,
+    grounds: &'g Grounds<'s>,
+    /// Every object contract's schema, for `%json` values that reference them.
+    defs: Map<String, Value>,
+    /// Terminal and rule definitions, after `start`.
+    lines: Vec<String>,
+    /// The document's per-line substring terminal, once defined.
+    document_terminal: Option<String>,
+    /// While rendering a field a later non-null field is grounded in: that field's shape, which
+    /// the chosen text must be able to ground (line ranges that cannot are not offered).
+    require: Option<Shape>,
+    next: usize,
+}
+
+impl<'g, 's> Renderer<'g, 's> {
+    fn new(grammar: &'g Grammar, grounds: &'g Grounds<'s>) -> Self {
+        let defs = match grammar.schema().get("$defs") {
+            Some(Value::Object(d)) => d.clone(),
+            _ => Map::new(),
+        };
+        Renderer {
+            grammar,
+            grounds,
+            defs,
+            lines: Vec::new(),
+            document_terminal: None,
+            require: None,
+            next: 0,
+        }
+    }
+
+    fn root(
+        mut self,
+        range: Range<usize>,
+        first: bool,
+        last: bool,
+        decoded: Option<&Map<String, Value>>,
+    ) -> Result<String, GroundedGrammarError> {
+        let root = self.grammar.root_object()?.clone();
+        let empty = Map::new();
+        let decoded_values = decoded.unwrap_or(&empty);
+        // Each field of the segment: its null and non-null expressions, its numeric candidates.
+        let mut fields: Vec<SegField> = Vec::new();
+        for (i, f) in root.fields.iter().enumerate().filter(|(i, _)| range.contains(i)) {
+            let text_owned;
+            let text = match (&f.grounded, decoded) {
+                (None | Some(Grounding::WithContainer), _) => None,
+                (Some(Grounding::Source), _) | (Some(_), None) => Some(Text::Document),
+                (Some(g), Some(decoded)) => {
+                    text_owned = self.grounds.resolve(g, decoded, None).flatten();
+                    Some(text_owned.as_ref().map_or(Text::Empty, Text::Of))
+                }
+            };
+            // A field a later non-null value is grounded in must leave that value something to
+            // copy.
+            self.require = root.fields[i + 1..]
+                .iter()
+                .find(|later| {
+                    later.grounded.as_ref().is_some_and(|g| g.depends_on().contains(&f.name.as_str()))
+                        && !matches!(later.shape, Shape::Nullable { .. })
+                })
+                .map(|later| later.shape.clone());
+            let (inner, nullable) = f.shape.strip_nullable();
+            let inner = inner.clone();
+            let non_null = self.value(&inner, text, 0);
+            self.require = None;
+            let candidates = self.number_candidates(&inner, text);
+            fields.push(SegField {
+                name: f.name.clone(),
+                nullable,
+                non_null,
+                candidates,
+                place: place(text, self.grounds),
+            });
+        }
+        let rules: Vec<Rule> = root.rules.iter().filter_map(|r| r.to_rule()).collect();
+        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        // What each rule asks of the segment's fields, as alternative assignments.
+        let mut alternatives: Vec<Vec<Choice>> = vec![vec![Choice::Any; fields.len()]];
+        for rule in &rules {
+            let options = rule_options(rule, &names, &fields, decoded_values);
+            let mut next = Vec::new();
+            for alt in &alternatives {
+                for option in &options {
+                    if let Some(merged) = merge(alt, option) {
+                        next.push(merged);
+                    }
+                }
+            }
+            if next.len() > MAX_ASSIGNMENTS {
+                // Too many joint choices: this rule is left to the value filter.
+                continue;
+            }
+            alternatives = next;
+        }
+        let mut sequences = Vec::new();
+        for alt in &alternatives {
+            let mut parts = Vec::new();
+            let mut ok = true;
+            for (n, (f, choice)) in fields.iter().zip(alt).enumerate() {
+                let Some(v) = f.render(choice) else {
+                    ok = false;
+                    break;
+                };
+                let sep = if n == 0 {
+                    if first {
+                        lit("{")
+                    } else {
+                        lit(" ")
+                    }
+                } else {
+                    lit(", ")
+                };
+                parts.push(format!("{sep} {} {v}", lit(&format!("{}: ", json_str(&f.name)))));
+            }
+            if ok {
+                sequences.push(parts.join(" "));
+            }
+        }
+        if sequences.is_empty() {
+            let f = fields
+                .iter()
+                .find(|f| !f.nullable && f.non_null.is_none())
+                .or(fields.first());
+            return Err(GroundedGrammarError::Nothing {
+                field: f.map_or_else(|| self.grammar.name.clone(), |f| f.name.clone()),
+                place: f.map_or_else(String::new, |f| f.place.clone()),
+            });
+        }
+        let mut body = if sequences.len() == 1 {
+            sequences.remove(0)
+        } else {
+            format!("({})", sequences.join(" | "))
+        };
+        if fields.is_empty() && first {
+            body = lit("{");
+        }
+        let end = lit(if last { "}" } else { "," });
+        let mut out = format!("start: {body} {end}\n");
+        for line in &self.lines {
+            out.push_str(line);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    /// The numbers a numeric scalar `shape` may take from `text` (its bounds applied); `None`
+    /// for any other shape or without a text.
+    fn number_candidates(&self, shape: &Shape, text: Option<Text<'_>>) -> Option<Vec<Decimal>> {
+        use std::cmp::Ordering::*;
+        let text = text?;
+        let numbers = self.numbers(text);
+        match shape {
+            Shape::Integer { min, max } => Some(
+                numbers
+                    .into_iter()
+                    .filter(|d| d.to_i128().is_some_and(|n| n >= *min && n <= *max))
+                    .collect(),
+            ),
+            Shape::Number {
+                minimum,
+                exclusive_minimum,
+                maximum,
+                exclusive_maximum,
+            } => {
+                let bound = |n: &Option<serde_json::Number>| {
+                    n.as_ref()
+                        .and_then(|n| Decimal::from_json_literal(&n.to_string()))
+                };
+                let (lo, xlo, hi, xhi) = (
+                    bound(minimum),
+                    bound(exclusive_minimum),
+                    bound(maximum),
+                    bound(exclusive_maximum),
+                );
+                Some(
+                    numbers
+                        .into_iter()
+                        .filter(|d| {
+                            lo.as_ref().is_none_or(|b| d.cmp_value(b) != Less)
+                                && xlo.as_ref().is_none_or(|b| d.cmp_value(b) == Greater)
+                                && hi.as_ref().is_none_or(|b| d.cmp_value(b) != Greater)
+                                && xhi.as_ref().is_none_or(|b| d.cmp_value(b) == Less)
+                        })
+                        .collect(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether some non-null value of `shape` can be drawn from `text` (what [`Self::value`]
+    /// would find), without writing any grammar.
+    fn can_ground(&self, shape: &Shape, text: Text<'_>, depth: usize) -> bool {
+        if depth >= MAX_DEPTH {
+            return true;
+        }
+        match shape {
+            Shape::Nullable { .. } => true,
+            Shape::List { min_items, items, .. } => {
+                min_items.unwrap_or(0) == 0 || self.can_ground(items, text, depth + 1)
+            }
+            Shape::Object { index } => self.grammar.objects.get(*index).is_some_and(|o| {
+                o.fields.iter().all(|f| match &f.grounded {
+                    Some(Grounding::WithContainer) => self.can_ground(&f.shape, text, depth + 1),
+                    _ => true,
+                })
+            }),
+            Shape::String {
+                patterns, format, ..
+            } if patterns.is_empty() && format.is_none() => match text {
+                Text::Empty => false,
+                Text::Document => true,
+                Text::Of(t) => !t.text().is_empty(),
+            },
+            Shape::Integer { .. } | Shape::Number { .. } => self
+                .number_candidates(shape, Some(text))
+                .is_some_and(|c| !c.is_empty()),
+            _ => true,
+        }
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{}", self.next)
+    }
+
+    /// The Lark expression of a value of `shape`, grounded in `text` when given; `None` when
+    /// no value of the shape can be written there.
+    fn value(&mut self, shape: &Shape, text: Option<Text<'_>>, depth: usize) -> Option<String> {
+        match shape {
+            Shape::Nullable { inner } => Some(match self.value(inner, text, depth) {
+                Some(e) => format!("({} | {e})", lit("null")),
+                None => lit("null"),
+            }),
+            Shape::List {
+                items,
+                min_items,
+                max_items,
+            } => {
+                let min = min_items.unwrap_or(0);
+                let max = max_items.unwrap_or(u64::MAX);
+                if max == 0 || (text.is_none() && !self.has_grounding(shape, depth)) {
+                    return if max == 0 {
+                        Some(lit("[]"))
+                    } else {
+                        Some(self.json(shape))
+                    };
+                }
+                let Some(item) = self.value(items, text, depth) else {
+                    return (min == 0).then(|| lit("[]"));
+                };
+                let rule = self.fresh("list_");
+                let more_max = max.saturating_sub(1).min(10_000);
+                let more_min = min.saturating_sub(1);
+                let rep = format!("({} {item})~{more_min}..{more_max}", lit(", "));
+                let body = format!("{item} {rep}");
+                let inner = if min == 0 {
+                    format!("({body})?")
+                } else {
+                    body
+                };
+                self.lines
+                    .push(format!("{rule}: {} {inner} {}", lit("["), lit("]")));
+                Some(rule)
+            }
+            Shape::Object { index } => {
+                if depth >= MAX_DEPTH || !self.has_grounding(shape, depth) && text.is_none() {
+                    return Some(self.json(shape));
+                }
+                let object = self.grammar.objects.get(*index)?.clone();
+                let Some((start, end)) = line_fields(&object) else {
+                    return self.object_body(&object, text, depth, None);
+                };
+                // A value grounded in the lines two sibling fields name: one alternative per
+                // line range of at most `MAX_SPAN_LINES` lines of the document.
+                let n = self.grounds.line_count();
+                let pairs: Vec<(usize, usize)> = (1..=n)
+                    .flat_map(|a| (a..=(a + MAX_SPAN_LINES - 1).min(n)).map(move |b| (a, b)))
+                    .collect();
+                if pairs.len() > MAX_LINE_RANGES {
+                    return self.object_body(&object, text, depth, None);
+                }
+                let mut alts = Vec::new();
+                let require = self.require.take();
+                for (a, b) in pairs {
+                    let lines = self.grounds.lines(a as u64, b as u64);
+                    if let Some(r) = &require {
+                        if !self.can_ground(r, Text::Of(&lines), 0) {
+                            continue;
+                        }
+                    }
+                    let fixed = Fixed {
+                        start: &start,
+                        end: &end,
+                        a,
+                        b,
+                        lines: &lines,
+                    };
+                    if let Some(alt) = self.object_body(&object, text, depth, Some(&fixed)) {
+                        alts.push(alt);
+                    }
+                }
+                self.require = require;
+                let alt = alternation(alts)?;
+                let rule = self.fresh("spans_");
+                self.lines.push(format!("{rule}: {alt}"));
+                Some(rule)
+            }
+            Shape::String {
+                min_len,
+                max_len,
+                patterns,
+                format,
+            } if text.is_some() && patterns.is_empty() && format.is_none() => {
+                let text = text?;
+                let chunks = match text {
+                    Text::Empty => return None,
+                    Text::Document => self.document_terminal(),
+                    Text::Of(t) => {
+                        let c = chunks(t.raw());
+                        if c.is_empty() {
+                            return None;
+                        }
+                        let name = self.fresh("SUB");
+                        self.lines.push(format!("{name}: {}", substring(&c)));
+                        Some(name)
+                    }
+                }?;
+                if min_len.unwrap_or(0) > 0 && max_len == &Some(0) {
+                    return None;
+                }
+                let name = self.fresh("STR");
+                // Not empty, no whitespace (a space or an escaped `\n`, `\t`, `\r`) at either
+                // end; at most `max_len` bytes of escaped text (so at most that many characters).
+                let mut def = format!(
+                    "{name}: {chunks} & /(?s:.+)/ & ~/(?s:( |\\\\[ntr]).*|.*( |\\\\[ntr]))/"
+                );
+                if let Some(max) = max_len {
+                    let _ = write!(def, " & /.{{1,{max}}}/");
+                }
+                self.lines.push(def);
+                Some(format!("{} {name} {}", lit("\""), lit("\"")))
+            }
+            Shape::Integer { .. } | Shape::Number { .. } if text.is_some() => {
+                let candidates = self.number_candidates(shape, text)?;
+                alternation(
+                    candidates
+                        .iter()
+                        .map(|d| lit(&d.to_json_literal()))
+                        .collect(),
+                )
+            }
+            other => Some(self.json(other)),
+        }
+    }
+
+    /// An object's fields inline, `{"a": .., "b": ..}`; with `fixed`, its line fields take
+    /// those lines and the values grounded in them are drawn from their text.
+    fn object_body(
+        &mut self,
+        object: &ObjectShape,
+        text: Option<Text<'_>>,
+        depth: usize,
+        fixed: Option<&Fixed<'_>>,
+    ) -> Option<String> {
+        let mut parts = Vec::new();
+        for (n, f) in object.fields.iter().enumerate() {
+            let v = match fixed {
+                Some(x) if f.name == *x.start => Some(lit(&x.a.to_string())),
+                Some(x) if f.name == *x.end => Some(lit(&x.b.to_string())),
+                _ => {
+                    let inner_text = match (&f.grounded, fixed) {
+                        (None, _) => None,
+                        (Some(Grounding::WithContainer), _) => text,
+                        (Some(Grounding::Lines { .. }), Some(x)) => Some(Text::Of(x.lines)),
+                        // Grounded in a sibling: within a nested object, the whole document
+                        // (the validator checks the sibling).
+                        (Some(_), _) => Some(Text::Document),
+                    };
+                    self.value(&f.shape, inner_text, depth + 1)
+                }
+            }?;
+            let sep = if n == 0 { lit("{") } else { lit(", ") };
+            parts.push(format!(
+                "{sep} {} {v}",
+                lit(&format!("{}: ", json_str(&f.name)))
+            ));
+        }
+        if parts.is_empty() {
+            parts.push(lit("{"));
+        }
+        parts.push(lit("}"));
+        let rule = self.fresh("obj_");
+        self.lines.push(format!("{rule}: {}", parts.join(" ")));
+        Some(rule)
+    }
+
+    fn numbers(&self, text: Text<'_>) -> Vec<Decimal> {
+        match text {
+            Text::Document => self.grounds.document().numbers().to_vec(),
+            Text::Of(t) => t.numbers().to_vec(),
+            Text::Empty => Vec::new(),
+        }
+    }
+
+    /// The terminal offering any substring of one source line, defined once.
+    fn document_terminal(&mut self) -> Option<String> {
+        if let Some(t) = &self.document_terminal {
+            return Some(t.clone());
+        }
+        let raw = self.grounds.document().raw().to_owned();
+        let lines: Vec<&str> = raw.lines().filter(|l| !l.trim().is_empty()).collect();
+        let alts: Vec<String> = if lines.len() > MAX_LINE_ALTERNATIVES {
+            vec![substring(&chunks(&raw))]
+        } else {
+            lines.iter().map(|l| substring(&chunks(l))).collect()
+        };
+        if alts.is_empty() {
+            return None;
+        }
+        let name = self.fresh("DOC");
+        self.lines.push(format!("{name}: {}", alts.join(" | ")));
+        self.document_terminal = Some(name.clone());
+        Some(name)
+    }
+
+    /// Whether a value of `shape` holds a field grounded in a text of its own.
+    fn has_grounding(&self, shape: &Shape, depth: usize) -> bool {
+        if depth >= MAX_DEPTH {
+            return false;
+        }
+        match shape {
+            Shape::Nullable { inner } => self.has_grounding(inner, depth),
+            Shape::List { items, .. } => self.has_grounding(items, depth),
+            Shape::Object { index } => self.grammar.objects.get(*index).is_some_and(|o| {
+                o.fields.iter().any(|f| {
+                    matches!(&f.grounded, Some(g) if *g != Grounding::WithContainer)
+                        || self.has_grounding(&f.shape, depth + 1)
+                })
+            }),
+            _ => false,
+        }
+    }
+
+    /// `%json {..}`: llguidance's JSON compiler for an ungrounded value.
+    fn json(&mut self, shape: &Shape) -> String {
+        let mut defs = self.defs.clone();
+        let schema = shape_schema(shape, &self.grammar.objects, &mut defs);
+        let mut map = match schema {
+            Value::Object(m) => m,
+            other => {
+                let mut m = Map::new();
+                m.insert("allOf".into(), Value::Array(vec![other]));
+                m
+            }
+        };
+        map.insert(
+            "x-guidance".into(),
+            self.grammar.options.whitespace.x_guidance(),
+        );
+        let text = serde_json::to_string(&Value::Object(map.clone())).unwrap_or_default();
+        if text.contains("\"$ref\"") && !defs.is_empty() {
+            map.insert("$defs".into(), Value::Object(defs));
+        }
+        let rule = self.fresh("json_");
+        let body = serde_json::to_string(&Value::Object(map)).unwrap_or_default();
+        self.lines.push(format!("{rule}: %json {body}"));
+        rule
+    }
+}
+
+/// Most joint assignments the rules of one segment are composed into.
+const MAX_ASSIGNMENTS: usize = 512;
+
+/// One field of the segment being rendered.
+struct SegField {
+    name: String,
+    nullable: bool,
+    /// A non-null value's expression (`None`: no non-null value can be written).
+    non_null: Option<String>,
+    /// A grounded number's candidates, for rules that compare it.
+    candidates: Option<Vec<Decimal>>,
+    place: String,
+}
+
+/// What an assignment asks of one field.
+#[derive(Debug, Clone, PartialEq)]
+enum Choice {
+    Any,
+    Null,
+    NonNull,
+    /// Non-null, one of these numbers.
+    Numbers(Vec<Decimal>),
+}
+
+impl SegField {
+    fn render(&self, choice: &Choice) -> Option<String> {
+        let null = || self.nullable.then(|| lit("null"));
+        match choice {
+            Choice::Null => null(),
+            Choice::NonNull => self.non_null.clone(),
+            Choice::Any => match (null(), &self.non_null) {
+                (Some(n), Some(v)) => Some(format!("({n} | {v})")),
+                (Some(n), None) => Some(n),
+                (None, v) => v.clone(),
+            },
+            Choice::Numbers(ds) => alternation(ds.iter().map(|d| lit(&d.to_json_literal())).collect()),
+        }
+    }
+}
+
+fn merge_choice(a: &Choice, b: &Choice) -> Option<Choice> {
+    use Choice::*;
+    Some(match (a, b) {
+        (Any, x) | (x, Any) => x.clone(),
+        (Null, Null) => Null,
+        (NonNull, NonNull) => NonNull,
+        (NonNull, Numbers(d)) | (Numbers(d), NonNull) => Numbers(d.clone()),
+        (Numbers(x), Numbers(y)) => {
+            let both: Vec<Decimal> = x.iter().filter(|d| y.contains(d)).cloned().collect();
+            if both.is_empty() {
+                return None;
+            }
+            Numbers(both)
+        }
+        _ => return None,
+    })
+}
+
+fn merge(a: &[Choice], b: &[Choice]) -> Option<Vec<Choice>> {
+    a.iter().zip(b).map(|(x, y)| merge_choice(x, y)).collect()
+}
+
+/// The assignments of the segment's fields under which `rule` can still hold, given the values
+/// decoded before the segment: `null` after a null partner, a value after a set one, the bound
+/// of a compared number from the decoded side or, with both sides in the segment, every pair of
+/// candidates that satisfies it.
+fn rule_options(
+    rule: &Rule,
+    names: &[&str],
+    fields: &[SegField],
+    decoded: &Map<String, Value>,
+) -> Vec<Vec<Choice>> {
+    let n = fields.len();
+    let any = vec![Choice::Any; n];
+    let pos = |name: &str| names.iter().position(|x| *x == name);
+    let with = |assign: &[(usize, Choice)]| {
+        let mut v = any.clone();
+        for (i, c) in assign {
+            v[*i] = c.clone();
+        }
+        v
+    };
+    match rule {
+        Rule::BothOrNeither(group) => {
+            let here: Vec<usize> = group.iter().filter_map(|g| pos(g)).collect();
+            if here.is_empty() {
+                return vec![any];
+            }
+            let before: Vec<&Value> = group.iter().filter_map(|g| decoded.get(g)).collect();
+            let set = |c: Choice| with(&here.iter().map(|&i| (i, c.clone())).collect::<Vec<_>>());
+            match before.first() {
+                Some(v) if v.is_null() => vec![set(Choice::Null)],
+                Some(_) => vec![set(Choice::NonNull)],
+                None => vec![set(Choice::Null), set(Choice::NonNull)],
+            }
+        }
+        Rule::AtLeastOne(group) => {
+            let here: Vec<usize> = group.iter().filter_map(|g| pos(g)).collect();
+            let some_before = group
+                .iter()
+                .any(|g| decoded.get(g).is_some_and(|v| !v.is_null()));
+            let later = group.iter().any(|g| pos(g).is_none() && !decoded.contains_key(g));
+            if some_before || later || here.is_empty() {
+                return vec![any];
+            }
+            // The first non-null field of the group is the k-th of those in the segment.
+            (0..here.len())
+                .map(|k| {
+                    let mut assign: Vec<(usize, Choice)> =
+                        here[..k].iter().map(|&i| (i, Choice::Null)).collect();
+                    assign.push((here[k], Choice::NonNull));
+                    with(&assign)
+                })
+                .collect()
+        }
+        Rule::Compare { left, op, right } => {
+            let decoded_number = |name: &str| {
+                decoded
+                    .get(name)
+                    .and_then(|v| v.as_number())
+                    .and_then(|n| Decimal::from_json_literal(&n.to_string()))
+            };
+            let holds = |l: &Decimal, r: &Decimal| op.holds(l.cmp_value(r));
+            match (pos(left), pos(right)) {
+                (Some(l), Some(r)) => {
+                    let (Some(lc), Some(rc)) = (&fields[l].candidates, &fields[r].candidates)
+                    else {
+                        return vec![any];
+                    };
+                    // Either side null, or a pair that satisfies the rule.
+                    let mut out = vec![with(&[(l, Choice::Null)]), with(&[(r, Choice::Null)])];
+                    for a in lc {
+                        let ok: Vec<Decimal> = rc.iter().filter(|b| holds(a, b)).cloned().collect();
+                        if !ok.is_empty() {
+                            out.push(with(&[
+                                (l, Choice::Numbers(vec![a.clone()])),
+                                (r, Choice::Numbers(ok)),
+                            ]));
+                        }
+                    }
+                    out
+                }
+                (None, Some(r)) => match (decoded_number(left), &fields[r].candidates) {
+                    (Some(a), Some(rc)) => {
+                        let ok: Vec<Decimal> = rc.iter().filter(|b| holds(&a, b)).cloned().collect();
+                        let mut out = vec![with(&[(r, Choice::Null)])];
+                        if !ok.is_empty() {
+                            out.push(with(&[(r, Choice::Numbers(ok))]));
+                        }
+                        out
+                    }
+                    _ => vec![any],
+                },
+                (Some(l), None) => match (decoded_number(right), &fields[l].candidates) {
+                    (Some(b), Some(lc)) => {
+                        let ok: Vec<Decimal> = lc.iter().filter(|a| holds(a, &b)).cloned().collect();
+                        let mut out = vec![with(&[(l, Choice::Null)])];
+                        if !ok.is_empty() {
+                            out.push(with(&[(l, Choice::Numbers(ok))]));
+                        }
+                        out
+                    }
+                    _ => vec![any],
+                },
+                (None, None) => vec![any],
+            }
+        }
+    }
+}
+
+fn place(text: Option<Text<'_>>, grounds: &Grounds<'_>) -> String {
+    match text {
+        Some(Text::Of(t)) => t.place.clone(),
+        Some(Text::Empty) => "an empty or null field".into(),
+        Some(Text::Document) | None => grounds.document().place.clone(),
+    }
+}
+
+fn alternation(alts: Vec<String>) -> Option<String> {
+    match alts.len() {
+        0 => None,
+        1 => alts.into_iter().next(),
+        _ => Some(format!("({})", alts.join(" | "))),
+    }
+}
+
+/// A Lark string literal.
+fn lit(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// `text` as it appears inside a JSON string, without the quotes.
+fn json_str(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+fn escaped(text: &str) -> String {
+    let s = json_str(text);
+    s[1..s.len() - 1].to_owned()
+}
+
+/// `text` cut where a copied value may start or end: words, whitespace runs, and every other
+/// character alone; each chunk as JSON string content (escaped).
+fn chunks(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut kind = 0u8; // 1 word, 2 space
+    for c in text.chars() {
+        let k = if c.is_alphanumeric() {
+            1
+        } else if c.is_whitespace() {
+            2
+        } else {
+            3
+        };
+        if k != kind || k == 3 {
+            if !cur.is_empty() {
+                out.push(escaped(&cur));
+                cur.clear();
+            }
+            kind = k;
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(escaped(&cur));
+    }
+    out
+}
+
+fn substring(chunks: &[String]) -> String {
+    let value = serde_json::json!({ "substring_chunks": chunks });
+    format!("%regex {value}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_escape_and_split() {
+        assert_eq!(
+            chunks("Q3 \"rev\" $2,757"),
+            ["Q3", " ", "\\\"", "rev", "\\\"", " ", "$", "2", ",", "757"]
+        );
+        assert_eq!(chunks("a\tb"), ["a", "\\t", "b"]);
+        assert!(chunks("").is_empty());
+    }
+}

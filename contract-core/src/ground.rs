@@ -1,0 +1,816 @@
+//! Grounded values: a value the model copies from the document, checked against it.
+//!
+//! A field marked `#[contract(grounded)]` must come from the source: a string is a verbatim
+//! substring (whitespace runs compare equal), a number is one the text writes, read with the
+//! text's numeral conventions ([`Numerals`]) and compared as decimal text ([`Decimal`]), never
+//! through an `f64`. `grounded(in = quote)` narrows the text to an earlier field's value (a
+//! string, or the source lines of the spans inside it); `grounded(in = start_line..=end_line)` to
+//! the lines two earlier fields name. Parts marked `grounded(with_container)` (`Amount.value`,
+//! `Amount.unit`, `DateValue.original`) are grounded in whatever text their container is.
+//!
+//! [`check_grounding`] walks a value with its contract and reports every value outside its text
+//! as a [`ViolationKind::NotInSource`] violation; [`Contract::from_json_in`](crate::Contract::from_json_in)
+//! runs it after the other checks, and the [`Extractor`](crate::Extractor) runs it on every reply
+//! of every backend, so a remote model's invented value is rejected and fed back on retry.
+//!
+//! Reading numbers from prose is hand-written: no crate in the workspace reads `2,757` and
+//! `1.730` by a document's conventions, and the comparison must be exact decimal text.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::contract::{ContractSpec, Grounding, SpecKind, TypeSpec};
+use crate::evidence::find_spans;
+use crate::source::Source;
+use crate::validate::{join_pointer, Violation, ViolationKind, Violations};
+
+/// How a text writes decimal numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Numerals {
+    /// A decimal point, commas between thousands: `2,757.5` (English).
+    Point,
+    /// A decimal comma, dots between thousands: `2.757,5` (Spanish, most of Europe).
+    Comma,
+}
+
+impl Numerals {
+    /// The convention `text` uses, from the numbers it writes: decimal fractions of one or two
+    /// digits (`7,23` against `7.23`) and mixed separators (`1.730,5` against `1,730.5`). A text
+    /// with no telling number reads as [`Numerals::Point`].
+    pub fn detect(text: &str) -> Numerals {
+        static RES: OnceLock<[Regex; 4]> = OnceLock::new();
+        let [comma_frac, comma_mixed, point_frac, point_mixed] = RES.get_or_init(|| {
+            let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
+            [
+                re(r"\d,\d{1,2}(?:[^\d,.]|$)"),
+                re(r"\d\.\d{3},\d"),
+                re(r"\d\.\d{1,2}(?:[^\d,.]|$)"),
+                re(r"\d,\d{3}\.\d"),
+            ]
+        });
+        let comma = comma_frac.find_iter(text).count() + 2 * comma_mixed.find_iter(text).count();
+        let point = point_frac.find_iter(text).count() + 2 * point_mixed.find_iter(text).count();
+        if comma > point {
+            Numerals::Comma
+        } else {
+            Numerals::Point
+        }
+    }
+
+    fn separators(self) -> (char, char) {
+        match self {
+            Numerals::Point => ('.', ','),
+            Numerals::Comma => (',', '.'),
+        }
+    }
+
+    fn other(self) -> Numerals {
+        match self {
+            Numerals::Point => Numerals::Comma,
+            Numerals::Comma => Numerals::Point,
+        }
+    }
+}
+
+/// An exact decimal number: `0.<digits> × 10^exponent`, with its sign; zero has no digits.
+///
+/// Two decimals are equal when they are the same number: `4065.50`, `4065.5` and `4.0655e3`
+/// are one [`Decimal`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Decimal {
+    negative: bool,
+    /// Significant digits, without leading or trailing zeros.
+    digits: String,
+    exponent: i64,
+}
+
+impl Decimal {
+    /// Reads a JSON number literal (`-12.50`, `4.0655e3`); `None` for anything else.
+    pub fn from_json_literal(text: &str) -> Option<Decimal> {
+        let (negative, rest) = match text.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, text),
+        };
+        let (mantissa, exp) = match rest.find(['e', 'E']) {
+            Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
+            None => (rest, 0),
+        };
+        let (int, frac) = match mantissa.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (mantissa, ""),
+        };
+        if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        if mantissa.contains('.') && frac.is_empty() {
+            return None;
+        }
+        if !frac.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Decimal::from_parts(negative, int, frac, exp))
+    }
+
+    /// `int.frac × 10^exp` from ASCII digit strings.
+    fn from_parts(negative: bool, int: &str, frac: &str, exp: i64) -> Decimal {
+        let all: String = format!("{int}{frac}");
+        let lead = all.bytes().take_while(|&b| b == b'0').count();
+        let trimmed = all[lead..].trim_end_matches('0');
+        if trimmed.is_empty() {
+            return Decimal {
+                negative: false,
+                digits: String::new(),
+                exponent: 0,
+            };
+        }
+        Decimal {
+            negative,
+            digits: trimmed.to_owned(),
+            exponent: int.len() as i64 - lead as i64 + exp,
+        }
+    }
+
+    /// Whether the number has no fractional part.
+    pub fn is_integer(&self) -> bool {
+        self.digits.len() as i64 <= self.exponent || self.digits.is_empty()
+    }
+
+    /// The number as a plain JSON literal (`4065.5`, `-0.25`, `2757`), or in exponent form
+    /// when that is shorter than 40 characters of zeros would be.
+    pub fn to_json_literal(&self) -> String {
+        if self.digits.is_empty() {
+            return "0".into();
+        }
+        let sign = if self.negative { "-" } else { "" };
+        let n = self.digits.len() as i64;
+        let e = self.exponent;
+        if e > 40 || e < -40 {
+            return format!("{sign}0.{}e{e}", self.digits);
+        }
+        if e <= 0 {
+            format!("{sign}0.{}{}", "0".repeat((-e) as usize), self.digits)
+        } else if e >= n {
+            format!("{sign}{}{}", self.digits, "0".repeat((e - n) as usize))
+        } else {
+            let (a, b) = self.digits.split_at(e as usize);
+            format!("{sign}{a}.{b}")
+        }
+    }
+
+    /// Compares two decimals as numbers.
+    pub fn cmp_value(&self, other: &Decimal) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let sign = |d: &Decimal| {
+            if d.digits.is_empty() {
+                0
+            } else if d.negative {
+                -1
+            } else {
+                1
+            }
+        };
+        let (a, b) = (sign(self), sign(other));
+        if a != b || a == 0 {
+            return a.cmp(&b);
+        }
+        let magnitude = self
+            .exponent
+            .cmp(&other.exponent)
+            .then_with(|| {
+                let n = self.digits.len().max(other.digits.len());
+                let pad = |d: &str| format!("{d:0<n$}");
+                pad(&self.digits).cmp(&pad(&other.digits))
+            });
+        if a < 0 {
+            magnitude.reverse()
+        } else if magnitude == Ordering::Equal {
+            Ordering::Equal
+        } else {
+            magnitude
+        }
+    }
+
+    /// The value as an `i128`, when it is an integer that fits.
+    pub fn to_i128(&self) -> Option<i128> {
+        if !self.is_integer() {
+            return None;
+        }
+        if self.digits.is_empty() {
+            return Some(0);
+        }
+        if self.exponent > 38 {
+            return None;
+        }
+        let zeros = (self.exponent - self.digits.len() as i64) as usize;
+        let n: i128 = format!("{}{}", self.digits, "0".repeat(zeros)).parse().ok()?;
+        Some(if self.negative { -n } else { n })
+    }
+
+    fn negated(&self) -> Decimal {
+        Decimal {
+            negative: !self.negative && !self.digits.is_empty(),
+            ..self.clone()
+        }
+    }
+}
+
+impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json_literal())
+    }
+}
+
+/// Reads one written numeral (`2,757`, `4,065.5`, `1.730`, `7,23`) by `numerals`: the decimal
+/// separator at most once, the group separator only between groups of three digits.
+fn read_numeral(text: &str, numerals: Numerals) -> Option<Decimal> {
+    let (decimal, group) = numerals.separators();
+    let (int, frac) = match text.split_once(decimal) {
+        Some((i, f)) => (i, Some(f)),
+        None => (text, None),
+    };
+    if let Some(f) = frac {
+        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+    }
+    let groups: Vec<&str> = int.split(group).collect();
+    let first = groups.first()?;
+    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if groups.len() > 1 {
+        if first.len() > 3 {
+            return None;
+        }
+        if !groups[1..]
+            .iter()
+            .all(|g| g.len() == 3 && g.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return None;
+        }
+    }
+    let int: String = groups.concat();
+    Some(Decimal::from_parts(false, &int, frac.unwrap_or(""), 0))
+}
+
+/// Every number `text` writes, read by `numerals` (the other convention when a numeral does not
+/// read by it, each digit run alone when it reads by neither), in order, without repeats. A
+/// numeral directly after a minus sign is offered with both signs (the sign may be a hyphen).
+pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"\d+(?:[.,]\d+)*").unwrap_or_else(|e| panic!("static regex: {e}"))
+    });
+    let mut out: Vec<Decimal> = Vec::new();
+    let push = |d: Decimal, out: &mut Vec<Decimal>| {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    };
+    for m in re.find_iter(text) {
+        let minus = text[..m.start()].ends_with(['-', '\u{2212}']);
+        let read = read_numeral(m.as_str(), numerals)
+            .map(|d| vec![d])
+            .or_else(|| read_numeral(m.as_str(), numerals.other()).map(|d| vec![d]))
+            .unwrap_or_else(|| {
+                m.as_str()
+                    .split(['.', ','])
+                    .map(|run| Decimal::from_parts(false, run, "", 0))
+                    .collect()
+            });
+        for d in read {
+            if minus {
+                push(d.negated(), &mut out);
+            }
+            push(d, &mut out);
+        }
+    }
+    out
+}
+
+/// The text a grounded value must lie in, and how to name it in a violation.
+#[derive(Debug, Clone)]
+pub struct GroundText {
+    /// The text as written.
+    raw: String,
+    /// The text (whitespace runs collapsed to single spaces).
+    text: String,
+    /// Its numbers.
+    numbers: Vec<Decimal>,
+    /// Where it is, for messages (`the document`, "`quote`", `lines 3 to 4`).
+    pub place: String,
+}
+
+impl GroundText {
+    /// `text`, named `place`, read with `numerals`.
+    pub fn new(text: &str, place: impl Into<String>, numerals: Numerals) -> GroundText {
+        GroundText {
+            raw: text.to_owned(),
+            text: collapse(text),
+            numbers: numbers_in(text, numerals),
+            place: place.into(),
+        }
+    }
+
+    /// The text as written.
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// The text, whitespace collapsed.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The numbers it writes.
+    pub fn numbers(&self) -> &[Decimal] {
+        &self.numbers
+    }
+
+    /// Whether `s` (whitespace collapsed) is a substring of the text.
+    pub fn contains_str(&self, s: &str) -> bool {
+        let s = collapse(s);
+        !s.is_empty() && self.text.contains(&s)
+    }
+
+    /// Whether the text writes the number `d`.
+    pub fn contains_number(&self, d: &Decimal) -> bool {
+        self.numbers.contains(d)
+    }
+}
+
+/// Whitespace runs collapsed to one space, trimmed (case kept: grounded strings are verbatim).
+pub fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The literal text of every number in a JSON document, by JSON pointer; `None` when `json` is
+/// not one JSON value. Grounded numbers are compared by this text, not by the `f64` serde reads.
+pub fn number_literals(json: &str) -> Option<HashMap<String, String>> {
+    let raw: Box<serde_json::value::RawValue> = serde_json::from_str(json).ok()?;
+    let mut out = HashMap::new();
+    walk_raw(&raw, String::new(), &mut out)?;
+    Some(out)
+}
+
+fn walk_raw(
+    raw: &serde_json::value::RawValue,
+    path: String,
+    out: &mut HashMap<String, String>,
+) -> Option<()> {
+    let text = raw.get().trim();
+    match text.as_bytes().first()? {
+        b'{' => {
+            let map: Vec<(String, Box<serde_json::value::RawValue>)> =
+                serde_json::from_str::<RawObject>(text).ok()?.0;
+            for (k, v) in map {
+                walk_raw(&v, join_pointer(&path, &k), out)?;
+            }
+        }
+        b'[' => {
+            let items: Vec<Box<serde_json::value::RawValue>> = serde_json::from_str(text).ok()?;
+            for (i, v) in items.iter().enumerate() {
+                walk_raw(v, join_pointer(&path, &i.to_string()), out)?;
+            }
+        }
+        b'-' | b'0'..=b'9' => {
+            out.insert(path, text.to_owned());
+        }
+        _ => {}
+    }
+    Some(())
+}
+
+/// A JSON object's members in order, values unparsed.
+struct RawObject(Vec<(String, Box<serde_json::value::RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for RawObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawObject;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Box<serde_json::value::RawValue>>()? {
+                    out.push((k, v));
+                }
+                Ok(RawObject(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The source a value is checked against: the document and its numeral conventions.
+#[derive(Debug, Clone)]
+pub struct Grounds<'a> {
+    source: &'a Source,
+    numerals: Numerals,
+    whole: GroundText,
+}
+
+impl<'a> Grounds<'a> {
+    /// `source`, its numerals detected from its text.
+    pub fn new(source: &'a Source) -> Grounds<'a> {
+        let text = source.text();
+        let numerals = Numerals::detect(&text);
+        Grounds::with_numerals(source, numerals)
+    }
+
+    /// `source`, read with `numerals`.
+    pub fn with_numerals(source: &'a Source, numerals: Numerals) -> Grounds<'a> {
+        Grounds {
+            whole: GroundText::new(&source.text(), "the document", numerals),
+            source,
+            numerals,
+        }
+    }
+
+    /// The document's line count.
+    pub fn line_count(&self) -> usize {
+        self.source.line_count()
+    }
+
+    /// The numeral conventions in use.
+    pub fn numerals(&self) -> Numerals {
+        self.numerals
+    }
+
+    /// The whole document as a [`GroundText`].
+    pub fn document(&self) -> &GroundText {
+        &self.whole
+    }
+
+    /// The text of a decoded field value a later value is grounded in: a string itself; else
+    /// the source lines of every span inside it; else every string inside it. `None` for null.
+    pub fn text_of(&self, value: &Value, place: &str) -> Option<GroundText> {
+        let text = match value {
+            Value::Null => return None,
+            Value::String(s) => s.clone(),
+            other => {
+                let spans = find_spans(other);
+                if spans.is_empty() {
+                    let mut strings = Vec::new();
+                    collect_strings(other, &mut strings);
+                    strings.join("\n")
+                } else {
+                    spans
+                        .iter()
+                        .map(|(_, s)| self.source.snippet(s))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }
+            }
+        };
+        Some(GroundText::new(&text, format!("`{place}`"), self.numerals))
+    }
+
+    /// Source lines `start..=end` (1-based) as a [`GroundText`].
+    pub fn lines(&self, start: u64, end: u64) -> GroundText {
+        let (s, e) = (start as usize, end as usize);
+        GroundText::new(
+            &self.source.text_of_lines(s..e.saturating_add(1)),
+            format!("lines {start} to {end}"),
+            self.numerals,
+        )
+    }
+
+    /// The text grounding `g` points at inside `object` (the JSON object holding the field),
+    /// `inherited` being the text the object's own container is grounded in. `None` means the
+    /// value is not grounded; `Some(None)` means its text is missing (a null `in` field): no
+    /// value can be grounded there.
+    pub fn resolve(
+        &self,
+        g: &Grounding,
+        object: &serde_json::Map<String, Value>,
+        inherited: Option<&GroundText>,
+    ) -> Option<Option<GroundText>> {
+        match g {
+            Grounding::Source => Some(Some(self.whole.clone())),
+            Grounding::WithContainer => inherited.map(|t| Some(t.clone())),
+            Grounding::In(field) => Some(object.get(field).and_then(|v| self.text_of(v, field))),
+            Grounding::Lines { start, end } => {
+                let line = |k: &str| object.get(k).and_then(Value::as_u64);
+                Some(match (line(start), line(end)) {
+                    (Some(a), Some(b)) if a >= 1 && a <= b => Some(self.lines(a, b)),
+                    _ => None,
+                })
+            }
+        }
+    }
+}
+
+fn collect_strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
+        _ => {}
+    }
+}
+
+/// Checks every grounded value of `value` (an instance of `spec`) against `grounds`, pushing a
+/// [`ViolationKind::NotInSource`] violation for each value outside its text. Numbers are
+/// compared by their literal text in `literals` (from [`number_literals`]) where it has the
+/// value's pointer, else by the shortest decimal that reads back as the `f64`.
+pub fn check_grounding(
+    spec: &ContractSpec,
+    value: &Value,
+    grounds: &Grounds<'_>,
+    literals: Option<&HashMap<String, String>>,
+    out: &mut Violations,
+) {
+    let mut walker = Walker {
+        grounds,
+        literals,
+        out,
+    };
+    walker.contract(spec, value, "", None);
+}
+
+struct Walker<'g, 's, 'o> {
+    grounds: &'g Grounds<'s>,
+    literals: Option<&'g HashMap<String, String>>,
+    out: &'o mut Violations,
+}
+
+impl Walker<'_, '_, '_> {
+    fn contract(
+        &mut self,
+        spec: &ContractSpec,
+        value: &Value,
+        path: &str,
+        inherited: Option<&GroundText>,
+    ) {
+        let (SpecKind::Object(object), Value::Object(map)) = (&spec.kind, value) else {
+            return;
+        };
+        for field in &object.fields {
+            let Some(v) = map.get(&field.name) else {
+                continue;
+            };
+            let p = join_pointer(path, &field.name);
+            match &field.constraints.grounded {
+                None => self.ungrounded(&field.ty, v, &p),
+                Some(g) => match self.grounds.resolve(g, map, inherited) {
+                    None => self.ungrounded(&field.ty, v, &p),
+                    Some(text) => self.grounded(&field.ty, v, &p, text.as_ref(), g),
+                },
+            }
+        }
+    }
+
+    /// A value not grounded itself: nested contracts may still ground their own fields.
+    fn ungrounded(&mut self, ty: &TypeSpec, value: &Value, path: &str) {
+        match (ty, value) {
+            (TypeSpec::Nullable(inner), v) => self.ungrounded(inner, v, path),
+            (TypeSpec::List(item), Value::Array(items)) => {
+                for (i, v) in items.iter().enumerate() {
+                    self.ungrounded(item, v, &join_pointer(path, &i.to_string()));
+                }
+            }
+            (TypeSpec::Contract(r), v) => self.contract(r.spec(), v, path, None),
+            _ => {}
+        }
+    }
+
+    fn grounded(
+        &mut self,
+        ty: &TypeSpec,
+        value: &Value,
+        path: &str,
+        text: Option<&GroundText>,
+        g: &Grounding,
+    ) {
+        if value.is_null() {
+            return;
+        }
+        let Some(text) = text else {
+            let what = match g {
+                Grounding::In(f) => format!("`{f}` is null or empty"),
+                Grounding::Lines { start, end } => {
+                    format!("`{start}`..`{end}` name no lines of the document")
+                }
+                _ => "there is no text to copy from".into(),
+            };
+            self.out.push(Violation::new(
+                path,
+                ViolationKind::NotInSource,
+                format!("a value is given but {what}: write null, or copy it from there"),
+            ));
+            return;
+        };
+        match (ty, value) {
+            (TypeSpec::Nullable(inner), v) => self.grounded(inner, v, path, Some(text), g),
+            (TypeSpec::List(item), Value::Array(items)) => {
+                for (i, v) in items.iter().enumerate() {
+                    self.grounded(item, v, &join_pointer(path, &i.to_string()), Some(text), g);
+                }
+            }
+            (TypeSpec::Contract(r), v) => self.contract(r.spec(), v, path, Some(text)),
+            (_, Value::String(s)) => {
+                if !text.contains_str(s) {
+                    self.out.push(Violation::new(
+                        path,
+                        ViolationKind::NotInSource,
+                        format!("{:?} is not in {}: copy it exactly as written", s, text.place),
+                    ));
+                }
+            }
+            (_, Value::Number(n)) => {
+                let literal = self
+                    .literals
+                    .and_then(|l| l.get(path))
+                    .cloned()
+                    .unwrap_or_else(|| n.to_string());
+                let ok = Decimal::from_json_literal(&literal)
+                    .is_some_and(|d| text.contains_number(&d));
+                if !ok {
+                    self.out.push(Violation::new(
+                        path,
+                        ViolationKind::NotInSource,
+                        format!(
+                            "{literal} is not a number written in {}: copy a number from there",
+                            text.place
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `C::from_json_in`: [`Contract::from_json`](crate::Contract::from_json) plus
+/// [`check_text`] against `source`, all violations at once.
+pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C, Violations> {
+    let spec = C::contract_spec();
+    let grounded = if has_grounding(spec) {
+        check_text(spec, text, &Grounds::new(source))
+    } else {
+        Violations::new()
+    };
+    match C::from_json(text) {
+        Ok(v) if grounded.is_empty() => Ok(v),
+        Ok(_) => Err(grounded),
+        Err(mut e) => {
+            e.0.extend(grounded.0);
+            Err(e)
+        }
+    }
+}
+
+/// The grounding violations of the JSON document `text` (nothing when it is not JSON: the
+/// other checks report that).
+pub fn check_text(spec: &ContractSpec, text: &str, grounds: &Grounds<'_>) -> Violations {
+    let mut out = Violations::new();
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        let literals = number_literals(text);
+        check_grounding(spec, &value, grounds, literals.as_ref(), &mut out);
+    }
+    out
+}
+
+/// The grounding violations of `value`, a reply recovered from `raw` (the model's text, where
+/// the object may sit after a reasoning trace): number literals are read from the object's
+/// own text when it can be found in `raw`, else from the `f64`s.
+pub fn check_reply(
+    spec: &ContractSpec,
+    value: &Value,
+    raw: &str,
+    grounds: &Grounds<'_>,
+) -> Violations {
+    let literals = number_literals(raw.trim()).or_else(|| {
+        crate::parse::scan::outermost_objects(raw)
+            .into_iter()
+            .rev()
+            .filter_map(|(a, b)| raw.get(a..b))
+            .find(|t| serde_json::from_str::<Value>(t).ok().as_ref() == Some(value))
+            .and_then(number_literals)
+    });
+    let mut out = Violations::new();
+    check_grounding(spec, value, grounds, literals.as_ref(), &mut out);
+    out
+}
+
+/// Whether the contract (or a contract nested in it) grounds any value.
+pub fn has_grounding(spec: &ContractSpec) -> bool {
+    fn walk(spec: &ContractSpec, seen: &mut Vec<String>) -> bool {
+        if seen.contains(&spec.name) {
+            return false;
+        }
+        seen.push(spec.name.clone());
+        let Some(object) = spec.object() else {
+            return false;
+        };
+        object.fields.iter().any(|f| {
+            matches!(
+                &f.constraints.grounded,
+                Some(g) if *g != Grounding::WithContainer
+            ) || match f.ty.innermost() {
+                TypeSpec::Contract(r) => walk(r.spec(), seen),
+                _ => false,
+            }
+        })
+    }
+    walk(spec, &mut Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(s: &str) -> Decimal {
+        Decimal::from_json_literal(s).unwrap_or_else(|| panic!("not a literal: {s}"))
+    }
+
+    #[test]
+    fn decimals_compare_as_numbers_not_floats() {
+        assert_eq!(dec("4065.50"), dec("4065.5"));
+        assert_eq!(dec("4.0655e3"), dec("4065.5"));
+        assert_eq!(dec("-0"), dec("0"));
+        assert_eq!(dec("0.000"), dec("0"));
+        assert_ne!(dec("1234567.5000000001"), dec("1234567.5"));
+        assert_ne!(dec("9007199254740993"), dec("9007199254740992"));
+        assert_eq!(dec("2757").to_json_literal(), "2757");
+        assert_eq!(dec("0.0725").to_json_literal(), "0.0725");
+        assert_eq!(dec("-12.5e1").to_json_literal(), "-125");
+        for bad in ["", "-", "1.", ".5", "1e", "01x", "1,5", "+1"] {
+            assert!(Decimal::from_json_literal(bad).is_none(), "{bad}");
+        }
+        assert!(dec("12.000").is_integer());
+        use std::cmp::Ordering::*;
+        assert_eq!(dec("4065").cmp_value(&dec("4140")), Less);
+        assert_eq!(dec("10").cmp_value(&dec("9.99")), Greater);
+        assert_eq!(dec("-10").cmp_value(&dec("-9.99")), Less);
+        assert_eq!(dec("-1").cmp_value(&dec("0")), Less);
+        assert_eq!(dec("0.5").cmp_value(&dec("5e-1")), Equal);
+        assert_eq!(dec("1.25").cmp_value(&dec("1.3")), Less);
+        assert_eq!(dec("2757").to_i128(), Some(2757));
+        assert_eq!(dec("-2.5e1").to_i128(), Some(-25));
+        assert_eq!(dec("2.5").to_i128(), None);
+        assert!(!dec("12.5").is_integer());
+    }
+
+    fn lits(text: &str, n: Numerals) -> Vec<String> {
+        numbers_in(text, n).iter().map(Decimal::to_json_literal).collect()
+    }
+
+    #[test]
+    fn numbers_read_by_the_document_conventions() {
+        assert_eq!(
+            lits("revenue of $2,757 million, up 7.5%", Numerals::Point),
+            ["2757", "7.5"]
+        );
+        assert_eq!(
+            lits("between $4,065–$4,140 million", Numerals::Point),
+            ["4065", "4140"]
+        );
+        assert_eq!(
+            lits("ingresos de 1.730 millones y 7,23 mil millones", Numerals::Comma),
+            ["1730", "7.23"]
+        );
+        assert_eq!(lits("1.730,5 euros", Numerals::Comma), ["1730.5"]);
+        assert_eq!(lits("1,730.5 dollars", Numerals::Point), ["1730.5"]);
+        // A numeral that does not read by the document's convention reads by the other.
+        assert_eq!(lits("7,23", Numerals::Point), ["7.23"]);
+        // By neither: each digit run alone (a version, a date).
+        assert_eq!(
+            lits("v1.2.3 on 12/31/2024", Numerals::Point),
+            ["1", "2", "3", "12", "31", "2024"]
+        );
+        assert_eq!(lits("a -5 change", Numerals::Point), ["-5", "5"]);
+    }
+
+    #[test]
+    fn numerals_are_detected() {
+        assert_eq!(
+            Numerals::detect("Revenue was $2,757.3 million, up 4.5%."),
+            Numerals::Point
+        );
+        assert_eq!(
+            Numerals::detect("Los ingresos fueron 1.730,5 millones, un 7,23% más."),
+            Numerals::Comma
+        );
+        assert_eq!(Numerals::detect("no numbers here"), Numerals::Point);
+    }
+
+    #[test]
+    fn literal_texts_are_kept() {
+        let l = number_literals(r#"{"a": 4065.50, "b": [1, {"c": -2e3}], "d": "7"}"#)
+            .unwrap_or_default();
+        assert_eq!(l.get("/a").map(String::as_str), Some("4065.50"));
+        assert_eq!(l.get("/b/0").map(String::as_str), Some("1"));
+        assert_eq!(l.get("/b/1/c").map(String::as_str), Some("-2e3"));
+        assert!(!l.contains_key("/d"));
+        assert!(number_literals("{not json").is_none());
+    }
+}

@@ -1,0 +1,258 @@
+//! Grounded values: what every rendering says of them, and validation against the source on
+//! every backend path (`from_json_in`, the extractor with a scripted model).
+
+use contract_backends::ScriptedBackend;
+use contract_core::extract::Extractor;
+use contract_core::prompt::Role;
+use contract_core::values::{Amount, Evidenced, Span};
+use contract_core::{Contract, Source, ViolationKind};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Guidance quoted from a release.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(rule = "low <= high", both_or_neither(low, high))]
+struct Quoted {
+    /// The sentence that states the guidance.
+    #[contract(grounded)]
+    quote: Option<String>,
+    #[contract(grounded(in = quote), len = 1..=60)]
+    period: Option<String>,
+    #[contract(grounded(in = quote))]
+    low: Option<f64>,
+    #[contract(grounded(in = quote))]
+    high: Option<f64>,
+}
+
+/// Amounts copied anywhere from the document.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Figures {
+    #[contract(grounded)]
+    revenue: Option<Amount>,
+    #[contract(grounded)]
+    counts: Vec<u32>,
+    /// Not grounded: a code the model writes.
+    label: Option<String>,
+}
+
+const EN: &str = "Acme Reports Third Quarter 2024 Results\n\
+Revenue was $2,757 million, up 7.5% year over year.\n\
+For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.\n\
+Acme had 12,400 employees.";
+
+const ES: &str = "Acme comunica los resultados del tercer trimestre de 2024.\n\
+Los ingresos alcanzaron 1.730 millones de euros.\n\
+Para el cuarto trimestre de 2024 prevé unos ingresos de entre 7,23 y 7,5 miles de millones de euros.";
+
+fn not_in_source(err: &contract_core::Violations) -> Vec<String> {
+    err.iter()
+        .filter(|v| v.kind == ViolationKind::NotInSource)
+        .map(|v| v.path.clone())
+        .collect()
+}
+
+#[test]
+fn renderings_say_a_value_is_copied() {
+    let sig = Quoted::signature();
+    assert!(
+        sig.contains(r#""quote": string copied from the document | null"#),
+        "{sig}"
+    );
+    assert!(sig.contains(r#""low": number copied from "quote" | null"#), "{sig}");
+    let schema = <Quoted as Contract>::json_schema();
+    assert_eq!(schema["properties"]["quote"]["x-grounded"], json!("source"));
+    assert_eq!(
+        schema["properties"]["period"]["x-grounded"],
+        json!({"in": "quote"})
+    );
+    let strict = contract_core::schema::strict_schema(&schema).expect("strict subset");
+    let desc = strict.schema["properties"]["low"]["description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(desc.contains("Copied verbatim from the value of `quote`"), "{desc}");
+    assert!(
+        strict.moved.iter().any(|m| m.keyword == "x-grounded"),
+        "x-grounded is listed as moved: {:?}",
+        strict.moved
+    );
+    assert!(strict.schema.to_string().find("x-grounded").is_none());
+    let docs = Quoted::docs_markdown();
+    assert!(docs.contains("copied from `quote`"), "{docs}");
+    // The built-in types carry it: a span's quote lies in its lines, an evidenced value in its
+    // evidence, an amount's number where the amount is.
+    let span = <Span as Contract>::json_schema();
+    assert_eq!(
+        span["properties"]["quote"]["x-grounded"],
+        json!({"lines": ["start_line", "end_line"]})
+    );
+    let ev = <Evidenced<Amount> as Contract>::json_schema();
+    assert_eq!(ev["properties"]["value"]["x-grounded"], json!({"in": "evidence"}));
+    let keys: Vec<&String> = ev["properties"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["evidence", "value"], "evidence first");
+    let amount = <Amount as Contract>::json_schema();
+    assert_eq!(
+        amount["properties"]["value"]["x-grounded"],
+        json!("with_container")
+    );
+    // The runtime contract reads the same schema into the same signature.
+    let dynamic = contract_core::DynContract::from_schema(&<Quoted as Contract>::json_schema())
+        .expect("runtime contract");
+    assert_eq!(dynamic.signature(), Quoted::signature());
+}
+
+#[test]
+fn grounded_strings_are_verbatim_substrings() {
+    let source = Source::from_text(EN);
+    let ok = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                 "period": "fourth quarter of 2024", "low": 4065, "high": 4140}"#;
+    Quoted::from_json_in(ok, &source).expect("copied values");
+    // Whitespace runs compare equal; case does not.
+    let spaced = ok.replace("fourth quarter of 2024\"", "fourth  quarter\\nof 2024\"");
+    Quoted::from_json_in(&spaced, &source).expect("whitespace collapsed");
+    let cased = ok.replace("\"fourth quarter of 2024\"", "\"Fourth Quarter of 2024\"");
+    let err = Quoted::from_json_in(&cased, &source).expect_err("case matters");
+    assert_eq!(not_in_source(&err), ["/period"]);
+    // A quote not in the document, and a period that is in the document but not in the quote.
+    let bad = r#"{"quote": "Acme expects revenue to double.", "period": "Third Quarter 2024",
+                  "low": 4065, "high": 4140}"#;
+    let err = Quoted::from_json_in(bad, &source).expect_err("invented quote");
+    assert_eq!(not_in_source(&err), ["/quote", "/period", "/low", "/high"]);
+    assert!(
+        err.iter().any(|v| v.message.contains("the document")),
+        "{err}"
+    );
+    // Values next to a null quote have nothing to be copied from.
+    let orphan = r#"{"quote": null, "period": "fourth quarter", "low": 4065, "high": 4140}"#;
+    let err = Quoted::from_json_in(orphan, &source).expect_err("no quote");
+    assert_eq!(not_in_source(&err), ["/period", "/low", "/high"]);
+    // Null is always grounded.
+    Quoted::from_json_in(
+        r#"{"quote": null, "period": null, "low": null, "high": null}"#,
+        &source,
+    )
+    .expect("nulls");
+}
+
+#[test]
+fn grounded_numbers_follow_the_document_conventions() {
+    let en = Source::from_text(EN);
+    // Thousands separators, a range with a shared unit, a percentage.
+    let ok = json!({"revenue": {"value": 2757, "currency": "USD", "unit": "million"},
+                    "counts": [12400, 4065], "label": "anything"});
+    Figures::from_json_in(&ok.to_string(), &en).expect("numbers written in the document");
+    Figures::from_json_in(
+        r#"{"revenue": {"value": 7.5, "currency": "USD", "unit": "million"}, "counts": [], "label": null}"#,
+        &en,
+    )
+    .expect("7.5 is written");
+    // Decimal text, not f64: 2757.0000000001 is not 2757; 2757.00 is.
+    let near = r#"{"revenue": {"value": 2757.0000000001, "currency": "USD", "unit": "million"}, "counts": [], "label": null}"#;
+    let err = Figures::from_json_in(near, &en).expect_err("not the number written");
+    assert_eq!(not_in_source(&err), ["/revenue/value"]);
+    let zeros = r#"{"revenue": {"value": 2757.00, "currency": "USD", "unit": "million"}, "counts": [], "label": null}"#;
+    Figures::from_json_in(zeros, &en).expect("the same decimal");
+    // The unit is grounded with its amount; the currency code is not.
+    let unit = r#"{"revenue": {"value": 2757, "currency": "AZN", "unit": "billion"}, "counts": [], "label": null}"#;
+    let err = Figures::from_json_in(unit, &en).expect_err("billion is not written");
+    assert_eq!(not_in_source(&err), ["/revenue/unit"]);
+    // Every item of a list is grounded.
+    let list = r#"{"revenue": null, "counts": [12400, 12401], "label": null}"#;
+    let err = Figures::from_json_in(list, &en).expect_err("12401");
+    assert_eq!(not_in_source(&err), ["/counts/1"]);
+
+    // Spanish: `1.730` is 1730, `7,23` is 7.23.
+    let es = Source::from_text(ES);
+    let quoted = r#"{"quote": "Para el cuarto trimestre de 2024 prevé unos ingresos de entre 7,23 y 7,5 miles de millones de euros.",
+                     "period": "cuarto trimestre de 2024", "low": 7.23, "high": 7.5}"#;
+    Quoted::from_json_in(quoted, &es).expect("decimal commas");
+    let misread = quoted.replace("\"low\": 7.23", "\"low\": 723");
+    let err = Quoted::from_json_in(&misread, &es).expect_err("723 is not written");
+    assert_eq!(not_in_source(&err), ["/low"]);
+    Figures::from_json_in(
+        r#"{"revenue": {"value": 1730, "currency": "EUR", "unit": "millones de euros"}, "counts": [], "label": null}"#,
+        &es,
+    )
+    .expect("1.730 is 1730 in Spanish");
+    let wrong = r#"{"revenue": {"value": 1.73, "currency": "EUR", "unit": null}, "counts": [], "label": null}"#;
+    let err = Figures::from_json_in(wrong, &es).expect_err("1.73 is an English reading");
+    assert_eq!(not_in_source(&err), ["/revenue/value"]);
+}
+
+#[test]
+fn evidence_grounds_its_value_and_spans_their_quotes() {
+    let source = Source::from_text(EN);
+    let ok = json!({"evidence": [{"start_line": 2, "end_line": 2, "quote": "$2,757 million"}],
+                    "value": {"value": 2757, "currency": "USD", "unit": "million"}});
+    Evidenced::<Amount>::from_json_in(&ok.to_string(), &source).expect("in its evidence");
+    // The number is in the document, but not in the cited line.
+    let elsewhere = json!({"evidence": [{"start_line": 4, "end_line": 4, "quote": null}],
+                           "value": {"value": 2757, "currency": "USD", "unit": "million"}});
+    let err = Evidenced::<Amount>::from_json_in(&elsewhere.to_string(), &source)
+        .expect_err("not in line 4");
+    assert_eq!(not_in_source(&err), ["/value/value", "/value/unit"]);
+    let err = Span::from_json_in(
+        r#"{"start_line": 1, "end_line": 1, "quote": "expects revenue"}"#,
+        &source,
+    )
+    .expect_err("the quote is on line 3");
+    assert_eq!(not_in_source(&err), ["/quote"]);
+    Span::from_json_in(
+        r#"{"start_line": 2, "end_line": 3, "quote": "year over year. For the fourth"}"#,
+        &source,
+    )
+    .expect("a quote across a line break");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_invented_value_is_rejected_and_fed_back() {
+    let invented = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                       "period": "fourth quarter of 2024", "low": 1234567.5, "high": 4140}"#;
+    let right = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                    "period": "fourth quarter of 2024", "low": 4065, "high": 4140}"#;
+    let backend = ScriptedBackend::new([invented, right]);
+    let x = Extractor::<Quoted, _>::new(&backend)
+        .max_attempts(2)
+        .extract(EN)
+        .await;
+    assert_eq!(x.attempts.len(), 2);
+    assert!(x.attempts[0].violations.has_kind(ViolationKind::NotInSource));
+    assert_eq!(x.value.as_ref().and_then(|v| v.low), Some(4065.0));
+    let requests = backend.requests();
+    // Every request carries the document, whole.
+    assert!(requests
+        .iter()
+        .all(|r| r.source.as_ref().map(Source::text) == Some(EN.to_owned())));
+    // The retry tells the model what it invented.
+    let last = requests[1].messages.0.last().expect("feedback");
+    assert_eq!(last.role, Role::User);
+    assert!(last.content.contains("/low"), "{}", last.content);
+    assert!(last.content.contains("1234567.5"), "{}", last.content);
+
+    // With one attempt, the invented value is the reported failure.
+    let backend = ScriptedBackend::new([invented]);
+    let x = Extractor::<Quoted, _>::new(&backend)
+        .max_attempts(1)
+        .extract(EN)
+        .await;
+    assert!(x.value.is_none());
+    assert!(x.violations.has_kind(ViolationKind::NotInSource));
+    let line: Value = serde_json::from_str(&x.to_json_line().expect("json line")).expect("json");
+    assert_eq!(line["violations"][0]["kind"], "not_in_source");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_number_is_checked_by_the_text_the_model_wrote() {
+    // After a reasoning trace, the object's literal text is found in the reply.
+    let reply = "<think>the low end is 4065</think>\n{\"quote\": \"For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.\", \"period\": \"fourth quarter of 2024\", \"low\": 4065.0000000000001, \"high\": 4140}";
+    let backend = ScriptedBackend::new([reply]);
+    let x = Extractor::<Quoted, _>::new(&backend)
+        .max_attempts(1)
+        .extract(EN)
+        .await;
+    assert!(x.value.is_none(), "4065.0000000000001 is read as 4065 by an f64");
+    assert!(x.violations.has_kind(ViolationKind::NotInSource));
+}
