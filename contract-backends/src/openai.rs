@@ -541,7 +541,10 @@ impl OpenAiBackend {
                 }
             }
             (Mode::VllmGuidedGrammar, Value::Object(map)) => {
-                map.insert("guided_grammar".to_owned(), Value::String(lark_grammar(req)?));
+                map.insert(
+                    "guided_grammar".to_owned(),
+                    Value::String(lark_grammar(req)?),
+                );
             }
             _ => {}
         }

@@ -88,6 +88,7 @@ struct Tally {
     segments_crossed: usize,
     compile_ns: Vec<u64>,
     llg_ns: Vec<u64>,
+    total_ns: Vec<u64>,
     examples: Vec<String>,
     errors: Vec<String>,
 }
@@ -147,6 +148,11 @@ fn walk(
             }
             t.forced += forced.len();
             steps += forced.len();
+            let now = mask.segment().map_or(0, |s| s.0);
+            if now != segment {
+                t.segments_crossed += 1;
+                segment = now;
+            }
             continue;
         }
         let allowed = allowed_list(&mut mask);
@@ -182,6 +188,14 @@ fn walk(
     t.tokens += steps;
     t.compile_ns.extend_from_slice(&mask.stats().compile_ns);
     t.llg_ns.extend_from_slice(&mask.stats().llg_ns);
+    let stats = mask.stats();
+    t.total_ns.extend(
+        stats
+            .llg_ns
+            .iter()
+            .zip(&stats.filter_ns)
+            .map(|(a, b)| a + b),
+    );
     String::from_utf8_lossy(mask.output()).into_owned()
 }
 
@@ -225,7 +239,7 @@ fn report<C: Contract>(engine: &Arc<MaskEngine>, docs: &[String], n: usize, seed
     println!(
         "{:<22} walks {:>6}  valid {:>6}  invalid {}  not in source {}  empty masks {}  capped {}  \
          mean tokens {:.1} (forced {:.1})  segments crossed {}  grammar build ms p50 {:.2} p99 {:.2}  \
-         mask us p50 {:.1} p99 {:.1}  ({:.1} s)",
+         llguidance us p50 {:.1} p99 {:.1}  with the rule filter p50 {:.1} p99 {:.1}  ({:.1} s)",
         C::contract_spec().name,
         t.walks,
         t.valid,
@@ -240,6 +254,8 @@ fn report<C: Contract>(engine: &Arc<MaskEngine>, docs: &[String], n: usize, seed
         percentile_us(&t.compile_ns, 99.0) / 1000.0,
         percentile_us(&t.llg_ns, 50.0),
         percentile_us(&t.llg_ns, 99.0),
+        percentile_us(&t.total_ns, 50.0),
+        percentile_us(&t.total_ns, 99.0),
         start.elapsed().as_secs_f64()
     );
     for e in &t.examples {
@@ -252,7 +268,11 @@ fn report<C: Contract>(engine: &Arc<MaskEngine>, docs: &[String], n: usize, seed
 }
 
 fn assert_sound(t: &Tally) {
-    assert!(t.errors.is_empty(), "mask errors: {:?}", &t.errors[..t.errors.len().min(5)]);
+    assert!(
+        t.errors.is_empty(),
+        "mask errors: {:?}",
+        &t.errors[..t.errors.len().min(5)]
+    );
     assert_eq!(t.empty_masks, 0, "empty masks");
     assert_eq!(t.capped, 0, "walks that never ended");
     assert_eq!(t.invalid, 0, "invalid outputs: {:?}", t.examples);

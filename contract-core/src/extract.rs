@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::contract::Contract;
 use crate::ground::{check_reply, has_grounding, Grounds};
-use crate::source::Source;
 use crate::parse::{parse_output_with, Level, ParseOptions, Repair};
 use crate::prompt::{
     feedback_message, Budget, BudgetError, Message, Messages, PromptParts, Tokenizer,
 };
+use crate::source::Source;
 use crate::validate::Violations;
 
 /// Sampling settings; `None` leaves the backend's default.

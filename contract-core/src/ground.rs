@@ -178,14 +178,11 @@ impl Decimal {
         if a != b || a == 0 {
             return a.cmp(&b);
         }
-        let magnitude = self
-            .exponent
-            .cmp(&other.exponent)
-            .then_with(|| {
-                let n = self.digits.len().max(other.digits.len());
-                let pad = |d: &str| format!("{d:0<n$}");
-                pad(&self.digits).cmp(&pad(&other.digits))
-            });
+        let magnitude = self.exponent.cmp(&other.exponent).then_with(|| {
+            let n = self.digits.len().max(other.digits.len());
+            let pad = |d: &str| format!("{d:0<n$}");
+            pad(&self.digits).cmp(&pad(&other.digits))
+        });
         if a < 0 {
             magnitude.reverse()
         } else if magnitude == Ordering::Equal {
@@ -207,7 +204,9 @@ impl Decimal {
             return None;
         }
         let zeros = (self.exponent - self.digits.len() as i64) as usize;
-        let n: i128 = format!("{}{}", self.digits, "0".repeat(zeros)).parse().ok()?;
+        let n: i128 = format!("{}{}", self.digits, "0".repeat(zeros))
+            .parse()
+            .ok()?;
         Some(if self.negative { -n } else { n })
     }
 
@@ -397,9 +396,14 @@ impl<'de> serde::Deserialize<'de> for RawObject {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawObject, A::Error> {
                 let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Box<serde_json::value::RawValue>>()? {
+                while let Some((k, v)) =
+                    map.next_entry::<String, Box<serde_json::value::RawValue>>()?
+                {
                     out.push((k, v));
                 }
                 Ok(RawObject(out))
@@ -621,7 +625,10 @@ impl Walker<'_, '_, '_> {
                     self.out.push(Violation::new(
                         path,
                         ViolationKind::NotInSource,
-                        format!("{:?} is not in {}: copy it exactly as written", s, text.place),
+                        format!(
+                            "{:?} is not in {}: copy it exactly as written",
+                            s, text.place
+                        ),
                     ));
                 }
             }
@@ -631,8 +638,8 @@ impl Walker<'_, '_, '_> {
                     .and_then(|l| l.get(path))
                     .cloned()
                     .unwrap_or_else(|| n.to_string());
-                let ok = Decimal::from_json_literal(&literal)
-                    .is_some_and(|d| text.contains_number(&d));
+                let ok =
+                    Decimal::from_json_literal(&literal).is_some_and(|d| text.contains_number(&d));
                 if !ok {
                     self.out.push(Violation::new(
                         path,
@@ -761,7 +768,10 @@ mod tests {
     }
 
     fn lits(text: &str, n: Numerals) -> Vec<String> {
-        numbers_in(text, n).iter().map(Decimal::to_json_literal).collect()
+        numbers_in(text, n)
+            .iter()
+            .map(Decimal::to_json_literal)
+            .collect()
     }
 
     #[test]
@@ -775,7 +785,10 @@ mod tests {
             ["4065", "4140"]
         );
         assert_eq!(
-            lits("ingresos de 1.730 millones y 7,23 mil millones", Numerals::Comma),
+            lits(
+                "ingresos de 1.730 millones y 7,23 mil millones",
+                Numerals::Comma
+            ),
             ["1730", "7.23"]
         );
         assert_eq!(lits("1.730,5 euros", Numerals::Comma), ["1730.5"]);

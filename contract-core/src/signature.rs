@@ -11,8 +11,7 @@
 use serde_json::{Map, Value};
 
 use crate::contract::{
-    Grounding,
-    Constraints, ContractSpec, ExternalRef, FieldSpec, Rule, SpecKind, TypeSpec,
+    Constraints, ContractSpec, ExternalRef, FieldSpec, Grounding, Rule, SpecKind, TypeSpec,
 };
 use crate::schema::bounds::{integer_range, len_words, number_range};
 

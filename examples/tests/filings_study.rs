@@ -24,6 +24,21 @@ fn docs() -> Vec<(StudyDoc, String)> {
         .collect()
 }
 
+/// `grounded` mode (its own contract) over `docs` with scripted replies.
+fn run_grounded(replies: Vec<String>, docs: &[StudyDoc]) -> (Vec<Value>, ScriptedBackend) {
+    let scripted = ScriptedBackend::new(replies);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let rows = {
+        let extractor = study::grounded_extractor(ModeBackend::new(&scripted, Mode::Grounded), 160);
+        docs.iter()
+            .map(|d| study::row(d, Mode::Grounded, &rt.block_on(extractor.extract(&d.text))))
+            .collect()
+    };
+    (rows, scripted)
+}
+
 fn run(mode: Mode, replies: Vec<String>, docs: &[StudyDoc]) -> (Vec<Value>, ScriptedBackend) {
     let scripted = ScriptedBackend::new(replies);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -41,7 +56,7 @@ fn run(mode: Mode, replies: Vec<String>, docs: &[StudyDoc]) -> (Vec<Value>, Scri
 #[test]
 fn perfect_copies_are_valid_and_correct_in_every_mode() {
     let (docs, replies): (Vec<_>, Vec<_>) = docs().into_iter().unzip();
-    for mode in Mode::ALL {
+    for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::Grounded) {
         let (rows, scripted) = run(mode, replies.clone(), &docs);
         let s = study::summarize(mode.as_str(), &rows);
         assert_eq!(
@@ -56,6 +71,7 @@ fn perfect_copies_are_valid_and_correct_in_every_mode() {
         for req in scripted.requests() {
             match mode {
                 Mode::Free | Mode::Retry | Mode::Repair => assert!(req.grammar.is_none()),
+                Mode::Grounded => unreachable!("grounded mode runs its own contract"),
                 Mode::Constrained | Mode::Rules => {
                     let g: Grammar = serde_json::from_value(req.grammar.clone().expect("grammar"))
                         .expect("a contract grammar");
@@ -169,4 +185,113 @@ fn external_replies_are_scored_the_same_way() {
     let row = study::score_reply(&docs[0], "llama.cpp", "I cannot answer.", 0.5);
     assert_eq!(row["valid"], false);
     assert_eq!(row["level"], "invalid");
+}
+
+#[test]
+fn grounded_perfect_copies_are_valid_correct_and_in_the_release() {
+    let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
+    let docs: Vec<StudyDoc> = filings
+        .iter()
+        .map(|f| StudyDoc {
+            id: f.id.clone(),
+            text: f.text.clone(),
+            truth: Some(f.truth.clone()),
+        })
+        .collect();
+    let replies: Vec<String> = filings
+        .iter()
+        .map(|f| serde_json::to_string(&f.grounded_answer()).expect("serialise"))
+        .collect();
+    let (rows, scripted) = run_grounded(replies, &docs);
+    let s = study::summarize("grounded", &rows);
+    assert_eq!((s.docs, s.valid, s.correct, s.scored), (40, 40, 40, 40));
+    assert_eq!(s.not_in_source, 0);
+    assert!(s.values > 0);
+    // The grammar keeps its groundings and the request carries the release.
+    for req in scripted.requests() {
+        let g: Grammar =
+            serde_json::from_value(req.grammar.clone().expect("grammar")).expect("grammar");
+        assert!(g.is_grounded());
+        assert!(req.source.is_some());
+    }
+    // Each row keeps the contract as filled and the sentence it quoted.
+    let with_guidance = rows
+        .iter()
+        .find(|r| !r["value"].is_null())
+        .expect("a row with guidance");
+    assert!(with_guidance["evidence"]
+        .as_str()
+        .is_some_and(|e| !e.is_empty()));
+    assert!(with_guidance["copied"]["quote"].is_string());
+}
+
+#[test]
+fn grounded_mode_rejects_an_invented_value_and_retries() {
+    let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
+    let f = filings
+        .iter()
+        .find(|f| f.truth.is_some())
+        .expect("a release with guidance");
+    let doc = StudyDoc {
+        id: f.id.clone(),
+        text: f.text.clone(),
+        truth: Some(f.truth.clone()),
+    };
+    let good = f.grounded_answer();
+    let mut invented = good.clone();
+    if let Some(low) = &mut invented.low {
+        low.value = 1234567.5;
+    }
+    let replies = vec![
+        serde_json::to_string(&invented).expect("json"),
+        serde_json::to_string(&good).expect("json"),
+    ];
+    let (rows, scripted) = run_grounded(replies, std::slice::from_ref(&doc));
+    assert_eq!(scripted.requests().len(), 2, "one retry");
+    assert_eq!(rows[0]["valid"], true);
+    assert_eq!(rows[0]["correct"], true);
+    assert_eq!(rows[0]["attempts"], 2);
+    // With the invented value only, the row is invalid and says why.
+    let (rows, _) = run_grounded(
+        vec![
+            serde_json::to_string(&invented).expect("json"),
+            serde_json::to_string(&invented).expect("json"),
+        ],
+        std::slice::from_ref(&doc),
+    );
+    assert_eq!(rows[0]["valid"], false);
+    assert!(
+        rows[0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not_in_source"),
+        "{}",
+        rows[0]
+    );
+}
+
+#[test]
+fn a_contract_the_code_cannot_normalise_is_not_valid() {
+    let (docs, _) = docs().into_iter().unzip::<_, _, Vec<_>, Vec<String>>();
+    // A period with no quarter: the reply fills the contract, but it names no guidance the code
+    // can read, so the row must not look like "no guidance".
+    let vague = r#"{"period": "soon", "low": {"value": 1, "currency": "USD", "unit": "billion"},
+                    "high": {"value": 2, "currency": "USD", "unit": "billion"}, "line": 3}"#;
+    let (rows, _) = run(Mode::Free, vec![vague.into()], &docs[..1]);
+    assert_eq!(rows[0]["valid"], false);
+    assert!(rows[0]["value"].is_null());
+    assert!(
+        rows[0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("soon"),
+        "{}",
+        rows[0]
+    );
+    // The values it invented are counted.
+    assert!(
+        rows[0]["not_in_source"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        rows[0]
+    );
 }

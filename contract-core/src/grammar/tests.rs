@@ -105,17 +105,18 @@ fn strings_and_lists_get_default_caps() {
         .iter()
         .find(|o| o.name.starts_with("Evidenced"))
         .unwrap();
-    let Shape::String { max_len, .. } = evidenced.fields[0].shape.clone() else {
-        panic!("{:?}", evidenced.fields[0].shape)
+    // `Evidenced` writes its evidence first, then the value grounded in it.
+    let Shape::String { max_len, .. } = evidenced.fields[1].shape.clone() else {
+        panic!("{:?}", evidenced.fields[1].shape)
     };
     assert_eq!(max_len, Some(1000));
     let Shape::List {
         min_items,
         max_items,
         ..
-    } = evidenced.fields[1].shape.clone()
+    } = evidenced.fields[0].shape.clone()
     else {
-        panic!("{:?}", evidenced.fields[1].shape)
+        panic!("{:?}", evidenced.fields[0].shape)
     };
     assert_eq!((min_items, max_items), (Some(1), Some(100)));
 }

@@ -797,7 +797,10 @@ fn parse_grounded(cx: &Ctxt, meta: &ParseNestedMeta) -> syn::Result<Option<Groun
         match strip(&expr) {
             Expr::Range(r) => {
                 let closed = matches!(r.limits, syn::RangeLimits::Closed(_));
-                match (r.start.as_deref().and_then(ident), r.end.as_deref().and_then(ident)) {
+                match (
+                    r.start.as_deref().and_then(ident),
+                    r.end.as_deref().and_then(ident),
+                ) {
                     (Some(a), Some(b)) if closed => kind = Some(GroundedKind::Lines(a, b)),
                     _ => cx.error_spanned_by(
                         &expr,

@@ -74,9 +74,12 @@ struct Args {
     /// Where to write one JSON line per document and mode.
     #[arg(long)]
     output: Option<PathBuf>,
-    /// free, retry, repair, constrained, rules, a comma-separated list, or all.
+    /// free, retry, repair, constrained, rules, grounded, a comma-separated list, or all.
     #[arg(long, default_value = "all")]
     mode: String,
+    /// Runs the whole ladder (every mode), as `--mode all`.
+    #[arg(long)]
+    study: bool,
     /// How many releases to generate.
     #[arg(long, default_value_t = DEFAULT_DOCS)]
     docs: usize,
@@ -86,7 +89,7 @@ struct Args {
     /// Which backend answers.
     #[arg(long, value_enum, default_value = "local")]
     backend: BackendKind,
-    /// A GGUF file (default: SmolLM2-135M-Instruct, fetched on first use).
+    /// A GGUF file or a catalogue model (`smollm2-135m`, `qwen2.5-coder-0.5b`; fetched on first use); default: `CONTRACT_MODEL`, else `smollm2-135m`.
     #[arg(long)]
     model: Option<PathBuf>,
     /// How the local model holds its weights.
@@ -168,7 +171,11 @@ fn read_docs(path: &Path) -> Result<Vec<StudyDoc>, String> {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let modes = Mode::parse_list(&args.mode)?;
+    let modes = if args.study {
+        Mode::ALL.to_vec()
+    } else {
+        Mode::parse_list(&args.mode)?
+    };
     let docs: Vec<StudyDoc> = match &args.input {
         Some(path) => read_docs(path)?,
         None => generate(args.docs, args.seed)
@@ -239,7 +246,8 @@ fn run(args: Args) -> Result<(), String> {
                 .weights(weights)
                 .max_tokens(args.max_tokens);
             let path = match &args.model {
-                Some(p) => p.clone(),
+                Some(p) => contract_backends::local::fetch::model_path(&p.to_string_lossy())
+                    .map_err(|e| e.to_string())?,
                 None => contract_backends::local::fetch::default_model_path()
                     .map_err(|e| e.to_string())?,
             };
@@ -290,6 +298,9 @@ fn run(args: Args) -> Result<(), String> {
         .collect();
     println!("\nbackend: {described}\ndocuments: {}\n", docs.len());
     println!("{}", study::table(&summaries));
+    if let [mode] = modes.as_slice() {
+        println!("{}", study::headline(mode.as_str(), &rows, 3));
+    }
     Ok(())
 }
 

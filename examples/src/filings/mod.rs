@@ -166,8 +166,8 @@ pub fn normalize_in(
         (Some(p), Some(l), Some(h)) => (p, l, h),
         _ => return Err(NormalizeError::Partial),
     };
-    let (quarter, year) = resolve_period(period, doc, quote)
-        .ok_or_else(|| NormalizeError::Period(period.clone()))?;
+    let (quarter, year) =
+        resolve_period(period, doc, quote).ok_or_else(|| NormalizeError::Period(period.clone()))?;
     let currency = |a: &Amount| {
         quote
             .and_then(currency_in)
@@ -214,10 +214,7 @@ pub fn reporting_period(doc: &str) -> Option<(u8, u16)> {
             let l = l.to_lowercase();
             l.contains("results") || l.contains("resultados")
         })
-        .find_map(|l| {
-            let l = l.split(['.', ';']).next().unwrap_or(l);
-            parse_period(l)
-        })
+        .find_map(|l| parse_period(l).or_else(|| l.split(['.', ';']).find_map(parse_period)))
 }
 
 fn next_quarter((q, y): (u8, u16)) -> (u8, u16) {
@@ -237,9 +234,9 @@ pub fn resolve_period(period: &str, doc: &str, quote: Option<&str>) -> Option<(u
     let [relative, year4, quarter_only] = RES.get_or_init(|| {
         let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
         [
-            re(r"(?i)(upcoming|next|coming|following|pr[oó]ximo|siguiente)"),
-            re(r"(20\d{2})"),
-            re(r"(?i)(q[1-4]|[1-4]q|[1-4]t|t[1-4]|first|second|third|fourth|1st|2nd|3rd|4th|primer|segundo|tercer|cuarto)"),
+            re(r"(?i)\b(upcoming|next|coming|following|pr[oó]ximo|siguiente)\b"),
+            re(r"\b(20\d{2})\b"),
+            re(r"(?i)\b(q[1-4]|[1-4]q|[1-4]t|t[1-4]|first|second|third|fourth|1st|2nd|3rd|4th|primer|segundo|tercer|cuarto)\b"),
         ]
     });
     let reported = reporting_period(doc);
@@ -541,19 +538,38 @@ mod tests {
     fn relative_periods_and_missing_years_resolve_from_the_release() {
         let doc = "Acme Reports Second Quarter 2024 Results\nRevenue was $1.2 billion.";
         assert_eq!(reporting_period(doc), Some((2, 2024)));
-        assert_eq!(resolve_period("the upcoming quarter", doc, None), Some((3, 2024)));
+        assert_eq!(
+            resolve_period("the upcoming quarter", doc, None),
+            Some((3, 2024))
+        );
         assert_eq!(resolve_period("next quarter", doc, None), Some((3, 2024)));
         let es = "Acme comunica los resultados correspondientes al cuarto trimestre de 2025.";
-        assert_eq!(resolve_period("el próximo trimestre", es, None), Some((1, 2026)));
+        assert_eq!(
+            resolve_period("el próximo trimestre", es, None),
+            Some((1, 2026))
+        );
         // A quarter without a year: the quote's year, else the next such quarter.
         assert_eq!(
-            resolve_period("third quarter", doc, Some("For the third quarter of 2024, ...")),
+            resolve_period(
+                "third quarter",
+                doc,
+                Some("For the third quarter of 2024, ...")
+            ),
             Some((3, 2024))
         );
         assert_eq!(resolve_period("first quarter", doc, None), Some((1, 2025)));
-        assert_eq!(resolve_period("the upcoming quarter", "no period here", None), None);
-        assert_eq!(currency_in("between $4,065 and $4,140 million"), Some("USD"));
-        assert_eq!(currency_in("entre 1.730 y 1.800 millones de euros"), Some("EUR"));
+        assert_eq!(
+            resolve_period("the upcoming quarter", "no period here", None),
+            None
+        );
+        assert_eq!(
+            currency_in("between $4,065 and $4,140 million"),
+            Some("USD")
+        );
+        assert_eq!(
+            currency_in("entre 1.730 y 1.800 millones de euros"),
+            Some("EUR")
+        );
         assert_eq!(currency_in("4,065 to 4,140"), None);
     }
 }

@@ -603,3 +603,68 @@ pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Valu
         "error": error,
     })
 }
+
+/// The headline of one mode's rows: valid, correct, values not in the release, seconds per
+/// document, and the first `wrong` wrong answers with the evidence the model quoted.
+pub fn headline(mode: &str, rows: &[Value], wrong: usize) -> String {
+    let s = summarize(mode, rows);
+    let mut out = String::new();
+    let correct = if s.scored > 0 {
+        format!("{}/{}", s.correct, s.scored)
+    } else {
+        "n/a (no truth)".into()
+    };
+    let _ = writeln!(
+        out,
+        "{mode}: valid {}/{}, correct {correct}, values not in the release {}/{}, {:.2} s per document",
+        s.valid, s.docs, s.not_in_source, s.values, s.mean_seconds
+    );
+    let shown: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["mode"] == mode && r["correct"] == false)
+        .take(wrong)
+        .collect();
+    if !shown.is_empty() {
+        let _ = writeln!(out, "first wrong answers:");
+    }
+    for r in shown {
+        let expected = match &r["truth"] {
+            Value::Null => "no guidance".to_owned(),
+            t => describe(t),
+        };
+        let got = if r["valid"] == true {
+            match &r["value"] {
+                Value::Null => "no guidance".to_owned(),
+                v => describe(v),
+            }
+        } else {
+            format!(
+                "invalid ({})",
+                r["error"].as_str().unwrap_or("no reason recorded")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  {}: expected {expected}; got {got}",
+            r["id"].as_str().unwrap_or("?")
+        );
+        if let Some(e) = r["evidence"].as_str() {
+            let _ = writeln!(out, "      quoted: {e:?}");
+        }
+        if !r["copied"].is_null() {
+            let _ = writeln!(out, "      filled: {}", r["copied"]);
+        }
+    }
+    out
+}
+
+fn describe(v: &Value) -> String {
+    format!(
+        "Q{} {} {} {}-{} million",
+        v["quarter"],
+        v["year"],
+        v["currency"].as_str().unwrap_or("?"),
+        v["low"],
+        v["high"]
+    )
+}
