@@ -355,6 +355,9 @@ pub struct Constraints {
 pub enum Grounding {
     /// Anywhere in the source document (`#[contract(grounded)]`).
     Source,
+    /// A whole line of the source document, its surrounding whitespace trimmed
+    /// (`#[contract(grounded(line))]`): a quoted sentence that cannot stop halfway.
+    Line,
     /// Inside the text of an earlier field of the same object, by JSON name
     /// (`#[contract(grounded(in = quote))]`): the string itself, or the source lines of the
     /// spans inside it.
@@ -381,7 +384,7 @@ impl Grounding {
         match self {
             Grounding::In(field) => vec![field.as_str()],
             Grounding::Lines { start, end } => vec![start.as_str(), end.as_str()],
-            Grounding::Source | Grounding::WithContainer => Vec::new(),
+            Grounding::Source | Grounding::Line | Grounding::WithContainer => Vec::new(),
         }
     }
 
@@ -389,6 +392,7 @@ impl Grounding {
     pub fn from_keyword(value: &Value) -> Option<Grounding> {
         match value {
             Value::String(s) if s == "source" => Some(Grounding::Source),
+            Value::String(s) if s == "line" => Some(Grounding::Line),
             Value::String(s) if s == "with_container" => Some(Grounding::WithContainer),
             Value::Object(m) => {
                 if let Some(Value::String(field)) = m.get("in") {
@@ -410,6 +414,7 @@ impl Grounding {
     pub fn words(&self) -> String {
         match self {
             Grounding::Source => "copied from the document".into(),
+            Grounding::Line => "a whole line copied from the document".into(),
             Grounding::In(field) => format!("copied from `{field}`"),
             Grounding::Lines { start, end } => {
                 format!("copied from lines `{start}`..`{end}`")

@@ -303,6 +303,8 @@ pub struct GroundText {
     numbers: Vec<Decimal>,
     /// Where it is, for messages (`the document`, "`quote`", `lines 3 to 4`).
     pub place: String,
+    /// When set, a string must be one of these whole lines (collapsed), not any substring.
+    whole_lines: Option<Vec<String>>,
 }
 
 impl GroundText {
@@ -313,7 +315,26 @@ impl GroundText {
             text: collapse(text),
             numbers: numbers_in(text, numerals),
             place: place.into(),
+            whole_lines: None,
         }
+    }
+
+    /// The same text, where a string must be one of its whole lines.
+    pub fn lines_only(mut self) -> GroundText {
+        self.whole_lines = Some(
+            self.raw
+                .lines()
+                .map(collapse)
+                .filter(|l| !l.is_empty())
+                .collect(),
+        );
+        self.place = format!("a line of {}", self.place);
+        self
+    }
+
+    /// The whole lines a string must be one of, when it must.
+    pub fn whole_lines(&self) -> Option<&[String]> {
+        self.whole_lines.as_deref()
     }
 
     /// The text as written.
@@ -334,7 +355,10 @@ impl GroundText {
     /// Whether `s` (whitespace collapsed) is a substring of the text.
     pub fn contains_str(&self, s: &str) -> bool {
         let s = collapse(s);
-        !s.is_empty() && self.text.contains(&s)
+        match &self.whole_lines {
+            Some(lines) => lines.contains(&s),
+            None => !s.is_empty() && self.text.contains(&s),
+        }
     }
 
     /// Whether the text writes the number `d`.
@@ -499,6 +523,7 @@ impl<'a> Grounds<'a> {
     ) -> Option<Option<GroundText>> {
         match g {
             Grounding::Source => Some(Some(self.whole.clone())),
+            Grounding::Line => Some(Some(self.whole.clone().lines_only())),
             Grounding::WithContainer => inherited.map(|t| Some(t.clone())),
             Grounding::In(field) => Some(object.get(field).and_then(|v| self.text_of(v, field))),
             Grounding::Lines { start, end } => {

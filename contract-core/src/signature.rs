@@ -119,6 +119,7 @@ fn field(f: &FieldSpec, stack: &mut Vec<String>) -> String {
 pub(crate) fn grounding_note(grounded: &Grounding) -> Option<String> {
     Some(match grounded {
         Grounding::Source => "copied from the document".into(),
+        Grounding::Line => "a whole line copied from the document".into(),
         Grounding::In(field) => format!("copied from {}", quote(field)),
         Grounding::Lines { .. } => "copied from its lines".into(),
         Grounding::WithContainer => return None,

@@ -293,6 +293,7 @@ fn grounding(grounded: &Grounded, fields: &[Field]) -> TokenStream {
     match &grounded.kind {
         GroundedKind::Source => quote!(#p::Source),
         GroundedKind::WithContainer => quote!(#p::WithContainer),
+        GroundedKind::Line => quote!(#p::Line),
         GroundedKind::In(a) => {
             let a = json_name_of(fields, a);
             quote!(#p::In(::std::string::String::from(#a)))

@@ -171,6 +171,8 @@ fn line_fields(object: &ObjectShape) -> Option<(String, String)> {
 enum Text<'t> {
     /// The whole document, one substring alternative per line.
     Document,
+    /// The whole document, a string being one of its whole lines.
+    Lines,
     /// A decoded value's text (or a line range).
     Of(&'t GroundText),
     /// Nothing: only null fits.
@@ -230,6 +232,7 @@ impl<'g, 's> Renderer<'g, 's> {
             let text_owned;
             let text = match (&f.grounded, decoded) {
                 (None | Some(Grounding::WithContainer), _) => None,
+                (Some(Grounding::Line), _) => Some(Text::Lines),
                 (Some(Grounding::Source), _) | (Some(_), None) => Some(Text::Document),
                 (Some(g), Some(decoded)) => {
                     text_owned = self.grounds.resolve(g, decoded, None).flatten();
@@ -401,7 +404,7 @@ impl<'g, 's> Renderer<'g, 's> {
                 patterns, format, ..
             } if patterns.is_empty() && format.is_none() => match text {
                 Text::Empty => false,
-                Text::Document => true,
+                Text::Document | Text::Lines => true,
                 Text::Of(t) => !t.text().is_empty(),
             },
             Shape::Integer { .. } | Shape::Number { .. } => self
@@ -501,8 +504,12 @@ impl<'g, 's> Renderer<'g, 's> {
                 format,
             } if text.is_some() && patterns.is_empty() && format.is_none() => {
                 let text = text?;
+                if let Text::Lines = text {
+                    return self.lines_terminal(*max_len);
+                }
                 let chunks = match text {
                     Text::Empty => return None,
+                    Text::Lines => return None,
                     Text::Document => self.document_terminal(),
                     Text::Of(t) => {
                         let c = chunks(t.raw());
@@ -583,9 +590,29 @@ impl<'g, 's> Renderer<'g, 's> {
         Some(rule)
     }
 
+    /// A string that is one whole line of the document (trimmed), at most `max_len` characters.
+    fn lines_terminal(&mut self, max_len: Option<u64>) -> Option<String> {
+        let raw = self.grounds.document().raw().to_owned();
+        let mut alts: Vec<String> = raw
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .filter(|l| max_len.is_none_or(|m| l.chars().count() as u64 <= m))
+            .map(|l| lit(&json_str(l)))
+            .collect();
+        alts.sort();
+        alts.dedup();
+        if alts.is_empty() {
+            return None;
+        }
+        let name = self.fresh("LINE");
+        self.lines.push(format!("{name}: {}", alts.join(" | ")));
+        Some(name)
+    }
+
     fn numbers(&self, text: Text<'_>) -> Vec<Decimal> {
         match text {
-            Text::Document => self.grounds.document().numbers().to_vec(),
+            Text::Document | Text::Lines => self.grounds.document().numbers().to_vec(),
             Text::Of(t) => t.numbers().to_vec(),
             Text::Empty => Vec::new(),
         }
@@ -837,7 +864,7 @@ fn place(text: Option<Text<'_>>, grounds: &Grounds<'_>) -> String {
     match text {
         Some(Text::Of(t)) => t.place.clone(),
         Some(Text::Empty) => "an empty or null field".into(),
-        Some(Text::Document) | None => grounds.document().place.clone(),
+        Some(Text::Document | Text::Lines) | None => grounds.document().place.clone(),
     }
 }
 

@@ -130,12 +130,13 @@ fn field_schema(field: &FieldSpec, generator: &mut schemars::SchemaGenerator) ->
     Value::Object(map)
 }
 
-/// The `x-grounded` keyword: `"source"`, `{"in": "quote"}`, `{"lines": ["start_line",
+/// The `x-grounded` keyword: `"source"`, `"line"`, `{"in": "quote"}`, `{"lines": ["start_line",
 /// "end_line"]}` or `"with_container"`.
 pub(crate) fn grounded_keyword(grounded: &crate::contract::Grounding) -> Value {
     use crate::contract::Grounding;
     match grounded {
         Grounding::Source => "source".into(),
+        Grounding::Line => "line".into(),
         Grounding::In(field) => serde_json::json!({ "in": field }),
         Grounding::Lines { start, end } => serde_json::json!({ "lines": [start, end] }),
         Grounding::WithContainer => "with_container".into(),

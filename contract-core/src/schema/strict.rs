@@ -604,6 +604,9 @@ fn words(key: &str, value: &Value, map: &Map<String, Value>) -> Option<String> {
         "x-unit" => format!("Unit: {}.", plain(value)),
         "x-grounded" => match value {
             Value::String(s) if s == "source" => "Copied verbatim from the document.".into(),
+            Value::String(s) if s == "line" => {
+                "A whole line copied verbatim from the document.".into()
+            }
             Value::String(s) if s == "with_container" => {
                 "Copied verbatim from the document where the object holding it is.".into()
             }

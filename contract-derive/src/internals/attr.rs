@@ -153,6 +153,8 @@ pub enum GroundedKind {
     Lines(syn::Ident, syn::Ident),
     /// `grounded(with_container)`.
     WithContainer,
+    /// `grounded(line)`.
+    Line,
 }
 
 pub struct Grounded {
@@ -779,11 +781,15 @@ fn parse_grounded(cx: &Ctxt, meta: &ParseNestedMeta) -> syn::Result<Option<Groun
             kind = Some(GroundedKind::WithContainer);
             return Ok(());
         }
+        if inner.path == LINE {
+            kind = Some(GroundedKind::Line);
+            return Ok(());
+        }
         if inner.path != IN {
             cx.error_spanned_by(
                 &inner.path,
                 format!(
-                    "unknown key `{}` in `grounded`, expected `in = field` or `with_container`",
+                    "unknown key `{}` in `grounded`, expected `in = field`, `line` or `with_container`",
                     key_of(&inner.path)
                 ),
             );

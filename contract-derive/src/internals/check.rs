@@ -226,7 +226,7 @@ fn check_grounded(cx: &Ctxt, fields: &[Field]) {
         let idents = match &grounded.kind {
             GroundedKind::In(a) => vec![a],
             GroundedKind::Lines(a, b) => vec![a, b],
-            GroundedKind::Source | GroundedKind::WithContainer => Vec::new(),
+            GroundedKind::Source | GroundedKind::Line | GroundedKind::WithContainer => Vec::new(),
         };
         let where_ = "`grounded(in = ..)`";
         for ident in idents {

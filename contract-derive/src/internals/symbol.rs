@@ -50,6 +50,8 @@ pub const UNIT: Symbol = Symbol("unit");
 pub const GROUNDED: Symbol = Symbol("grounded");
 // grounded(in = quote)
 pub const IN: Symbol = Symbol("in");
+// grounded(line)
+pub const LINE: Symbol = Symbol("line");
 // grounded(with_container)
 pub const WITH_CONTAINER: Symbol = Symbol("with_container");
 // #[contract(skip)]
