@@ -119,7 +119,13 @@ fn the_gguf_tokenizer_keeps_line_numbers_in_a_contract_prompt() {
                 let user = &fitted.messages.0[1].content;
                 let body =
                     &user[DOCUMENT_OPEN.len()..user.len() - DOCUMENT_CLOSE.len() - QUESTION.len()];
-                let numbered = body;
+                // A line cut in its middle is closed by a line end: `</document>` starts a line.
+                assert!(body.ends_with('\n'), "{words}/{max}");
+                let numbered = if all.starts_with(body) {
+                    body
+                } else {
+                    &body[..body.len() - 1]
+                };
                 assert!(all.starts_with(numbered), "{words}/{max}: not a prefix");
                 let originals: Vec<&str> = doc.lines().collect();
                 for (i, line) in numbered.lines().enumerate() {

@@ -137,22 +137,6 @@ pub(crate) fn fit_cut(
         })
         .collect();
     let fixed_tokens = tok.encode(&concat(parts, &empty)).len();
-    if fixed_tokens >= max_tokens {
-        return Err(BudgetError::FixedPartsTooLong {
-            needed: fixed_tokens + 1,
-            available: max_tokens,
-        });
-    }
-
-    // Token counts of each trimmable part alone: for the first probe and for `dropped_tokens`.
-    let part_tokens: Vec<Option<usize>> = parts
-        .iter()
-        .map(|p| match p {
-            Part::Trimmable(t) => Some(tok.encode(t).len()),
-            Part::Fixed(_) => None,
-        })
-        .collect();
-    let doc_tokens: usize = part_tokens.iter().flatten().sum();
     let room: usize = parts
         .iter()
         .filter(|p| matches!(p, Part::Trimmable(_)))
@@ -179,6 +163,41 @@ pub(crate) fn fit_cut(
             .collect()
     };
     let measure = |kept: &[usize]| tok.encode(&concat(parts, kept)).len();
+    let keeps_nothing = |kept: &[usize]| {
+        kept.iter()
+            .zip(parts)
+            .all(|(&k, p)| matches!(p, Part::Fixed(_)) || k == 0)
+    };
+    // When nothing fits, the error counts the prompt with the shortest head that can be kept
+    // (found without encoding: whether a cut keeps anything does not depend on the tokenizer).
+    let too_long = || {
+        let (mut lo, mut hi) = (0usize, room);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if keeps_nothing(&layout(mid)) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        BudgetError::FixedPartsTooLong {
+            needed: measure(&layout(hi)).max(fixed_tokens + 1),
+            available: max_tokens,
+        }
+    };
+    if fixed_tokens >= max_tokens {
+        return Err(too_long());
+    }
+
+    // Token counts of each trimmable part alone: for the first probe and for `dropped_tokens`.
+    let part_tokens: Vec<Option<usize>> = parts
+        .iter()
+        .map(|p| match p {
+            Part::Trimmable(t) => Some(tok.encode(t).len()),
+            Part::Fixed(_) => None,
+        })
+        .collect();
+    let doc_tokens: usize = part_tokens.iter().flatten().sum();
     let fits = |at: usize| measure(&layout(at)) <= max_tokens;
 
     // Invariant: a cut at `lo` fits, one at `hi` does not (the whole text did not).
@@ -222,16 +241,8 @@ pub(crate) fn fit_cut(
     }
 
     let kept = layout(lo);
-    let kept_nothing = kept
-        .iter()
-        .zip(parts)
-        .all(|(&k, p)| matches!(p, Part::Fixed(_)) || k == 0);
-    if kept_nothing {
-        // `hi` is the shortest head of the document that can be kept, and it does not fit.
-        return Err(BudgetError::FixedPartsTooLong {
-            needed: measure(&layout(hi)).max(fixed_tokens + 1),
-            available: max_tokens,
-        });
+    if keeps_nothing(&kept) {
+        return Err(too_long());
     }
 
     let mut dropped_tokens = 0;
