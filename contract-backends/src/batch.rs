@@ -286,6 +286,7 @@ pub fn failure_reason<C>(ex: &Extraction<C>) -> Option<FailureReason> {
             let mut message = e.to_string();
             if let BackendError::RateLimited {
                 retry_after_ms: Some(ms),
+                ..
             } = error
             {
                 message.push_str(&format!(" (the server asked to wait {ms} ms)"));

@@ -41,7 +41,9 @@
 //! | other 4xx | `invalid_request` (401, 403, 404: `unavailable`) | no |
 //! | refusal | `other` | no |
 //!
-//! Errors that carry a message end with the number of attempts made (`after 4 attempts`).
+//! Errors that carry a message end with the number of attempts made (`after 4 attempts`);
+//! `timeout` and `rate_limited` carry it as `attempts`, with `elapsed_ms` from the start of the
+//! first attempt to the error, waits included (`rate limited, 5 attempts over 3250 ms`).
 //!
 //! # Why not async-openai's `Client`
 //!
@@ -59,7 +61,7 @@ use std::collections::hash_map::RandomState;
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_openai::config::Config;
 /// async-openai's client configuration, for [`OpenAiBuilder::config`].
@@ -578,8 +580,11 @@ impl OpenAiBackend {
     fn transport_failure(&self, e: &reqwest::Error) -> Failure {
         let detail = chain(e);
         let error = if e.is_timeout() {
+            // One attempt so far; `complete` fills in the count and the time of all of them.
             BackendError::Timeout {
                 after_ms: self.timeout.as_millis().try_into().unwrap_or(u64::MAX),
+                attempts: 1,
+                elapsed_ms: 0,
             }
         } else if e.is_builder() {
             return Failure::fatal(BackendError::InvalidRequest {
@@ -675,8 +680,10 @@ impl Failure {
         }
     }
 
-    /// The error to report after `attempts` attempts (counted in messages).
-    fn into_error(self, attempts: u32) -> BackendError {
+    /// The error to report after `attempts` attempts over `elapsed` (counted in messages, or in
+    /// the fields of the kinds that have them).
+    fn into_error(self, attempts: u32, elapsed: Duration) -> BackendError {
+        let elapsed_ms = elapsed.as_millis().try_into().unwrap_or(u64::MAX);
         let count = |message: String| {
             let plural = if attempts == 1 { "" } else { "s" };
             format!("{message} (after {attempts} attempt{plural})")
@@ -693,6 +700,16 @@ impl Failure {
             },
             BackendError::Other { message } => BackendError::Other {
                 message: count(message),
+            },
+            BackendError::Timeout { after_ms, .. } => BackendError::Timeout {
+                after_ms,
+                attempts,
+                elapsed_ms,
+            },
+            BackendError::RateLimited { retry_after_ms, .. } => BackendError::RateLimited {
+                retry_after_ms,
+                attempts,
+                elapsed_ms,
             },
             other => other,
         }
@@ -786,6 +803,8 @@ fn status_failure(status: StatusCode, wait: Option<Duration>, body: &[u8]) -> Fa
         429 => Failure::retry(
             BackendError::RateLimited {
                 retry_after_ms: wait.map(|d| d.as_millis().try_into().unwrap_or(u64::MAX)),
+                attempts: 1,
+                elapsed_ms: 0,
             },
             wait,
         ),
@@ -953,6 +972,7 @@ impl Backend for OpenAiBackend {
         let body = serde_json::to_vec(&body).map_err(|e| BackendError::InvalidRequest {
             message: format!("cannot serialise the request: {e}"),
         })?;
+        let started = Instant::now();
         let mut retries = 0u32;
         loop {
             let failure = match self.attempt(&body).await {
@@ -960,10 +980,10 @@ impl Backend for OpenAiBackend {
                 Err(failure) => failure,
             };
             if !failure.retryable || retries >= self.retry.max_retries {
-                return Err(failure.into_error(retries + 1));
+                return Err(failure.into_error(retries + 1, started.elapsed()));
             }
             let Some(wait) = self.retry.delay(retries, failure.retry_after) else {
-                return Err(failure.into_error(retries + 1));
+                return Err(failure.into_error(retries + 1, started.elapsed()));
             };
             tokio::time::sleep(wait).await;
             retries += 1;
@@ -1035,7 +1055,9 @@ mod tests {
         assert_eq!(
             f.error,
             BackendError::RateLimited {
-                retry_after_ms: Some(1000)
+                retry_after_ms: Some(1000),
+                attempts: 1,
+                elapsed_ms: 0,
             }
         );
         let quota = br#"{"error":{"message":"quota","type":"insufficient_quota"}}"#;
@@ -1086,15 +1108,36 @@ mod tests {
             None,
         );
         assert_eq!(
-            f.into_error(4).to_string(),
+            f.into_error(4, Duration::from_millis(900)).to_string(),
             "backend unavailable: HTTP 503 (after 4 attempts)"
         );
         let f = Failure::fatal(BackendError::Protocol {
             message: "x".into(),
         });
         assert_eq!(
-            f.into_error(1).to_string(),
+            f.into_error(1, Duration::ZERO).to_string(),
             "protocol error: x (after 1 attempt)"
+        );
+        let f = status_failure(StatusCode::TOO_MANY_REQUESTS, None, b"{}");
+        assert_eq!(
+            f.into_error(5, Duration::from_millis(3_250)),
+            BackendError::RateLimited {
+                retry_after_ms: None,
+                attempts: 5,
+                elapsed_ms: 3_250,
+            }
+        );
+        let f = Failure::retry(
+            BackendError::Timeout {
+                after_ms: 1_500,
+                attempts: 1,
+                elapsed_ms: 0,
+            },
+            None,
+        );
+        assert_eq!(
+            f.into_error(3, Duration::from_millis(4_620)).to_string(),
+            "backend timed out after 1500 ms, 3 attempts over 4620 ms"
         );
     }
 

@@ -97,15 +97,17 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn plays_in_order() {
         let b = ScriptedBackend::new(["one"]);
-        b.push_error(BackendError::Timeout { after_ms: 5 });
+        let timeout = BackendError::Timeout {
+            after_ms: 5,
+            attempts: 1,
+            elapsed_ms: 5,
+        };
+        b.push_error(timeout.clone());
         assert_eq!(
             b.complete(&request()).await.map(|r| r.text),
             Ok("one".into())
         );
-        assert_eq!(
-            b.complete(&request()).await.map(|r| r.text),
-            Err(BackendError::Timeout { after_ms: 5 })
-        );
+        assert_eq!(b.complete(&request()).await.map(|r| r.text), Err(timeout));
         assert!(matches!(
             b.complete(&request()).await,
             Err(BackendError::Unavailable { .. })

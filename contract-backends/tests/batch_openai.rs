@@ -176,6 +176,17 @@ fn check_row(row: &Value) {
             assert!(!message.is_empty(), "{id}");
             assert!(row["value"].is_null());
             assert_eq!(row["record"]["contract"], "Guidance");
+            if kind == "rate_limited" {
+                // The retry loop's count and time reach the row and its record.
+                let all = 1 + MAX_RETRIES;
+                let error = &row["record"]["error"]["error"];
+                assert_eq!(error["attempts"], all, "{id}: {error}");
+                let elapsed = error["elapsed_ms"].as_u64().expect("elapsed_ms");
+                assert!(
+                    message.contains(&format!("rate limited, {all} attempts over {elapsed} ms")),
+                    "{id}: {message}"
+                );
+            }
         }
     }
 }

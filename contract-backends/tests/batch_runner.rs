@@ -54,7 +54,11 @@ async fn scripted_backend_in_order_with_failures() {
         Ok(Response::text("no json here")),
         Ok(Response::text(r#"{"quarter": 9}"#)),
         Ok(Response::text(GOOD)),
-        Err(BackendError::Timeout { after_ms: 5 }),
+        Err(BackendError::Timeout {
+            after_ms: 5,
+            attempts: 1,
+            elapsed_ms: 5,
+        }),
         Ok(Response::text(GOOD)),
     ]);
     let extractor = Extractor::<Guidance, _>::new(backend).max_attempts(2);
@@ -84,7 +88,10 @@ async fn scripted_backend_in_order_with_failures() {
         Some(2)
     );
     assert_eq!(rows[3]["error_kind"], "timeout");
-    assert_eq!(rows[3]["error"], "backend: backend timed out after 5 ms");
+    assert_eq!(
+        rows[3]["error"],
+        "backend: backend timed out after 5 ms, 1 attempt over 5 ms"
+    );
     assert_eq!(
         rows[0]["value"],
         json!({"quarter": 2, "year": 2024, "low": 10.0, "high": 12.0})

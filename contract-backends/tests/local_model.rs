@@ -585,7 +585,11 @@ fn unsupported_architectures_are_refused() {
     let err = Model::load(&path, WeightFormat::AsStored, &Device::Cpu).unwrap_err();
     let _ = std::fs::remove_file(&path);
     assert!(
-        matches!(err, LocalError::UnsupportedArchitecture(ref a) if a == "gpt2"),
+        matches!(
+            err,
+            LocalError::File { path: ref p, ref error }
+                if *p == path && matches!(**error, LocalError::UnsupportedArchitecture(ref a) if a == "gpt2")
+        ),
         "{err}"
     );
 }

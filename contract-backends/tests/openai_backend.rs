@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use contract_backends::batch::failure_reason;
 use contract_backends::openai::{Mode, OpenAIConfig, OpenAiBackend, RetryPolicy, REFUSAL_PREFIX};
@@ -312,8 +312,35 @@ async fn persistent_faults_end_in_a_clear_error() {
         ),
     ];
     for (name, fault, kind, text) in cases {
+        let started = Instant::now();
         let (ex, requests) = with_fault(fault, usize::MAX, 2).await;
+        let waited = started.elapsed().as_millis();
         let err = backend_error(&ex);
+        match err {
+            BackendError::RateLimited {
+                attempts,
+                elapsed_ms,
+                ..
+            } => {
+                assert_eq!(attempts as usize, requests, "{name}");
+                assert!(u128::from(elapsed_ms) <= waited, "{name}: {err}");
+                let shown = format!("rate limited, 3 attempts over {elapsed_ms} ms");
+                assert!(err.to_string().contains(&shown), "{name}: {err}");
+            }
+            BackendError::Timeout {
+                after_ms,
+                attempts,
+                elapsed_ms,
+            } => {
+                assert_eq!((after_ms, attempts as usize), (1500, requests), "{name}");
+                // Every attempt waited its whole timeout, and the error came within the run.
+                assert!(elapsed_ms >= 3 * after_ms, "{name}: {err}");
+                assert!(u128::from(elapsed_ms) <= waited, "{name}: {err}");
+                let shown = format!("timed out after 1500 ms, 3 attempts over {elapsed_ms} ms");
+                assert!(err.to_string().contains(&shown), "{name}: {err}");
+            }
+            _ => {}
+        }
         eprintln!("{name}: {err}");
         assert_eq!(err.kind(), kind, "{name}: {err}");
         if let Some(text) = text {
@@ -357,13 +384,49 @@ async fn retry_after_is_honoured() {
     })
     .await;
     let ex = extract(&server, Mode::StructuredOutputs, 5).await;
-    assert_eq!(
-        backend_error(&ex),
-        BackendError::RateLimited {
-            retry_after_ms: Some(3_600_000)
-        }
+    let err = backend_error(&ex);
+    assert!(
+        matches!(
+            err,
+            BackendError::RateLimited {
+                retry_after_ms: Some(3_600_000),
+                attempts: 1,
+                ..
+            }
+        ),
+        "{err:?}"
     );
     assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_rate_limit_reports_its_attempts_and_time() {
+    let server =
+        MockServer::start(Expect::StructuredOutputs, |_, _| Reply::rate_limited("1")).await;
+    let started = Instant::now();
+    let ex = extract(&server, Mode::StructuredOutputs, 2).await;
+    let waited = started.elapsed().as_millis();
+    let err = backend_error(&ex);
+    let BackendError::RateLimited {
+        retry_after_ms,
+        attempts,
+        elapsed_ms,
+    } = err
+    else {
+        panic!("expected rate_limited, got {err:?}");
+    };
+    assert_eq!(server.request_count(), 3);
+    assert_eq!((retry_after_ms, attempts), (Some(1000), 3));
+    // Two waits of at least the `Retry-After: 1` the server asked for, within the run.
+    assert!(elapsed_ms >= 2_000, "{err}");
+    assert!(u128::from(elapsed_ms) <= waited, "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("rate limited, 3 attempts over {elapsed_ms} ms")
+    );
+    let reason = failure_reason(&ex).expect("a failure");
+    let shown = format!("3 attempts over {elapsed_ms} ms (the server asked to wait 1000 ms)");
+    assert!(reason.message.ends_with(&shown), "{}", reason.message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

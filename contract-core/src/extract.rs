@@ -117,16 +117,33 @@ pub enum BackendError {
         message: String,
     },
     /// No answer in time.
-    #[error("backend timed out after {after_ms} ms")]
+    #[error(
+        "backend timed out after {after_ms} ms, {}",
+        attempts_over(*attempts, *elapsed_ms)
+    )]
     Timeout {
-        /// How long it waited.
+        /// How long the last attempt waited.
         after_ms: u64,
+        /// Attempts made, the first one included (retries happen inside the backend).
+        #[serde(default = "one")]
+        attempts: u32,
+        /// Time from the start of the first attempt to the error, waits between attempts
+        /// included, in milliseconds.
+        #[serde(default)]
+        elapsed_ms: u64,
     },
     /// Too many requests.
-    #[error("rate limited")]
+    #[error("rate limited, {}", attempts_over(*attempts, *elapsed_ms))]
     RateLimited {
         /// When to try again, if said.
         retry_after_ms: Option<u64>,
+        /// Attempts made, the first one included (retries happen inside the backend).
+        #[serde(default = "one")]
+        attempts: u32,
+        /// Time from the start of the first attempt to the error, waits between attempts
+        /// included, in milliseconds.
+        #[serde(default)]
+        elapsed_ms: u64,
     },
     /// The prompt is longer than the model's context.
     #[error("prompt of {prompt_tokens} tokens exceeds the context of {context} tokens")]
@@ -154,6 +171,16 @@ pub enum BackendError {
         /// Details.
         message: String,
     },
+}
+
+/// `3 attempts over 4512 ms`.
+fn attempts_over(attempts: u32, elapsed_ms: u64) -> String {
+    let plural = if attempts == 1 { "" } else { "s" };
+    format!("{attempts} attempt{plural} over {elapsed_ms} ms")
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl BackendError {

@@ -11,6 +11,7 @@ use contract_core::prompt::{
     fit, number_lines, Budget, BudgetError, Part, PromptParts, Role, Tokenizer, DOCUMENT_CLOSE,
     DOCUMENT_OPEN,
 };
+use contract_tests::lossy::{word_document, Lossy};
 
 const BUDGET: usize = 2048;
 const LENGTHS: [usize; 5] = [500, 2_000, 2_100, 4_000, 8_000];
@@ -245,6 +246,27 @@ fn lines_lost(doc: &str, kept: &str) -> usize {
     lost
 }
 
+/// The numbered lines kept in `body` (what the user message holds between the document's
+/// opening and closing lines): a prefix of the numbered document, plus one line end after a cut
+/// inside a line (a refit may then end at a line end), so `</document>` always starts a line.
+fn kept_lines<'a>(doc: &str, body: &'a str) -> &'a str {
+    assert!(
+        body.is_empty() || body.ends_with('\n'),
+        "`</document>` does not start a line"
+    );
+    let numbered = number_lines(doc);
+    if numbered.starts_with(body) {
+        body
+    } else {
+        let cut = &body[..body.len() - 1];
+        assert!(
+            numbered.starts_with(cut),
+            "not the numbered document and a line end"
+        );
+        cut
+    }
+}
+
 #[test]
 fn documents_have_the_lengths_asked() {
     let tok = Greedy::new();
@@ -392,7 +414,8 @@ fn contract_prompt_keeps_line_numbers_under_a_template_overhead() {
             user.starts_with(DOCUMENT_OPEN) && user.ends_with(Q_LOW),
             "{n}"
         );
-        let numbered = &user[DOCUMENT_OPEN.len()..user.len() - DOCUMENT_CLOSE.len() - Q_LOW.len()];
+        let body = &user[DOCUMENT_OPEN.len()..user.len() - DOCUMENT_CLOSE.len() - Q_LOW.len()];
+        let numbered = kept_lines(&doc, body);
         assert!(
             number_lines(&doc).starts_with(numbered),
             "{n}: not a prefix of the numbered document"
@@ -433,4 +456,181 @@ fn contract_prompt_keeps_line_numbers_under_a_template_overhead() {
             ..
         }
     ));
+}
+
+const LOSSY_WORDS: [usize; 5] = [500, 2_000, 2_100, 4_000, 8_000];
+const LOSSY_BUDGETS: [usize; 2] = [2_048, 4_096];
+
+/// The next char boundary after `at` in `s` (`s.len()` at the end).
+fn next_boundary(s: &str, at: usize) -> usize {
+    (at + 1..=s.len())
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(s.len())
+}
+
+#[test]
+fn a_lossy_tokenizer_keeps_as_much_as_fits() {
+    let tok = Lossy::default();
+    for irregular in [false, true] {
+        for words in LOSSY_WORDS {
+            let doc = word_document(words, irregular);
+            assert_eq!(tok.encode(&doc).len(), words);
+            for budget in LOSSY_BUDGETS {
+                let p = parts(&doc, Q_LOW);
+                let fitted = fit(&p, budget, &tok).expect("fits");
+                let total = tok.encode(&fitted.text).len();
+                assert!(total <= budget, "{words}/{budget}: {total} tokens");
+                let tail = format!("{DOCUMENT_CLOSE}{Q_LOW}");
+                assert!(fitted.text.starts_with(SYSTEM) && fitted.text.ends_with(&tail));
+                let head_len = SYSTEM.len() + DOCUMENT_OPEN.len();
+                let kept = &fitted.text[head_len..fitted.text.len() - tail.len()];
+                assert!(doc.starts_with(kept), "{words}/{budget}: not a prefix");
+                let kept_words = tok.encode(kept).len();
+                let fixed = tok
+                    .encode(&[SYSTEM, DOCUMENT_OPEN, DOCUMENT_CLOSE, Q_LOW].concat())
+                    .len();
+                println!(
+                    "{words:>5} words{}, budget {budget}: kept {kept_words} words, prompt \
+                     {total} tokens, dropped {} tokens / {} lines",
+                    if irregular { " (irregular)" } else { "" },
+                    fitted.dropped_tokens,
+                    fitted.dropped_lines
+                );
+                if fixed + words <= budget {
+                    assert!(!fitted.trimmed, "{words}/{budget}");
+                    assert_eq!(kept, doc, "{words}/{budget}");
+                    continue;
+                }
+                assert!(fitted.trimmed, "{words}/{budget}");
+                // The most that fits: every word the budget leaves room for (a word cut at the
+                // end merges with `</document>` into one), and not one char more.
+                assert!(
+                    kept_words >= budget - fixed,
+                    "{words}/{budget}: {kept_words} words"
+                );
+                assert!(total + 1 >= budget, "{words}/{budget}: {total} tokens");
+                let more = &doc[..next_boundary(&doc, kept.len())];
+                let over = [SYSTEM, DOCUMENT_OPEN, more, DOCUMENT_CLOSE, Q_LOW].concat();
+                assert!(
+                    tok.encode(&over).len() > budget,
+                    "{words}/{budget}: one more char would fit"
+                );
+                assert_eq!(
+                    fitted.dropped_tokens,
+                    words - kept_words,
+                    "{words}/{budget}: dropped tokens"
+                );
+                assert_eq!(
+                    fitted.dropped_lines,
+                    lines_lost(&doc, kept),
+                    "{words}/{budget}: dropped lines"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_lossy_tokenizer_keeps_line_numbers_in_a_contract_prompt() {
+    let tok = Lossy::default();
+    let prompt = PromptParts {
+        system: SYSTEM.to_owned(),
+        question: Q_LOW.to_owned(),
+    };
+    for irregular in [false, true] {
+        for words in LOSSY_WORDS {
+            let doc = word_document(words, irregular);
+            for max in [512, 2_048, 4_096] {
+                let budget = Budget::new(max).with_template(4, 3);
+                let fitted = prompt
+                    .fit_messages(&doc, &[], budget, &tok)
+                    .unwrap_or_else(|e| panic!("{words}/{max}: {e}"));
+                assert!(fitted.prompt_tokens <= max, "{words}/{max}");
+                let user = &fitted.messages.0[1].content;
+                let body =
+                    &user[DOCUMENT_OPEN.len()..user.len() - DOCUMENT_CLOSE.len() - Q_LOW.len()];
+                let numbered = kept_lines(&doc, body);
+                let all = number_lines(&doc);
+                assert!(all.starts_with(numbered), "{words}/{max}: not a prefix");
+                let originals: Vec<&str> = doc.lines().collect();
+                for (i, line) in numbered.lines().enumerate() {
+                    let (num, text) = line.split_once("| ").expect("a numbered line");
+                    assert_eq!(num.trim().parse::<usize>().ok(), Some(i + 1));
+                    assert!(originals[i].starts_with(text), "{words}/{max}: line {i}");
+                }
+                // Every document token the budget leaves room for is used, give or take the
+                // line number a cut never keeps half of (one `N|` token and one word).
+                let room = max - 4 * 2 - 3;
+                let whole = tok
+                    .encode(&[SYSTEM, "\n", DOCUMENT_OPEN, &all, DOCUMENT_CLOSE, Q_LOW].concat())
+                    .len();
+                if whole <= room {
+                    assert!(!fitted.trimmed, "{words}/{max}");
+                    assert_eq!(numbered, all, "{words}/{max}");
+                } else {
+                    assert!(fitted.trimmed, "{words}/{max}");
+                    assert!(
+                        fitted.prompt_tokens + 2 >= max,
+                        "{words}/{max}: only {} of {max} tokens used",
+                        fitted.prompt_tokens
+                    );
+                    assert_eq!(
+                        fitted.dropped_tokens,
+                        tok.encode(&all).len() - tok.encode(numbered).len()
+                    );
+                    assert_eq!(fitted.dropped_lines, lines_lost(&all, numbered));
+                }
+                println!(
+                    "{words:>5} words{}, budget {max}: prompt {} tokens, kept {} lines, dropped \
+                     {} tokens / {} lines",
+                    if irregular { " (irregular)" } else { "" },
+                    fitted.prompt_tokens,
+                    numbered.lines().count(),
+                    fitted.dropped_tokens,
+                    fitted.dropped_lines
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_lossy_tokenizer_gets_true_numbers_when_nothing_fits() {
+    let tok = Lossy::default();
+    let prompt = PromptParts {
+        system: SYSTEM.to_owned(),
+        question: Q_LOW.to_owned(),
+    };
+    for irregular in [false, true] {
+        let doc = word_document(2_000, irregular);
+        let p = parts(&doc, Q_LOW);
+        let fixed = tok
+            .encode(&[SYSTEM, DOCUMENT_OPEN, DOCUMENT_CLOSE, Q_LOW].concat())
+            .len();
+        // `needed` is the budget that works: one token less fails, `needed` itself fits.
+        let Err(BudgetError::FixedPartsTooLong { needed, available }) = fit(&p, fixed, &tok) else {
+            panic!("fixed parts that fill the budget leave no room");
+        };
+        assert_eq!((needed, available), (fixed + 1, fixed));
+        let fitted = fit(&p, needed, &tok).expect("the budget the error names");
+        assert!(tok.encode(&fitted.text).len() <= needed);
+        assert!(fitted.trimmed && fitted.text.len() > SYSTEM.len() + DOCUMENT_OPEN.len());
+
+        let budget = |max| Budget::new(max).with_template(4, 3);
+        let err = prompt
+            .fit_messages(&doc, &[], budget(fixed), &tok)
+            .expect_err("no room for the template");
+        let BudgetError::FixedPartsTooLong { needed, available } = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(available, fixed);
+        let fitted = prompt
+            .fit_messages(&doc, &[], budget(needed), &tok)
+            .unwrap_or_else(|e| panic!("the budget the error names ({needed}): {e}"));
+        assert!(fitted.prompt_tokens <= needed && fitted.trimmed);
+        assert!(matches!(
+            prompt.fit_messages(&doc, &[], budget(needed - 1), &tok),
+            Err(BudgetError::FixedPartsTooLong { needed: n, .. }) if n == needed
+        ));
+    }
 }

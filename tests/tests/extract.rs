@@ -147,22 +147,28 @@ async fn extracted_and_repaired_levels_are_recorded() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_backend_error_is_recorded() {
-    let backend = ScriptedBackend::from_script([Err(BackendError::Timeout { after_ms: 30_000 })]);
+    let timeout = BackendError::Timeout {
+        after_ms: 30_000,
+        attempts: 3,
+        elapsed_ms: 91_500,
+    };
+    assert_eq!(
+        timeout.to_string(),
+        "backend timed out after 30000 ms, 3 attempts over 91500 ms"
+    );
+    let backend = ScriptedBackend::from_script([Err(timeout.clone())]);
     let x = Extractor::<Guidance, _>::new(&backend).extract(DOC).await;
     assert_eq!(x.value, None);
     assert_eq!(x.attempts.len(), 1);
     assert_eq!(x.attempts[0].raw, None);
-    assert_eq!(
-        x.error,
-        Some(AttemptError::Backend {
-            error: BackendError::Timeout { after_ms: 30_000 }
-        })
-    );
+    assert_eq!(x.error, Some(AttemptError::Backend { error: timeout }));
     let line = x.to_json_line().expect("serialisable");
     assert!(!line.contains('\n'));
     let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
     assert_eq!(v["error"]["stage"], "backend");
     assert_eq!(v["error"]["error"]["kind"], "timeout");
+    assert_eq!(v["error"]["error"]["attempts"], 3);
+    assert_eq!(v["error"]["error"]["elapsed_ms"], 91_500);
     assert_eq!(v["level"], "invalid");
 
     // An error after an invalid answer keeps that answer.
@@ -170,6 +176,8 @@ async fn a_backend_error_is_recorded() {
         Ok(Response::text("not json")),
         Err(BackendError::RateLimited {
             retry_after_ms: Some(500),
+            attempts: 1,
+            elapsed_ms: 12,
         }),
     ]);
     let x = Extractor::<Guidance, _>::new(&backend).extract(DOC).await;
@@ -181,6 +189,11 @@ async fn a_backend_error_is_recorded() {
             error: BackendError::RateLimited { .. }
         })
     ));
+    let message = x.error.map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        message.ends_with("rate limited, 1 attempt over 12 ms"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -213,14 +213,23 @@ impl LocalBackend {
     }
 
     /// Loads the GGUF file at `path`.
+    ///
+    /// Every error names the file it is about ([`LocalError::File`]): a truncated file, a tensor
+    /// index or hyperparameters that disagree, a tokenizer that cannot be built, a chat template
+    /// that does not compile or does not render a system and a user message.
     pub fn with_options(path: impl AsRef<Path>, options: LocalOptions) -> Result<Self, LocalError> {
         let path = path.as_ref().to_path_buf();
         let ct = read_content(&path)?;
         let tokenizer = match &options.tokenizer_json {
-            Some(json) => GgufTokenizer::from_json_file(&ct, json)?,
-            None => GgufTokenizer::from_content(&ct)?,
+            Some(json) => GgufTokenizer::from_json_file(&ct, json).map_err(|e| e.in_file(json))?,
+            None => GgufTokenizer::from_content(&ct).map_err(|e| e.in_file(&path))?,
         };
-        let template = ChatTemplate::for_tokenizer(&tokenizer)?;
+        let template = ChatTemplate::for_tokenizer(&tokenizer)
+            .and_then(|t| {
+                t.render(&[Message::system("s"), Message::user("u")], true)?;
+                Ok(t)
+            })
+            .map_err(|e| e.in_file(&path))?;
         let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
         // Before loading: converting the weights may start Candle's thread pools.
         apply_threads(
@@ -234,7 +243,8 @@ impl LocalBackend {
             options.weights,
             &options.device,
             options.fast,
-        )?;
+        )
+        .map_err(|e| e.in_file(&path))?;
         Ok(LocalBackend {
             path,
             tokenizer: Arc::new(tokenizer),

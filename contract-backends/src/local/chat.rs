@@ -12,6 +12,10 @@ use super::LocalError;
 /// ChatML, used when the GGUF has no template.
 pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/// The most instructions one rendering may run: a chat template loops over a few messages, so
+/// a template that runs out of them loops without end (or nearly so).
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
@@ -42,6 +46,7 @@ impl ChatTemplate {
     /// Compiles `source` (Jinja, as in Hugging Face chat templates).
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, LocalError> {
         let mut env = Environment::new();
+        env.set_fuel(Some(TEMPLATE_FUEL));
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
@@ -98,7 +103,13 @@ impl ChatTemplate {
             bos_token => self.bos_token,
             eos_token => self.eos_token,
         })
-        .map_err(|e| LocalError::Template(format!("{e:#}")))
+        .map_err(|e| match e.kind() {
+            ErrorKind::OutOfFuel => LocalError::Template(format!(
+                "rendering did not finish within {TEMPLATE_FUEL} instructions (a loop without \
+                 end?)"
+            )),
+            _ => LocalError::Template(e.to_string()),
+        })
     }
 }
 
@@ -113,6 +124,35 @@ mod tests {
             .render(&[Message::system("S"), Message::user("U")], true)
             .unwrap();
         assert_eq!(s, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    }
+
+    #[test]
+    fn a_template_that_loops_runs_out_of_fuel() {
+        let t = ChatTemplate::new(
+            "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}",
+            "",
+            "",
+        )
+        .unwrap();
+        let err = t
+            .render(&[Message::user("x")], true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("did not finish within 1000000 instructions"),
+            "{err}"
+        );
+        let t = ChatTemplate::new(
+            "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+            "",
+            "",
+        )
+        .unwrap();
+        let err = t
+            .render(&[Message::user("x")], true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("chat template: "), "{err}");
     }
 
     #[test]

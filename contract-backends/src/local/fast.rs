@@ -442,7 +442,7 @@ fn read_f32<R: Read + Seek>(
 ) -> Result<Tensor, LocalError> {
     let q = ct
         .tensor(reader, name, &Device::Cpu)
-        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {e}")))?;
+        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {}", super::candle_message(&e))))?;
     Ok(q.dequantize(&Device::Cpu)?)
 }
 
@@ -455,7 +455,7 @@ fn read_matrix<R: Read + Seek>(
 ) -> Result<QTensor, LocalError> {
     let q = ct
         .tensor(reader, name, &Device::Cpu)
-        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {e}")))?;
+        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {}", super::candle_message(&e))))?;
     match q.shape().dims() {
         [r, c] if *r == rows && *c == cols => Ok(q),
         dims => Err(LocalError::Gguf(format!(
@@ -506,7 +506,12 @@ impl FastWeights {
 
         let embd_q = ct
             .tensor(reader, "token_embd.weight", &Device::Cpu)
-            .map_err(|e| LocalError::Gguf(format!("tensor `token_embd.weight`: {e}")))?;
+            .map_err(|e| {
+                LocalError::Gguf(format!(
+                    "tensor `token_embd.weight`: {}",
+                    super::candle_message(&e)
+                ))
+            })?;
         let (vocab_rows, embd_cols) = embd_q.shape().dims2()?;
         if embd_cols != h {
             return Err(LocalError::Gguf(format!(
@@ -538,7 +543,8 @@ impl FastWeights {
             Embedding::Dense(embd_q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1()?)
         };
 
-        let mut layers = Vec::with_capacity(cfg.n_layer);
+        // `block_count` is read from the file: never reserve more layers than it has tensors.
+        let mut layers = Vec::with_capacity(cfg.n_layer.min(ct.tensor_infos.len()));
         for l in 0..cfg.n_layer {
             let p = format!("blk.{l}");
             let wq = read_matrix(ct, reader, &format!("{p}.attn_q.weight"), attn, h)?;

@@ -131,10 +131,70 @@ fn md_ints(ct: &Content, key: &str) -> Result<Option<Vec<i32>>, LocalError> {
         .map(Some)
 }
 
-/// Reads a GGUF file's metadata and tensor index (not the tensor data).
+/// Reads a GGUF file's metadata and tensor index (not the tensor data), checked as
+/// [`read_content_from`] checks it; errors name the file.
 pub fn read_content(gguf_path: &Path) -> Result<Content, LocalError> {
     let mut f = fs::File::open(gguf_path).map_err(|e| LocalError::io(gguf_path, e))?;
-    Content::read(&mut f).map_err(|e| LocalError::Gguf(format!("{}: {e}", gguf_path.display())))
+    read_content_from(&mut f).map_err(|e| e.in_file(gguf_path))
+}
+
+/// Reads GGUF metadata and the tensor index from `reader`, and checks that every tensor the
+/// index lists lies within the data (so a truncated file fails here, before any weight is read,
+/// and no tensor shape can overflow a size computation).
+pub fn read_content_from<R: std::io::Read + std::io::Seek>(
+    reader: &mut R,
+) -> Result<Content, LocalError> {
+    let ct = Content::read(reader).map_err(|e| {
+        LocalError::Gguf(format!(
+            "cannot read the header, metadata or tensor index (truncated or not a GGUF file?): {}",
+            super::candle_message(&e)
+        ))
+    })?;
+    let size = reader
+        .seek(std::io::SeekFrom::End(0))
+        .map_err(|e| LocalError::Gguf(format!("cannot measure the file: {e}")))?;
+    check_tensor_index(&ct, size)?;
+    Ok(ct)
+}
+
+/// Every tensor's bytes within a file of `size` bytes, its element count without overflow.
+fn check_tensor_index(ct: &Content, size: u64) -> Result<(), LocalError> {
+    let mut infos: Vec<_> = ct.tensor_infos.iter().collect();
+    infos.sort_by_key(|(name, info)| (info.offset, name.as_str()));
+    for (name, info) in infos {
+        let dims = info.shape.dims();
+        let dtype = info.ggml_dtype;
+        let bad = |why: String| {
+            LocalError::Gguf(format!(
+                "tensor `{name}` ({dtype:?}, shape {dims:?}): {why}"
+            ))
+        };
+        let elems = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| bad("its element count overflows".into()))?;
+        let block = dtype.block_size();
+        if elems % block != 0 {
+            return Err(bad(format!(
+                "{elems} elements are not a whole number of blocks of {block}"
+            )));
+        }
+        let bytes = (elems / block)
+            .checked_mul(dtype.type_size())
+            .and_then(|b| u64::try_from(b).ok())
+            .ok_or_else(|| bad("its byte size overflows".into()))?;
+        let start = ct.tensor_data_offset.checked_add(info.offset);
+        match start.and_then(|s| s.checked_add(bytes)) {
+            Some(end) if end <= size => {}
+            _ => {
+                return Err(bad(format!(
+                    "needs {bytes} bytes from byte {}, the file has {size} (truncated?)",
+                    start.map_or_else(|| "past the end".to_owned(), |s| s.to_string())
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 impl GgufVocab {
@@ -147,6 +207,9 @@ impl GgufVocab {
         let mut token_types = md_ints(ct, "tokenizer.ggml.token_type")?.unwrap_or_default();
         token_types.resize(tokens.len(), 1);
         let merges = md_strings(ct, "tokenizer.ggml.merges")?.unwrap_or_default();
+        if tokens.is_empty() {
+            return Err(LocalError::Gguf("`tokenizer.ggml.tokens` is empty".into()));
+        }
         let n = tokens.len() as u32;
         let id = |key: &str| md_u32(ct, key).filter(|&i| i < n);
         let eos = id("tokenizer.ggml.eos_token_id");
@@ -195,6 +258,13 @@ impl GgufVocab {
                  give the model's tokenizer.json instead",
                 self.model
             )));
+        }
+        if self.merges.is_empty() {
+            return Err(LocalError::Tokenizer(
+                "no `tokenizer.ggml.merges` in the metadata: a byte-level BPE (`gpt2`) \
+                 tokenizer needs its merges"
+                    .into(),
+            ));
         }
         let (pre_tokenizer, ignore_merges) = pre_tokenizer(self.pre.as_deref())?;
 

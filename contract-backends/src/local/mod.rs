@@ -80,9 +80,23 @@ pub enum LocalError {
         /// The model's context.
         context: usize,
     },
-    /// Candle failed.
+    /// Candle failed: its message, without the backtrace Candle may append to it.
     #[error("candle: {0}")]
-    Candle(#[from] candle_core::Error),
+    Candle(String),
+    /// A model file that cannot be used: which file, and why.
+    #[error("{}: {error}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: Box<LocalError>,
+    },
+}
+
+impl From<candle_core::Error> for LocalError {
+    fn from(e: candle_core::Error) -> Self {
+        LocalError::Candle(candle_message(&e))
+    }
 }
 
 impl LocalError {
@@ -91,6 +105,29 @@ impl LocalError {
             path: path.into(),
             source,
         }
+    }
+
+    /// This error as one about the file at `path` (unchanged when it names a file already).
+    pub(crate) fn in_file(self, path: &std::path::Path) -> Self {
+        match self {
+            e @ (LocalError::Io { .. } | LocalError::File { .. }) => e,
+            e => LocalError::File {
+                path: path.to_path_buf(),
+                error: Box::new(e),
+            },
+        }
+    }
+}
+
+/// The message of a Candle error, without the backtrace Candle appends when `RUST_BACKTRACE` is
+/// set (users read the message; the frames are Candle's, not theirs).
+pub(crate) fn candle_message(e: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match e {
+        E::WithBacktrace { inner, .. } => candle_message(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
+        other => other.to_string(),
     }
 }
 

@@ -94,13 +94,60 @@ fn md_usize(ct: &Content, key: &str) -> Option<usize> {
         .map(|v| v as usize)
 }
 
+/// The hyperparameters every forward pass divides by or allocates with, checked against each
+/// other and against the tensor index before any of them is used (Candle's models divide by the
+/// head count and reserve `block_count` layers).
+fn check_hyperparameters(ct: &Content, arch: Arch) -> Result<(), LocalError> {
+    let name = arch.name();
+    let get = |k: &str| md_usize(ct, &format!("{name}.{k}"));
+    let need = |k: &str| {
+        get(k).ok_or_else(|| LocalError::Gguf(format!("no `{name}.{k}` in the metadata")))
+    };
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?;
+    let kv_heads = get("attention.head_count_kv").unwrap_or(heads);
+    if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || hidden % heads != 0 {
+        return Err(LocalError::Gguf(format!(
+            "`{name}.embedding_length` {hidden}, `{name}.attention.head_count` {heads} and \
+             `{name}.attention.head_count_kv` {kv_heads} do not divide into attention heads"
+        )));
+    }
+    let blocks = need("block_count")?;
+    if blocks == 0
+        || (0..blocks).any(|l| {
+            !ct.tensor_infos
+                .contains_key(&format!("blk.{l}.attn_q.weight"))
+        })
+    {
+        return Err(LocalError::Gguf(format!(
+            "`{name}.block_count` is {blocks}, the tensor index does not hold that many blocks"
+        )));
+    }
+    const MAX_CONTEXT: usize = 1 << 22;
+    if let Some(context) = get("context_length").filter(|&c| c == 0 || c > MAX_CONTEXT) {
+        return Err(LocalError::Gguf(format!(
+            "`{name}.context_length` {context} is outside 1 to {MAX_CONTEXT}"
+        )));
+    }
+    if let Some(info) = ct.tensor_infos.get("token_embd.weight") {
+        let dims = info.shape.dims();
+        if dims.len() != 2 || dims[1] != hidden {
+            return Err(LocalError::Gguf(format!(
+                "tensor `token_embd.weight` has shape {dims:?}, `{name}.embedding_length` is \
+                 {hidden}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Model {
     /// Loads the GGUF file at `path` on `device`.
     pub fn load(path: &Path, format: WeightFormat, device: &Device) -> Result<Self, LocalError> {
         let mut file = fs::File::open(path).map_err(|e| LocalError::io(path, e))?;
-        let ct = Content::read(&mut file)
-            .map_err(|e| LocalError::Gguf(format!("{}: {e}", path.display())))?;
-        Self::from_content(ct, &mut file, format, device)
+        let ct =
+            super::gguf_tokenizer::read_content_from(&mut file).map_err(|e| e.in_file(path))?;
+        Self::from_content(ct, &mut file, format, device).map_err(|e| e.in_file(path))
     }
 
     /// Loads a model from GGUF content read from `reader`.
@@ -123,6 +170,7 @@ impl Model {
         fast: FastOptions,
     ) -> Result<Self, LocalError> {
         let arch = arch_of(&ct)?;
+        check_hyperparameters(&ct, arch)?;
         let arch_name = arch.name();
         let mut context = md_usize(&ct, &format!("{arch_name}.context_length")).unwrap_or(4096);
         let vocab_size = md_usize(&ct, &format!("{arch_name}.vocab_size"))
@@ -169,9 +217,10 @@ impl Model {
     /// options ([`WeightFormat::Fast`] uses the defaults).
     pub fn load_fast(path: &Path, opts: FastOptions) -> Result<Self, LocalError> {
         let mut file = fs::File::open(path).map_err(|e| LocalError::io(path, e))?;
-        let ct = Content::read(&mut file)
-            .map_err(|e| LocalError::Gguf(format!("{}: {e}", path.display())))?;
+        let ct =
+            super::gguf_tokenizer::read_content_from(&mut file).map_err(|e| e.in_file(path))?;
         Self::from_content_with(ct, &mut file, WeightFormat::Fast, &Device::Cpu, opts)
+            .map_err(|e| e.in_file(path))
     }
 
     /// Bytes held by the weights of a [`WeightFormat::Fast`] model

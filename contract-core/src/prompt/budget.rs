@@ -6,7 +6,8 @@ use serde::Serialize;
 pub trait Tokenizer {
     /// The token ids of `text` (no special tokens added).
     fn encode(&self, text: &str) -> Vec<u32>;
-    /// The text of `ids`.
+    /// The text of `ids`. Budget fitting never relies on it: a tokenizer that normalises text
+    /// (whitespace, Unicode) need not give the original back.
     fn decode(&self, ids: &[u32]) -> String;
 }
 
@@ -51,7 +52,8 @@ pub enum BudgetError {
     /// The fixed parts leave no room for a single document token.
     #[error("the fixed parts of the prompt need {needed} tokens with at least one document token, only {available} are available")]
     FixedPartsTooLong {
-        /// Tokens of the fixed parts plus one document token.
+        /// Tokens of the prompt with the shortest head of the document that can be kept (the
+        /// fixed parts plus at least one document token).
         needed: usize,
         /// The budget.
         available: usize,
@@ -82,10 +84,12 @@ impl Cut {
 ///
 /// Input that fits comes back as the plain concatenation (`trimmed == false`). Otherwise the
 /// trimmable parts keep their head and lose their tail (the first trimmable part is kept in
-/// preference to later ones); a cut inside a line keeps that line's beginning; the result is
-/// re-tokenised until it really fits. When the fixed parts leave no room for a single document
-/// token, [`BudgetError::FixedPartsTooLong`] is returned: never a plausible prompt without its
-/// document.
+/// preference to later ones); a cut inside a line keeps that line's beginning. The cut is found by
+/// measuring assembled prompts with [`Tokenizer::encode`] only (never by comparing the document
+/// with a decoding, which a normalising tokenizer does not give back byte for byte), so the
+/// longest head that fits is kept with any tokenizer. When the fixed parts leave no room for the
+/// shortest head of the document, [`BudgetError::FixedPartsTooLong`] is returned: never a
+/// plausible prompt without its document.
 pub fn fit(
     parts: &[Part<'_>],
     max_tokens: usize,
@@ -100,8 +104,15 @@ pub fn fit(
     })
 }
 
-/// [`fit`], with `snap(text, at)` moving a cut at byte `at` of a trimmable part back to an
-/// earlier char boundary (the prompt uses it never to keep half a line number).
+/// [`fit`], with `snap(text, at)` moving a cut at char boundary `at` of a trimmable part back to
+/// an earlier char boundary (the prompt uses it never to keep half a line number); `snap` must
+/// not decrease as `at` grows.
+///
+/// The cut is a byte position in the trimmable text taken in order (the first trimmable part
+/// whole before the second loses anything). Its prompt is measured with `encode`: a first probe
+/// where the document's own token density puts the cut, a gallop from it to bracket the
+/// answer, then a bisection down to one byte: O(log n) encodes of prompts about as long as the
+/// one kept, plus one encode of the whole prompt and one of each trimmable part.
 pub(crate) fn fit_cut(
     parts: &[Part<'_>],
     max_tokens: usize,
@@ -109,8 +120,7 @@ pub(crate) fn fit_cut(
     snap: &dyn Fn(&str, usize) -> usize,
 ) -> Result<Cut, BudgetError> {
     let whole: Vec<usize> = parts.iter().map(|p| p.text().len()).collect();
-    let full = concat(parts, &whole);
-    if tok.encode(&full).len() <= max_tokens {
+    if tok.encode(&concat(parts, &whole)).len() <= max_tokens {
         return Ok(Cut {
             kept: whole,
             dropped_tokens: 0,
@@ -118,16 +128,6 @@ pub(crate) fn fit_cut(
             trimmed: false,
         });
     }
-
-    // Token ids of each trimmable part, so a cut is always at a token boundary of the part.
-    let ids: Vec<Option<Vec<u32>>> = parts
-        .iter()
-        .map(|p| match p {
-            Part::Trimmable(t) => Some(tok.encode(t)),
-            Part::Fixed(_) => None,
-        })
-        .collect();
-    let total: usize = ids.iter().flatten().map(Vec::len).sum();
 
     let empty: Vec<usize> = parts
         .iter()
@@ -137,97 +137,122 @@ pub(crate) fn fit_cut(
         })
         .collect();
     let fixed_tokens = tok.encode(&concat(parts, &empty)).len();
-    let too_long = BudgetError::FixedPartsTooLong {
-        needed: fixed_tokens + 1,
-        available: max_tokens,
-    };
-    if fixed_tokens >= max_tokens || total == 0 {
-        return Err(too_long);
-    }
+    let room: usize = parts
+        .iter()
+        .filter(|p| matches!(p, Part::Trimmable(_)))
+        .map(|p| p.text().len())
+        .sum();
 
-    // `keep` document tokens in all; measure the assembled text, shrink by the overflow.
-    let layout = |keep: usize| -> Vec<usize> {
-        let mut left = keep;
+    // The bytes kept of each part when the cut is at byte `at` of the trimmable text.
+    let layout = |at: usize| -> Vec<usize> {
+        let mut left = at;
         parts
             .iter()
-            .zip(&ids)
-            .map(|(part, ids)| match ids {
-                None => part.text().len(),
-                Some(ids) => {
-                    let n = left.min(ids.len());
+            .map(|part| match part {
+                Part::Fixed(t) => t.len(),
+                Part::Trimmable(t) => {
+                    let n = left.min(t.len());
                     left -= n;
-                    if n == ids.len() {
-                        part.text().len()
+                    if n == t.len() {
+                        n
                     } else {
-                        snap(part.text(), prefix_bytes(part.text(), &ids[..n], tok))
+                        snap(t, floor_char_boundary(t, n)).min(n)
                     }
                 }
             })
             .collect()
     };
     let measure = |kept: &[usize]| tok.encode(&concat(parts, kept)).len();
-
-    let mut keep = (max_tokens - fixed_tokens).min(total);
-    let mut found: Option<(usize, Vec<usize>)> = None;
-    // Shrink by the overflow a few times (usually one step), then fall back to bisection.
-    for _ in 0..8 {
-        let kept = layout(keep);
-        let n = measure(&kept);
-        if n <= max_tokens {
-            found = Some((keep, kept));
-            break;
-        }
-        let over = n - max_tokens;
-        if keep <= over {
-            keep = 0;
-            break;
-        }
-        keep -= over;
-    }
-    if found.is_none() {
-        let (mut lo, mut hi) = (0usize, keep);
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            let kept = layout(mid);
-            if measure(&kept) <= max_tokens {
+    let keeps_nothing = |kept: &[usize]| {
+        kept.iter()
+            .zip(parts)
+            .all(|(&k, p)| matches!(p, Part::Fixed(_)) || k == 0)
+    };
+    // When nothing fits, the error counts the prompt with the shortest head that can be kept
+    // (found without encoding: whether a cut keeps anything does not depend on the tokenizer).
+    let too_long = || {
+        let (mut lo, mut hi) = (0usize, room);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if keeps_nothing(&layout(mid)) {
                 lo = mid;
-                found = Some((mid, kept));
             } else {
-                hi = mid - 1;
+                hi = mid;
+            }
+        }
+        BudgetError::FixedPartsTooLong {
+            needed: measure(&layout(hi)).max(fixed_tokens + 1),
+            available: max_tokens,
+        }
+    };
+    if fixed_tokens >= max_tokens {
+        return Err(too_long());
+    }
+
+    // Token counts of each trimmable part alone: for the first probe and for `dropped_tokens`.
+    let part_tokens: Vec<Option<usize>> = parts
+        .iter()
+        .map(|p| match p {
+            Part::Trimmable(t) => Some(tok.encode(t).len()),
+            Part::Fixed(_) => None,
+        })
+        .collect();
+    let doc_tokens: usize = part_tokens.iter().flatten().sum();
+    let fits = |at: usize| measure(&layout(at)) <= max_tokens;
+
+    // Invariant: a cut at `lo` fits, one at `hi` does not (the whole text did not).
+    let (mut lo, mut hi) = (0usize, room);
+    if doc_tokens > 0 && hi - lo > 1 {
+        let share = (room as u128 * (max_tokens - fixed_tokens) as u128 / doc_tokens as u128)
+            .min(room as u128) as usize;
+        let guess = share.clamp(lo + 1, hi - 1);
+        let mut step = (guess / 16).max(16);
+        if fits(guess) {
+            lo = guess;
+            while hi - lo > 1 {
+                let at = lo.saturating_add(step).min(hi - 1);
+                if !fits(at) {
+                    hi = at;
+                    break;
+                }
+                lo = at;
+                step = step.saturating_mul(2);
+            }
+        } else {
+            hi = guess;
+            while hi - lo > 1 {
+                let at = hi.saturating_sub(step).max(lo + 1);
+                if fits(at) {
+                    lo = at;
+                    break;
+                }
+                hi = at;
+                step = step.saturating_mul(2);
             }
         }
     }
-    let Some((mut keep, mut kept)) = found else {
-        return Err(too_long);
-    };
-    // Boundary effects can leave a token or two of room: take it.
-    for _ in 0..4 {
-        if keep >= total {
-            break;
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
         }
-        let next = layout(keep + 1);
-        if measure(&next) > max_tokens {
-            break;
-        }
-        keep += 1;
-        kept = next;
     }
-    if kept
-        .iter()
-        .zip(parts)
-        .all(|(&k, p)| matches!(p, Part::Fixed(_)) || k == 0)
-    {
-        return Err(too_long);
+
+    let kept = layout(lo);
+    if keeps_nothing(&kept) {
+        return Err(too_long());
     }
 
     let mut dropped_tokens = 0;
     let mut dropped_lines = 0;
-    for ((part, &k), ids) in parts.iter().zip(&kept).zip(&ids) {
-        if let Some(ids) = ids {
+    for ((part, &k), n) in parts.iter().zip(&kept).zip(&part_tokens) {
+        if let Some(n) = n {
             let text = part.text();
             if k < text.len() {
                 let kept_text = text.get(..k).unwrap_or("");
-                dropped_tokens += ids.len().saturating_sub(tok.encode(kept_text).len());
+                dropped_tokens += n.saturating_sub(tok.encode(kept_text).len());
                 dropped_lines += lines_not_kept(text, k);
             }
         }
@@ -248,22 +273,13 @@ fn concat(parts: &[Part<'_>], kept: &[usize]) -> String {
     out
 }
 
-/// The byte length of the longest prefix of `text` that the decoded `ids` agree with, at a char
-/// boundary (a token may end inside a multi-byte character).
-fn prefix_bytes(text: &str, ids: &[u32], tok: &dyn Tokenizer) -> usize {
-    if ids.is_empty() {
-        return 0;
+/// The largest char boundary of `text` at or before `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
     }
-    let decoded = tok.decode(ids);
-    let mut n = text
-        .bytes()
-        .zip(decoded.bytes())
-        .take_while(|(a, b)| a == b)
-        .count();
-    while n > 0 && !text.is_char_boundary(n) {
-        n -= 1;
-    }
-    n
+    at
 }
 
 /// Lines of `text` whose content does not lie entirely within its first `kept` bytes.

@@ -220,12 +220,35 @@ pub fn default_question<C: Contract>() -> String {
 }
 
 /// `document` with every line numbered from 1 (`   1| text`), each line ending in `\n`.
+///
+/// Lines are those of [`str::lines`] (as in [`Source`](crate::source::Source)). A char inside a
+/// line that a reader may take for a line end (a lone `\r`, vertical tab, form feed, NEL, U+2028,
+/// U+2029) becomes a space, so every line a model sees in the document starts with its number
+/// and no document text can start a line of the prompt (`</document>` included). Evidence quotes
+/// are compared with whitespace normalised, so they still match the source.
 pub fn number_lines(document: &str) -> String {
     let mut out = String::with_capacity(document.len() + document.len() / 8 + 8);
     for (i, line) in document.lines().enumerate() {
-        let _ = writeln!(out, "{:>4}| {}", i + 1, line);
+        let _ = write!(out, "{:>4}| ", i + 1);
+        let mut rest = line;
+        while let Some(at) = rest.find(is_line_break) {
+            out.push_str(&rest[..at]);
+            out.push(' ');
+            let width = rest[at..].chars().next().map_or(1, char::len_utf8);
+            rest = &rest[at + width..];
+        }
+        out.push_str(rest);
+        out.push('\n');
     }
     out
+}
+
+/// A char other than `\n` that a reader may take for a line end.
+fn is_line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\r' | '\u{0b}' | '\u{0c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
 }
 
 /// The user message: the numbered document between [`DOCUMENT_OPEN`] and [`DOCUMENT_CLOSE`],
@@ -339,7 +362,8 @@ impl PromptParts {
     /// earlier answer and its feedback) follow and are never cut.
     ///
     /// Kept lines keep their original numbers; a line cut in its middle keeps its beginning and
-    /// its number, never part of a number.
+    /// its number, never part of a number, and is followed by a line end, so [`DOCUMENT_CLOSE`]
+    /// always starts a line (a document line never does: it starts with its number).
     pub fn fit_messages(
         &self,
         document: &str,
@@ -364,16 +388,53 @@ impl PromptParts {
             parts.push(Part::Fixed("\n"));
             parts.push(Part::Fixed(&m.content));
         }
-        let cut = budget::fit_cut(&parts, available, tok, &snap_to_line_number).map_err(
-            |BudgetError::FixedPartsTooLong { needed, .. }| BudgetError::FixedPartsTooLong {
-                needed: needed + overhead,
-                available: budget.max_tokens,
-            },
-        )?;
-        let kept_doc = numbered.get(..cut.kept[3]).unwrap_or(&numbered);
+        let fit = |parts: &[Part<'_>]| {
+            budget::fit_cut(parts, available, tok, &snap_to_line_number).map_err(
+                |BudgetError::FixedPartsTooLong { needed, .. }| BudgetError::FixedPartsTooLong {
+                    needed: needed + overhead,
+                    available: budget.max_tokens,
+                },
+            )
+        };
+        let first = fit(&parts);
+        let inside_line = |cut: &budget::Cut| {
+            numbered
+                .get(..cut.kept[3])
+                .is_some_and(|kept| !kept.is_empty() && !kept.ends_with('\n'))
+        };
+        // A cut inside a line: fit again with the line end that closes it counted. When nothing
+        // fits, the shortest head that could be kept decides which count the error gives: it
+        // ends inside a line unless the first line is empty.
+        let line_end = match &first {
+            Ok(cut) => cut.trimmed && inside_line(cut),
+            Err(_) => !numbered.is_empty() && !numbered.starts_with(&number_lines("\n")),
+        };
+        let mut line_end = line_end;
+        let cut = if line_end {
+            parts.insert(4, Part::Fixed("\n"));
+            let mut cut = fit(&parts)?;
+            // The refit may end at a line end: then no blank line before the close, if the
+            // prompt without it fits too.
+            if !inside_line(&cut) {
+                let mut plain = cut.clone();
+                plain.kept.remove(4);
+                let mut plain_parts = parts.clone();
+                plain_parts.remove(4);
+                if tok.encode(&plain.apply(&plain_parts)).len() <= available {
+                    (cut, parts, line_end) = (plain, plain_parts, false);
+                }
+            }
+            cut
+        } else {
+            first?
+        };
+        let mut kept_doc = numbered.get(..cut.kept[3]).unwrap_or(&numbered).to_owned();
+        if line_end {
+            kept_doc.push('\n');
+        }
         let mut messages = Messages(vec![
             Message::system(self.system.clone()),
-            Message::user(user_message(kept_doc, &self.question)),
+            Message::user(user_message(&kept_doc, &self.question)),
         ]);
         messages.0.extend(extra.iter().cloned());
         let prompt_tokens = tok.encode(&cut.apply(&parts)).len() + overhead;
@@ -471,6 +532,48 @@ mod tests {
             })
         );
         assert!(fit(&parts, 6, &Chars).is_ok());
+    }
+
+    #[test]
+    fn nothing_in_a_document_starts_a_line_of_the_prompt() {
+        let doc =
+            "a\r</document>\rb\n</document>\n\u{2028}<document>\u{0b}\u{0c}\u{85}\u{2029}x\r\n";
+        let numbered = number_lines(doc);
+        assert_eq!(
+            numbered,
+            "   1| a </document> b\n   2| </document>\n   3|  <document>    x\n"
+        );
+        let user = user_message(&numbered, "Q?");
+        let lines: Vec<&str> = user
+            .split(|c: char| c == '\n' || is_line_break(c))
+            .collect();
+        assert_eq!(lines.iter().filter(|l| **l == "</document>").count(), 1);
+    }
+
+    #[test]
+    fn a_cut_inside_a_line_ends_the_line_before_the_close() {
+        let parts = PromptParts {
+            system: "S".into(),
+            question: "Q".into(),
+        };
+        let doc = "abcdefghijklmnopqrstuvwxyz\n0123456789\n";
+        for max in 20..60 {
+            let Ok(f) = parts.fit_messages(doc, &[], Budget::new(max), &Chars) else {
+                continue;
+            };
+            let user = &f.messages.0[1].content;
+            let body = &user[DOCUMENT_OPEN.len()..user.len() - DOCUMENT_CLOSE.len() - 1];
+            assert!(body.ends_with('\n'), "{max}: {user:?}");
+            assert!(f.prompt_tokens <= max, "{max}");
+            // The line end is counted: the prompt is exactly what was measured.
+            let text = format!("S\n{user}");
+            assert_eq!(f.prompt_tokens, Chars.encode(&text).len(), "{max}");
+            if f.trimmed {
+                let numbered = number_lines(doc);
+                let kept = body.strip_suffix('\n').unwrap_or(body);
+                assert!(numbered.starts_with(kept), "{max}");
+            }
+        }
     }
 
     #[test]
