@@ -374,3 +374,50 @@ pub fn sha256_file(path: &Path) -> Result<String, LocalError> {
         .map(|b| format!("{b:02x}"))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_names_and_paths() {
+        assert_eq!(CATALOGUE[0].name, "smollm2-135m");
+        let qwen = catalogue_model("qwen2.5-coder-0.5b").expect("in the catalogue");
+        assert_eq!(qwen.wheels.len(), 6);
+        assert_eq!(qwen.size, 491_400_064);
+        // A path that exists is taken as it is; anything else names the catalogue.
+        let dir = std::env::temp_dir().join(format!("contract-fetch-{}", nanos()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("m.gguf");
+        fs::write(&file, b"GGUF").expect("write");
+        assert_eq!(model_path(&file.to_string_lossy()).ok(), Some(file.clone()));
+        let err = model_path("qwen-0.5b").expect_err("not a name nor a file");
+        let msg = err.to_string();
+        assert!(msg.contains("smollm2-135m") && msg.contains("qwen2.5-coder-0.5b"), "{msg}");
+        // A cached file of the right size is used without fetching; a partial one is not
+        // taken as the model (it would be fetched again: here pip is not asked, the size
+        // check alone is exercised).
+        let cache = dir.join("cache");
+        let models = cache.join("models");
+        fs::create_dir_all(&models).expect("models dir");
+        let fake = CatalogueModel {
+            name: "tiny",
+            description: "test",
+            file_name: "tiny.gguf",
+            size: 4,
+            sha256: "",
+            license: "",
+            wheels: &[],
+        };
+        fs::write(models.join("tiny.gguf"), b"GGUF").expect("write");
+        assert_eq!(
+            fetch_model(&fake, &cache).ok(),
+            Some(models.join("tiny.gguf"))
+        );
+        fs::write(models.join("tiny.gguf"), b"GG").expect("write");
+        let err = fetch_model(&fake, &cache).expect_err("a short file is not the model");
+        assert!(err.to_string().contains("tiny"), "{err}");
+        assert!(!models.join("tiny.gguf.partial").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
