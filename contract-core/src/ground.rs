@@ -149,7 +149,7 @@ impl Decimal {
         let sign = if self.negative { "-" } else { "" };
         let n = self.digits.len() as i64;
         let e = self.exponent;
-        if e > 40 || e < -40 {
+        if !(-40..=40).contains(&e) {
             return format!("{sign}0.{}e{e}", self.digits);
         }
         if e <= 0 {
@@ -645,17 +645,12 @@ impl Walker<'_, '_, '_> {
                 }
             }
             (TypeSpec::Contract(r), v) => self.contract(r.spec(), v, path, Some(text)),
-            (_, Value::String(s)) => {
-                if !text.contains_str(s) {
-                    self.out.push(Violation::new(
-                        path,
-                        ViolationKind::NotInSource,
-                        format!(
-                            "{:?} is not in {}: copy it exactly as written",
-                            s, text.place
-                        ),
-                    ));
-                }
+            (_, Value::String(s)) if !text.contains_str(s) => {
+                self.out.push(Violation::new(
+                    path,
+                    ViolationKind::NotInSource,
+                    format!("{:?} is not in {}: copy it exactly as written", s, text.place),
+                ));
             }
             (_, Value::Number(n)) => {
                 let literal = self
