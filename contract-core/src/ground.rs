@@ -649,7 +649,10 @@ impl Walker<'_, '_, '_> {
                 self.out.push(Violation::new(
                     path,
                     ViolationKind::NotInSource,
-                    format!("{:?} is not in {}: copy it exactly as written", s, text.place),
+                    format!(
+                        "{:?} is not in {}: copy it exactly as written",
+                        s, text.place
+                    ),
                 ));
             }
             (_, Value::Number(n)) => {

@@ -393,7 +393,10 @@ mod tests {
         assert_eq!(model_path(&file.to_string_lossy()).ok(), Some(file.clone()));
         let err = model_path("qwen-0.5b").expect_err("not a name nor a file");
         let msg = err.to_string();
-        assert!(msg.contains("smollm2-135m") && msg.contains("qwen2.5-coder-0.5b"), "{msg}");
+        assert!(
+            msg.contains("smollm2-135m") && msg.contains("qwen2.5-coder-0.5b"),
+            "{msg}"
+        );
         // A cached file of the right size is used without fetching; a partial one is not
         // taken as the model (it would be fetched again: here pip is not asked, the size
         // check alone is exercised).

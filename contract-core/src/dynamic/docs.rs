@@ -15,7 +15,8 @@ use crate::schema::bounds::{len_words, number_range};
 
 /// Keywords the table shows in its own columns; every other keyword with a meaning is listed in
 /// the constraint column as it is written.
-const SHOWN: [&str; 43] = [
+const SHOWN: [&str; 44] = [
+    "x-grounded",
     "type",
     "enum",
     "const",
@@ -372,6 +373,12 @@ impl<'a> Docs<'_, 'a> {
         }
         if let Some(c) = map.get("const") {
             parts.push(format!("= `{c}`"));
+        }
+        if let Some(g) = map
+            .get("x-grounded")
+            .and_then(crate::contract::Grounding::from_keyword)
+        {
+            parts.push(g.words());
         }
         let others = others(map);
         if !others.is_empty() {

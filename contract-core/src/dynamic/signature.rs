@@ -141,6 +141,23 @@ impl<'r, 'a> Writer<'r, 'a> {
     }
 
     fn value_inner(&mut self, schema: &'a Value) -> String {
+        let out = self.value_words(schema);
+        let note = schema
+            .get("x-grounded")
+            .and_then(crate::contract::Grounding::from_keyword)
+            .as_ref()
+            .and_then(crate::signature::grounding_note);
+        match note {
+            // As the derived signature writes it: after the type and unit, before `| null`.
+            Some(note) => match out.strip_suffix(" | null") {
+                Some(head) => format!("{head} {note} | null"),
+                None => format!("{out} {note}"),
+            },
+            None => out,
+        }
+    }
+
+    fn value_words(&mut self, schema: &'a Value) -> String {
         let map = match schema {
             Value::Object(map) => map,
             Value::Bool(false) => return "never".into(),
@@ -253,17 +270,7 @@ impl<'r, 'a> Writer<'r, 'a> {
                 out.push_str(&format!(" ({unit})"));
             }
         }
-        let note = map
-            .get("x-grounded")
-            .and_then(crate::contract::Grounding::from_keyword)
-            .as_ref()
-            .and_then(crate::signature::grounding_note);
-        if let Some(note) = note {
-            if !out.is_empty() {
-                out.push(' ');
-                out.push_str(&note);
-            }
-        }
+
         if nullable {
             if out.is_empty() {
                 out.push_str("null");
