@@ -1180,5 +1180,50 @@ mod tests {
         assert_eq!("vllm-guided-json".parse::<Mode>(), Ok(Mode::VllmGuidedJson));
         assert_eq!("llama_cpp".parse::<Mode>(), Ok(Mode::JsonObjectSchema));
         assert!("x".parse::<Mode>().is_err());
+        assert_eq!("lark".parse::<Mode>(), Ok(Mode::VllmGuidedGrammar));
+    }
+
+    #[test]
+    fn guided_grammar_grounds_values_in_the_document() {
+        use contract_core::Contract;
+        use examples::filings::GroundedGuidance;
+        let doc = "Acme Reports Second Quarter 2024 Results\n\
+                   For the third quarter of 2024, Acme expects revenue of $4,065 to $4,140 million.";
+        let backend = OpenAiBackend::builder("m")
+            .mode(Mode::VllmGuidedGrammar)
+            .base_url("http://127.0.0.1:9")
+            .build()
+            .expect("backend");
+        let mut req = Request {
+            contract: "GroundedGuidance".into(),
+            messages: contract_core::prompt::Messages::for_contract::<GroundedGuidance>(doc),
+            strict_schema: None,
+            signature: GroundedGuidance::signature(),
+            grammar: serde_json::to_value(GroundedGuidance::grammar()).ok(),
+            max_tokens: None,
+            sampling: Default::default(),
+            source: Some(contract_core::Source::from_text(doc)),
+        };
+        let body = backend.request_body(&req).expect("body");
+        let lark = body["guided_grammar"].as_str().unwrap_or_default();
+        // The quote is one of the document's lines; the numbers are the document's.
+        assert!(
+            lark.contains("expects revenue of $4,065 to $4,140 million."),
+            "{lark}"
+        );
+        assert!(
+            lark.contains("\"4065\"") && lark.contains("\"4140\""),
+            "{lark}"
+        );
+        assert!(body.get("response_format").is_none());
+        // Without a document the grammar is the plain JSON one.
+        req.source = None;
+        let body = backend.request_body(&req).expect("body");
+        let lark = body["guided_grammar"].as_str().unwrap_or_default();
+        assert!(lark.starts_with("start: %json"), "{lark}");
+        // Without a grammar the request is refused before anything is sent.
+        req.grammar = None;
+        let err = backend.request_body(&req).expect_err("no grammar");
+        assert_eq!(err.kind(), "invalid_request");
     }
 }
