@@ -808,6 +808,13 @@ fn status_failure(status: StatusCode, wait: Option<Duration>, body: &[u8]) -> Fa
             },
             wait,
         ),
+        // llama-cpp-python's server answers a body it cannot validate (a `response_format` type
+        // it does not know) with HTTP 500 and the validation error; retrying cannot help.
+        500 if error.message.contains("validation error") && error.message.contains("('body'") => {
+            Failure::fatal(BackendError::InvalidRequest {
+                message: format!("the server refused the request body ({what})"),
+            })
+        }
         408 | 409 | 425 | 500..=599 => {
             Failure::retry(BackendError::Unavailable { message: what }, wait)
         }
@@ -1097,6 +1104,19 @@ mod tests {
             "unavailable"
         );
         assert!(status_failure(StatusCode::BAD_GATEWAY, None, b"").retryable);
+        // What llama-cpp-python 0.3.36's server answered to `response_format: json_schema`
+        // (scripts/llama_server_check.sh): a 500 carrying a request-validation error.
+        let refused = br#"{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}","type":"internal_server_error","param":null,"code":null}}"#;
+        let f = status_failure(StatusCode::INTERNAL_SERVER_ERROR, None, refused);
+        assert!(!f.retryable);
+        assert_eq!(f.error.kind(), "invalid_request");
+        assert!(
+            f.error.to_string().contains("response_format"),
+            "{}",
+            f.error
+        );
+        // Any other 500 is still transient.
+        assert!(status_failure(StatusCode::INTERNAL_SERVER_ERROR, None, b"oops").retryable);
     }
 
     #[test]
