@@ -331,11 +331,20 @@ fn mutate(bytes: &mut Vec<u8>, next: &mut impl FnMut() -> u64) {
 /// Mutated small GGUFs never panic: each ends in a value or an error. `CONTRACT_MUTATIONS` sets
 /// the number of files (default 400) and `CONTRACT_MUTATION_SEED` the seed (600,000 files with
 /// seed 7 ran without a panic); a file that panics is written to the temporary directory and
-/// named in the failure, to keep as a regression case.
+/// named in the failure, to keep as a regression case. With `CONTRACT_FUZZ_SEEDS=DIR` the
+/// starting files (the SmolLM2 metadata cut to 300 and 600 tokens) are also written to `DIR`,
+/// as the seeds of the cargo-fuzz target in `fuzz/` (derived from the model, so not committed).
 #[test]
 fn metadata_mutations_never_panic() {
     let original = small_gguf(600);
     pipeline(&original).expect("the small file is valid");
+    if let Some(dir) = std::env::var_os("CONTRACT_FUZZ_SEEDS") {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("seed directory");
+        for n in [300, 600] {
+            std::fs::write(dir.join(format!("smollm2-{n}.gguf")), small_gguf(n)).expect("seed");
+        }
+    }
     let runs: u64 = std::env::var("CONTRACT_MUTATIONS")
         .ok()
         .and_then(|v| v.parse().ok())
