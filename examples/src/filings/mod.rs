@@ -128,28 +128,11 @@ pub enum NormalizeError {
     Partial,
 }
 
-/// Normalises a filled contract: `Ok(None)` when it says there is no guidance.
+/// Normalises a filled contract without its release: `Ok(None)` when it says there is no
+/// guidance; the period must name its quarter and year ([`parse_period`]). [`normalize_in`] with
+/// no context.
 pub fn normalize(g: &ReleaseGuidance) -> Result<Option<Expected>, NormalizeError> {
-    let (period, low, high) = match (&g.period, &g.low, &g.high) {
-        (None, None, None) => return Ok(None),
-        (Some(p), Some(l), Some(h)) => (p, l, h),
-        _ => return Err(NormalizeError::Partial),
-    };
-    let (quarter, year) =
-        parse_period(period).ok_or_else(|| NormalizeError::Period(period.clone()))?;
-    if low.currency != high.currency {
-        return Err(NormalizeError::Currency(
-            low.currency.clone(),
-            high.currency.clone(),
-        ));
-    }
-    Ok(Some(Expected {
-        quarter,
-        year,
-        low: millions(low)?,
-        high: millions(high)?,
-        currency: low.currency.clone(),
-    }))
+    normalize_in(g, "", None)
 }
 
 /// Normalises a filled contract in the context of its release `doc`: as [`normalize`], but a
