@@ -748,3 +748,73 @@ fn masked_forward_calls_keep_the_allowed_logits() {
         }
     }
 }
+
+/// `score_continuations`: each continuation starts from the prompt (the order they come in
+/// changes nothing), the prefix cache changes nothing, and the real model prefers the right
+/// answer.
+#[test]
+fn smollm2_scores_continuations_from_the_prompt() {
+    let cached = LocalBackend::new(real_model()).unwrap();
+    let uncached =
+        LocalBackend::with_options(real_model(), LocalOptions::default().prefix_cache(false))
+            .unwrap();
+    let msgs = vec![
+        Message::system("Answer in one word."),
+        Message::user("What is the capital of France?"),
+    ];
+    let options = ["Paris", "London", "Paris is the capital of France."];
+    let a = cached.score_continuations(&msgs, &options).unwrap();
+    let mut reversed = options;
+    reversed.reverse();
+    let b = cached.score_continuations(&msgs, &reversed).unwrap();
+    let c = uncached.score_continuations(&msgs, &options).unwrap();
+    eprintln!("{a:?}\n{b:?}\n{c:?}");
+    for (i, &lp) in a.logprobs.iter().enumerate() {
+        assert!(lp.is_finite() && lp < 0.0, "{lp}");
+        assert!((lp - b.logprobs[2 - i]).abs() < 1e-3, "{a:?} {b:?}");
+        assert!((lp - c.logprobs[i]).abs() < 1e-3, "{a:?} {c:?}");
+    }
+    assert!(a.tokens[2] > 1, "{a:?}");
+    // A longer continuation adds tokens, each with a log-probability below 0.
+    assert!(a.logprobs[2] < a.logprobs[0], "{a:?}");
+    assert_eq!(a.best(), Some(0), "{a:?}");
+    // The first prompt computed and cached the system prefix; the second reused it.
+    assert!(a.forward_calls > b.forward_calls, "{a:?} {b:?}");
+
+    // The greedy first token of a generation is the most likely single token.
+    let out = cached
+        .generate(&msgs, 1, &Sampling::default(), None)
+        .unwrap();
+    let first = out.text.clone();
+    let s = cached
+        .score_continuations(&msgs, &[first.as_str(), "London", "Berlin"])
+        .unwrap();
+    if s.tokens[0] == 1 {
+        assert_eq!(s.best(), Some(0), "{first:?} {s:?}");
+    }
+}
+
+/// Without snapshots (candle-transformers' qwen2), continuations of several tokens recompute
+/// the prompt and score the same in any order.
+#[test]
+fn scores_without_snapshots_recompute_the_prompt() {
+    let b = LocalBackend::with_options(
+        tiny_qwen2(),
+        LocalOptions::default().weights(WeightFormat::AsStored),
+    )
+    .unwrap();
+    let msgs = vec![Message::user("hello there")];
+    let x = b
+        .score_continuations(&msgs, &["one two three", "four five"])
+        .unwrap();
+    let y = b
+        .score_continuations(&msgs, &["four five", "one two three"])
+        .unwrap();
+    assert!((x.logprobs[0] - y.logprobs[1]).abs() < 1e-3, "{x:?} {y:?}");
+    assert!((x.logprobs[1] - y.logprobs[0]).abs() < 1e-3, "{x:?} {y:?}");
+    let calls = x.tokens.iter().map(|&t| t - 1).sum::<usize>() as u32;
+    // The prompt once, then one call per token but the last of each, and the prompt again
+    // before the second continuation.
+    assert_eq!(x.forward_calls, 1 + calls + 1, "{x:?}");
+    assert!(b.score_continuations(&msgs, &[]).unwrap().best().is_none());
+}

@@ -423,12 +423,18 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
 
     /// Extracts `C` from `document`. Never fails: errors are recorded in the result.
     pub async fn extract(&self, document: &str) -> Extraction<C> {
+        self.extract_in(document, Source::from_text(document)).await
+    }
+
+    /// Extracts `C` from `document`, grounded values checked against `source` (what the
+    /// request's [`Request::source`] carries): `document`'s own [`Source`] with settings such
+    /// as [`Source::with_numerals`], or the whole document a passage was cut from.
+    pub async fn extract_in(&self, document: &str, source: Source) -> Extraction<C> {
         let started = Instant::now();
         let spec = C::contract_spec();
         let strict_schema = C::try_strict_schema().ok();
         let signature = C::signature();
         let grammar = serde_json::to_value(C::grammar()).ok();
-        let source = Source::from_text(document);
         let grounded = has_grounding(spec);
         let grounds = grounded.then(|| Grounds::new(&source));
 

@@ -446,11 +446,10 @@ pub struct Grounds<'a> {
 }
 
 impl<'a> Grounds<'a> {
-    /// `source`, its numerals detected from its text.
+    /// `source`, read with its numerals ([`Source::numerals`]: as set, else detected from its
+    /// text).
     pub fn new(source: &'a Source) -> Grounds<'a> {
-        let text = source.text();
-        let numerals = Numerals::detect(&text);
-        Grounds::with_numerals(source, numerals)
+        Grounds::with_numerals(source, source.numerals())
     }
 
     /// `source`, read with `numerals`.

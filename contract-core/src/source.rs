@@ -9,6 +9,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ground::Numerals;
 use crate::validate::{Violation, ViolationKind};
 use crate::values::Span;
 
@@ -21,6 +22,10 @@ pub struct Source {
     lines: Vec<String>,
     /// 0-based index of the first line of each page.
     page_starts: Vec<usize>,
+    /// How the document writes numbers, when the caller knows better than detection (a passage
+    /// cut from a longer document keeps the document's convention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    numerals: Option<Numerals>,
 }
 
 impl Source {
@@ -44,6 +49,21 @@ impl Source {
                 .extend(page.as_ref().lines().map(str::to_owned));
         }
         source
+    }
+
+    /// This source read with `numerals` instead of the convention its own text suggests: for
+    /// a passage cut from a longer document, whose one line (`entre 4.745 y 4.780 millones`)
+    /// may not show that `.` groups thousands.
+    pub fn with_numerals(mut self, numerals: Numerals) -> Self {
+        self.numerals = Some(numerals);
+        self
+    }
+
+    /// How the document writes numbers: as set by [`Source::with_numerals`], else detected
+    /// from its text ([`Numerals::detect`]).
+    pub fn numerals(&self) -> Numerals {
+        self.numerals
+            .unwrap_or_else(|| Numerals::detect(&self.text()))
     }
 
     /// How many lines the document has.

@@ -3,6 +3,7 @@
 
 use contract_backends::ScriptedBackend;
 use contract_core::grammar::Grammar;
+use contract_core::ground::Numerals;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::{json, Value};
@@ -56,7 +57,7 @@ fn run(mode: Mode, replies: Vec<String>, docs: &[StudyDoc]) -> (Vec<Value>, Scri
 #[test]
 fn perfect_copies_are_valid_and_correct_in_every_mode() {
     let (docs, replies): (Vec<_>, Vec<_>) = docs().into_iter().unzip();
-    for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::Grounded) {
+    for mode in Mode::ALL.into_iter().filter(|m| !m.grounded()) {
         let (rows, scripted) = run(mode, replies.clone(), &docs);
         let s = study::summarize(mode.as_str(), &rows);
         assert_eq!(
@@ -71,7 +72,9 @@ fn perfect_copies_are_valid_and_correct_in_every_mode() {
         for req in scripted.requests() {
             match mode {
                 Mode::Free | Mode::Retry | Mode::Repair => assert!(req.grammar.is_none()),
-                Mode::Grounded => unreachable!("grounded mode runs its own contract"),
+                Mode::Grounded | Mode::Routed => {
+                    unreachable!("the grounded modes run their own contract")
+                }
                 Mode::Constrained | Mode::Rules => {
                     let g: Grammar = serde_json::from_value(req.grammar.clone().expect("grammar"))
                         .expect("a contract grammar");
@@ -294,4 +297,205 @@ fn a_contract_the_code_cannot_normalise_is_not_valid() {
         "{}",
         rows[0]
     );
+}
+
+/// A judge that gives each line the margin of the first of its texts the line contains, and
+/// -1 (no) to the others.
+struct KeywordJudge(Vec<(String, f64)>);
+
+impl KeywordJudge {
+    fn new(text: &str) -> Self {
+        KeywordJudge(vec![(text.to_owned(), 1.0)])
+    }
+    fn then(mut self, text: &str, margin: f64) -> Self {
+        self.0.push((text.to_owned(), margin));
+        self
+    }
+}
+
+impl examples::filings::route::Judge for KeywordJudge {
+    fn margin(&self, line: &str) -> Result<(f64, u32), String> {
+        let m = self.0.iter().find(|(t, _)| line.contains(t.as_str()));
+        Ok((m.map_or(-1.0, |(_, m)| *m), 1))
+    }
+}
+
+fn run_routed(judge: &KeywordJudge, replies: Vec<String>, doc: &StudyDoc) -> (Value, usize) {
+    let scripted = ScriptedBackend::new(replies);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let extractor = study::grounded_extractor(ModeBackend::new(&scripted, Mode::Routed), 160);
+    let row = rt.block_on(study::routed(&extractor, doc, judge, study::ROUTED_TRIES));
+    (row, scripted.requests().len())
+}
+
+fn study_doc(f: &examples::filings::Filing) -> StudyDoc {
+    StudyDoc {
+        id: f.id.clone(),
+        text: f.text.clone(),
+        truth: Some(f.truth.clone()),
+    }
+}
+
+#[test]
+fn routed_mode_extracts_from_the_best_ranked_line_and_falls_back_to_the_next() {
+    let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
+    let f = filings
+        .iter()
+        .find(|f| f.lang == "en" && f.truth.is_some())
+        .expect("an English release with guidance");
+    let doc = study_doc(f);
+    let good = f.grounded_answer();
+    let quote = good.quote.clone().expect("a guidance line");
+    // The judge ranks the guidance line first: one extraction, on that line alone.
+    let (row, requests) = run_routed(
+        &KeywordJudge::new("expects"),
+        vec![serde_json::to_string(&good).expect("json")],
+        &doc,
+    );
+    assert_eq!(requests, 1);
+    assert_eq!(
+        (&row["valid"], &row["correct"]),
+        (&json!(true), &json!(true)),
+        "{row}"
+    );
+    assert_eq!(row["evidence"], json!(quote));
+    assert_eq!(row["rejected"], json!([]));
+    assert!(
+        row["route"]["ranked"]
+            .as_array()
+            .is_some_and(|r| r.len() > 3),
+        "{row}"
+    );
+
+    // Ranked first: the line reporting the quarter's revenue. Its answer is the reported
+    // quarter, rejected as results; the next line (the guidance) is accepted.
+    let results_line = f
+        .text
+        .lines()
+        .find(|l| l.starts_with("Revenue for the"))
+        .expect("a results line");
+    let results = json!({"quote": results_line, "period": "the quarter",
+                         "low": null, "high": null});
+    let judge = KeywordJudge::new("Revenue for the").then("expects", 0.5);
+    let (row, requests) = run_routed(
+        &judge,
+        vec![
+            results.to_string(),
+            results.to_string(),
+            serde_json::to_string(&good).expect("json"),
+        ],
+        &doc,
+    );
+    // The first line's reply is partial (a period without amounts): invalid, retried once, then
+    // rejected; the second line's is accepted.
+    assert_eq!(requests, 3, "{row}");
+    assert_eq!(row["correct"], true, "{row}");
+    let rejected = row["rejected"].as_array().expect("rejected");
+    assert_eq!(rejected.len(), 1, "{row}");
+    assert!(
+        rejected[0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("not valid")),
+        "{row}"
+    );
+}
+
+#[test]
+fn routed_mode_rejects_the_reported_quarter_and_answers_no_guidance() {
+    let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
+    let f = filings
+        .iter()
+        .find(|f| f.lang == "en" && f.truth.is_none() && f.text.contains("Revenue for the"))
+        .expect("an English release without guidance");
+    let doc = study_doc(f);
+    let line = f
+        .text
+        .lines()
+        .find(|l| l.starts_with("Revenue for the"))
+        .expect("a results line");
+    // "Revenue for the second quarter was $1.56 billion": the model copies it as guidance.
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let period = format!("the {} quarter", words[3]);
+    let amount = words
+        .iter()
+        .find(|w| w.starts_with('$'))
+        .expect("an amount")
+        .trim_start_matches('$');
+    let unit = words
+        .iter()
+        .skip_while(|w| !w.starts_with('$'))
+        .nth(1)
+        .expect("a unit")
+        .trim_end_matches([',', '.']);
+    let value: f64 = amount.replace(',', "").parse().expect("a number");
+    let reply = json!({"quote": line, "period": period,
+                       "low": {"value": value, "currency": "USD", "unit": unit},
+                       "high": {"value": value, "currency": "USD", "unit": unit}});
+    let (row, requests) = run_routed(
+        &KeywordJudge::new("Revenue for the"),
+        vec![
+            reply.to_string(),
+            json!({"quote": null, "period": null, "low": null,
+                                       "high": null})
+            .to_string(),
+        ],
+        &doc,
+    );
+    assert_eq!(requests, 2, "{row}");
+    assert_eq!(
+        (&row["valid"], &row["correct"]),
+        (&json!(true), &json!(true)),
+        "{row}"
+    );
+    assert!(row["value"].is_null());
+    let rejected = row["rejected"].as_array().expect("rejected");
+    assert_eq!(rejected.len(), 2, "{row}");
+    let why = rejected[0]["why"].as_str().unwrap_or_default();
+    assert!(why.contains("is not after the reported quarter"), "{row}");
+    assert_eq!(rejected[1]["why"], "no guidance", "{row}");
+    // Every try's forward calls and seconds are in the row's totals.
+    assert!(row["seconds"].as_f64().is_some_and(|s| s >= 0.0));
+}
+
+#[test]
+fn routed_mode_reads_a_line_with_the_release_numerals() {
+    let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
+    // A Spanish guidance line whose numbers group thousands with `.` only.
+    let f = filings
+        .iter()
+        .find(|f| {
+            f.lang == "es"
+                && f.grounded_answer().quote.is_some_and(|q| {
+                    !q.contains(',')
+                        && q.as_bytes()
+                            .windows(3)
+                            .any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
+                })
+        })
+        .expect("a Spanish line with `.` thousands");
+    let doc = study_doc(f);
+    let good = f.grounded_answer();
+    let quote = good.quote.clone().expect("quote");
+    // Alone, the line reads as decimal points; the release says decimal commas.
+    assert_eq!(Numerals::detect(&quote), Numerals::Point);
+    assert_eq!(Numerals::detect(&f.text), Numerals::Comma);
+    let mut misread = good.clone();
+    if let Some(low) = &mut misread.low {
+        // `2.550` read as two and a half.
+        low.value /= 1000.0;
+    }
+    let (row, requests) = run_routed(
+        &KeywordJudge::new(&quote),
+        vec![
+            serde_json::to_string(&misread).expect("json"),
+            serde_json::to_string(&good).expect("json"),
+        ],
+        &doc,
+    );
+    // The misread number is not in the release: rejected and retried.
+    assert_eq!(requests, 2, "{row}");
+    assert_eq!(row["correct"], true, "{row}");
+    assert_eq!(row["attempts"], 2, "{row}");
 }

@@ -346,6 +346,116 @@ impl LocalBackend {
         Ok((tokens.len() < prompt.len() && prompt.starts_with(&tokens)).then_some(tokens))
     }
 
+    /// Puts the model at the start of a prompt: the cached prefix restored (when it is `prefix`),
+    /// or `prefix` computed and cached, or an empty cache. Returns the prompt position to feed
+    /// from and how many tokens came from the cache.
+    fn start_from_prefix(
+        state: &mut State,
+        prefix: Option<Vec<u32>>,
+        calls: &mut u32,
+    ) -> Result<(usize, usize), LocalError> {
+        let Some(prefix) = prefix.filter(|_| state.model.can_snapshot()) else {
+            state.model.reset();
+            return Ok((0, 0));
+        };
+        let mut reused = 0;
+        match &state.prefix {
+            Some(p) if p.tokens == prefix => {
+                state.model.restore_from(&p.model)?;
+                reused = prefix.len();
+            }
+            _ => {
+                state.prefix = None;
+                state.model.forward(&prefix, 0)?;
+                *calls += 1;
+                state.prefix = state.model.snapshot().map(|model| Prefix {
+                    tokens: prefix.clone(),
+                    model,
+                });
+            }
+        }
+        Ok((prefix.len(), reused))
+    }
+
+    /// The log-probability the model gives each of `continuations` as its answer to `messages`
+    /// (the chat template's generation prompt applied): the sum over the continuation's tokens of
+    /// each token's log-probability after the ones before it, the full vocabulary competing.
+    ///
+    /// This is how a choice among a few known answers is made by the model's likelihood instead
+    /// of by one greedy token: score `["yes", "no"]` and compare. The prompt is computed once
+    /// (its leading system messages from the prefix cache, as in [`LocalBackend::generate`]);
+    /// a continuation of `k` tokens costs `k - 1` more single-token forward calls (none for one
+    /// token). An empty continuation scores 0. Scores are in nats.
+    pub fn score_continuations(
+        &self,
+        messages: &[Message],
+        continuations: &[&str],
+    ) -> Result<Scores, LocalError> {
+        let prompt = self.prompt_tokens(messages)?;
+        let prefix = if self.options.prefix_cache {
+            self.prefix_tokens(messages, &prompt)?
+        } else {
+            None
+        };
+        let encoded = continuations
+            .iter()
+            .map(|c| self.tokenizer.encode(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let longest = encoded.iter().map(Vec::len).max().unwrap_or(0);
+        let mut state = self.state();
+        let state = &mut *state;
+        let context = state.model.context_length();
+        if prompt.len() + longest > context {
+            return Err(LocalError::ContextLength {
+                tokens: prompt.len() + longest,
+                context,
+            });
+        }
+        let mut calls = 0u32;
+        let (start, _) = Self::start_from_prefix(state, prefix, &mut calls)?;
+        let model = &mut state.model;
+        calls += 1;
+        let first = log_softmax(&model.forward(&prompt[start..], model.pos())?);
+        let base = model.pos();
+        // Continuations of several tokens each start from the prompt's cache: a snapshot where
+        // the model allows one, else the prompt computed again.
+        let snapshot = if longest > 1 { model.snapshot() } else { None };
+        let mut logprobs = Vec::with_capacity(encoded.len());
+        for tokens in &encoded {
+            let mut total = 0f64;
+            let mut dist = first.clone();
+            if tokens.len() > 1 && model.pos() != base {
+                match &snapshot {
+                    Some(s) => model.restore_from(s)?,
+                    None => {
+                        calls += 1;
+                        model.forward(&prompt, 0)?;
+                    }
+                }
+            }
+            for (i, &t) in tokens.iter().enumerate() {
+                let lp = dist.get(t as usize).copied().ok_or_else(|| {
+                    LocalError::Tokenizer(format!(
+                        "token {t} is outside the model's {} logits",
+                        dist.len()
+                    ))
+                })?;
+                total += f64::from(lp);
+                if i + 1 < tokens.len() {
+                    calls += 1;
+                    dist = log_softmax(&model.feed(&[t])?);
+                }
+            }
+            logprobs.push(total);
+        }
+        Ok(Scores {
+            logprobs,
+            tokens: encoded.iter().map(Vec::len).collect(),
+            prompt_tokens: prompt.len(),
+            forward_calls: calls,
+        })
+    }
+
     /// Generates an answer to `messages`, at most `max_tokens` tokens, constrained by `mask`
     /// when given.
     pub fn generate(
@@ -365,32 +475,8 @@ impl LocalBackend {
         let state = &mut *state;
         let t0 = Instant::now();
         let mut calls = 0u32;
-
-        // Start from the cached prefix, or compute and cache it, when the model allows snapshots.
-        let mut reused = 0;
-        let mut start = 0;
-        if let Some(prefix) = prefix.filter(|_| state.model.can_snapshot()) {
-            match &state.prefix {
-                Some(p) if p.tokens == prefix => {
-                    state.model.restore_from(&p.model)?;
-                    reused = prefix.len();
-                }
-                _ => {
-                    state.prefix = None;
-                    state.model.forward(&prefix, 0)?;
-                    calls += 1;
-                    state.prefix = state.model.snapshot().map(|model| Prefix {
-                        tokens: prefix.clone(),
-                        model,
-                    });
-                }
-            }
-            start = prefix.len();
-        }
+        let (start, reused) = Self::start_from_prefix(state, prefix, &mut calls)?;
         let model = &mut state.model;
-        if start == 0 {
-            model.reset();
-        }
         let fast_forward = self.options.fast_forward;
 
         let stops = self.tokenizer.stop_tokens();
@@ -497,6 +583,45 @@ impl LocalBackend {
             decode_ms: t1.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// What [`LocalBackend::score_continuations`] measured.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Scores {
+    /// Each continuation's log-probability (nats), in the order given.
+    pub logprobs: Vec<f64>,
+    /// Each continuation's token count.
+    pub tokens: Vec<usize>,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Forward calls made (the prefix's, when it was not cached, included).
+    pub forward_calls: u32,
+}
+
+impl Scores {
+    /// The index of the most likely continuation (the first on a tie); `None` when there are
+    /// none.
+    pub fn best(&self) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (i, &lp) in self.logprobs.iter().enumerate() {
+            if best.is_none_or(|b| lp > self.logprobs[b]) {
+                best = Some(i);
+            }
+        }
+        best
+    }
+}
+
+/// `x - logsumexp(x)`, with -inf kept.
+fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return vec![f32::NEG_INFINITY; logits.len()];
+    }
+    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    let log_z = max + sum.ln() as f32;
+    logits.iter().map(|&l| l - log_z).collect()
 }
 
 /// Feeds `tokens` at the end of the cache, in one call when `together`, else one call per token;

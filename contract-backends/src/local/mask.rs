@@ -255,7 +255,7 @@ impl MaskEngine {
         let segments = grammar.grounded_segments().map_err(mask_err)?.len();
         let composer = Composer {
             grammar: Arc::new(grammar.clone()),
-            numerals: Numerals::detect(&source.text()),
+            numerals: source.numerals(),
             source: Arc::new(source.clone()),
             segments,
             current: 0,

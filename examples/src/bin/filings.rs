@@ -23,6 +23,7 @@ use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
 use contract_core::Backend;
+use examples::filings::route::Judge;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, GroundedGuidance, ReleaseGuidance, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::Value;
@@ -75,7 +76,7 @@ struct Args {
     /// Where to write one JSON line per document and mode.
     #[arg(long)]
     output: Option<PathBuf>,
-    /// free, retry, repair, constrained, rules, grounded, a comma-separated list, or all. The
+    /// free, retry, repair, constrained, rules, grounded, routed, a comma-separated list, or all. The
     /// default is the best measured mode (docs/benchmarks.md): grounded.
     #[arg(long, default_value = "grounded")]
     mode: String,
@@ -258,7 +259,15 @@ fn run(args: Args) -> Result<(), String> {
             described = format!("local {}", path.display());
             for &mode in &modes {
                 let backend = ModeBackend::new(&local, mode).whitespace(whitespace);
-                rows.extend(runtime.block_on(run_mode(backend, mode, &docs, &args, 1, &emit))?);
+                rows.extend(runtime.block_on(run_mode(
+                    backend,
+                    mode,
+                    &docs,
+                    &args,
+                    1,
+                    Some(&local),
+                    &emit,
+                ))?);
             }
         }
         BackendKind::Openai => {
@@ -281,6 +290,10 @@ fn run(args: Args) -> Result<(), String> {
                 masked_mode.as_str()
             );
             for &mode in &modes {
+                if mode == Mode::Routed {
+                    eprintln!("routed: skipped (it judges lines by a local model's likelihood)");
+                    continue;
+                }
                 let server = if mode.masked() { &masked } else { &free };
                 let backend = ModeBackend::new(server, mode);
                 rows.extend(runtime.block_on(run_mode(
@@ -289,6 +302,7 @@ fn run(args: Args) -> Result<(), String> {
                     &docs,
                     &args,
                     args.concurrency,
+                    None,
                     &emit,
                 ))?);
             }
@@ -307,13 +321,15 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 /// Runs one mode over every document with the batch runner (progress bar on stderr); each row
-/// is written as it arrives.
+/// is written as it arrives. `routed` needs `judge`.
+#[allow(clippy::too_many_arguments)]
 async fn run_mode<B: Backend + Sync>(
     backend: B,
     mode: Mode,
     docs: &[StudyDoc],
     args: &Args,
     concurrency: usize,
+    judge: Option<&dyn Judge>,
     emit: &(dyn Fn(&Value) + Sync),
 ) -> Result<Vec<Value>, String> {
     let style = match args.prompt {
@@ -321,9 +337,13 @@ async fn run_mode<B: Backend + Sync>(
         Some(PromptStyle::Signature) => Instructions::Signature,
         Some(PromptStyle::Fields) => Instructions::SignatureAndFields,
     };
-    if mode == Mode::Grounded {
+    if mode.grounded() {
         let extractor = study::grounded_extractor(backend, args.max_tokens)
             .instructions(system_message_with::<GroundedGuidance>(style));
+        if mode == Mode::Routed {
+            let judge = judge.ok_or("routed mode needs a local model to judge the lines")?;
+            return run_routed(extractor, docs, judge, emit).await;
+        }
         return run_extractor(extractor, mode, docs, concurrency, emit).await;
     }
     let extractor = study::extractor(backend, mode, args.max_tokens)
@@ -369,6 +389,40 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
     if summary.interrupted {
         return Err(format!("interrupted during `{}`", mode.as_str()));
     }
+    Ok(rows)
+}
+
+/// `routed`: every release through [`study::routed`], one at a time, each row written as it
+/// comes.
+async fn run_routed<B: Backend + Sync>(
+    extractor: contract_core::Extractor<GroundedGuidance, B>,
+    docs: &[StudyDoc],
+    judge: &dyn Judge,
+    emit: &(dyn Fn(&Value) + Sync),
+) -> Result<Vec<Value>, String> {
+    let t0 = std::time::Instant::now();
+    let mut rows = Vec::with_capacity(docs.len());
+    for (i, doc) in docs.iter().enumerate() {
+        let row = study::routed(&extractor, doc, &judge, study::ROUTED_TRIES).await;
+        emit(&row);
+        eprintln!(
+            "routed {}/{} {}: valid {} correct {}, {} lines rejected",
+            i + 1,
+            docs.len(),
+            doc.id,
+            row["valid"],
+            row["correct"],
+            row["rejected"].as_array().map_or(0, Vec::len)
+        );
+        rows.push(row);
+    }
+    let valid = rows.iter().filter(|r| r["valid"] == true).count();
+    eprintln!(
+        "{:<11} {} documents, {valid} valid, {:.1} s",
+        "routed",
+        rows.len(),
+        t0.elapsed().as_secs_f64()
+    );
     Ok(rows)
 }
 

@@ -11,10 +11,12 @@
 //! reliability ladder's modes over them.
 
 pub mod generate;
+pub mod route;
 pub mod study;
 
 use std::sync::OnceLock;
 
+use contract_core::ground::Numerals;
 use contract_core::{Amount, Contract, Scale};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -137,8 +139,8 @@ pub fn normalize(g: &ReleaseGuidance) -> Result<Option<Expected>, NormalizeError
 
 /// Normalises a filled contract in the context of its release `doc`: as [`normalize`], but a
 /// period that names a quarter without a year takes the year from `quote` (the sentence the
-/// values were copied from) or, failing that, the first such quarter after the release's own
-/// reporting period; a relative period ("the upcoming quarter", "next quarter", "el próximo
+/// values were copied from) or, failing that, the release's own reporting period or the first
+/// such quarter after it; a period that names none is read from `quote`; a relative period ("the upcoming quarter", "next quarter", "el próximo
 /// trimestre") is the quarter after the reporting period ([`reporting_period`]). The currency is
 /// read from `quote` when it writes one (`$`, `€`, `dollars`, `euros`), else the model's code is
 /// kept. The model is never asked to work any of this out.
@@ -159,6 +161,14 @@ pub fn normalize_in(
             .and_then(currency_in)
             .map_or_else(|| a.currency.clone(), str::to_owned)
     };
+    // The scale word the quote writes after each number, when there is one, over the model's
+    // copy: measured on the 40 development releases (seed 2026) with Qwen2.5-Coder-0.5B in
+    // `routed` mode, the model copied `millones` out of `2,26 mil millones` in 4 of 40.
+    let numerals = Numerals::detect(doc);
+    let (low, high) = (
+        &scaled_as_quoted(low, quote, numerals),
+        &scaled_as_quoted(high, quote, numerals),
+    );
     let (lc, hc) = (currency(low), currency(high));
     if lc != hc {
         return Err(NormalizeError::Currency(lc, hc));
@@ -170,6 +180,54 @@ pub fn normalize_in(
         high: millions(high)?,
         currency: lc,
     }))
+}
+
+/// `a` with the unit [`unit_after`] reads from `quote` after its number, when it reads one.
+pub fn scaled_as_quoted(a: &Amount, quote: Option<&str>, numerals: Numerals) -> Amount {
+    match quote.and_then(|q| unit_after(q, a.value, numerals)) {
+        Some(unit) => Amount {
+            unit: Some(unit),
+            ..a.clone()
+        },
+        None => a.clone(),
+    }
+}
+
+/// The scale words `quote` writes right after the number `value` (`2,26 miles de millones` →
+/// `miles de millones`, `$1.3 billion and` → `billion`), the quote's numbers read with
+/// `numerals`: the longest run of at most three words after the number that
+/// [`Scale::parse_unit`] reads as a scale. `None` when the number is not in the quote or no
+/// scale word follows it.
+pub fn unit_after(quote: &str, value: f64, numerals: Numerals) -> Option<String> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"\d+(?:[.,]\d+)*").unwrap_or_else(|e| panic!("static regex: {e}"))
+    });
+    for m in re.find_iter(quote) {
+        let text = m.as_str();
+        let plain = match numerals {
+            Numerals::Point => text.replace(',', ""),
+            Numerals::Comma => text.replace('.', "").replace(',', "."),
+        };
+        let Ok(n) = plain.parse::<f64>() else {
+            continue;
+        };
+        if (n - value).abs() > 1e-9 * value.abs().max(1.0) {
+            continue;
+        }
+        let words: Vec<&str> = quote[m.end()..]
+            .split_whitespace()
+            .take(3)
+            .map(|w| w.trim_end_matches([',', ';', ')', '.']))
+            .collect();
+        for k in (1..=words.len()).rev() {
+            let unit = words[..k].join(" ");
+            if matches!(Scale::parse_unit(Some(&unit)), Ok((s, None)) if s != Scale::Units) {
+                return Some(unit);
+            }
+        }
+    }
+    None
 }
 
 /// The ISO code of the currency `text` writes (a symbol or a word), if exactly one.
@@ -212,7 +270,20 @@ fn next_quarter((q, y): (u8, u16)) -> (u8, u16) {
 }
 
 /// The quarter and year `period` names, read with the release's context (see [`normalize_in`]).
+///
+/// When `period` as copied names none ("the quarter", "trimestre", a number), the quote it was
+/// copied from is read the same way: measured on the 40 development releases (seed 2026) with
+/// Qwen2.5-Coder-0.5B in `routed` mode, the model copied a period the code could not read from
+/// the right sentence in 13 of 28 releases with guidance (it stopped at "the quarter" of "the
+/// quarter ending December 31, 2024").
 pub fn resolve_period(period: &str, doc: &str, quote: Option<&str>) -> Option<(u8, u16)> {
+    resolve_copied(period, doc, quote).or_else(|| {
+        let q = quote?;
+        resolve_copied(q, doc, Some(q))
+    })
+}
+
+fn resolve_copied(period: &str, doc: &str, quote: Option<&str>) -> Option<(u8, u16)> {
     if let Some(p) = parse_period(period) {
         return Some(p);
     }
@@ -229,8 +300,9 @@ pub fn resolve_period(period: &str, doc: &str, quote: Option<&str>) -> Option<(u
     if relative.is_match(period) && !quarter_only.is_match(period) {
         return reported.map(next_quarter);
     }
-    // A quarter without a year: the quote's year, else the first such quarter after the
-    // reporting period.
+    // A quarter without a year: the quote's year, else the reported quarter itself or the
+    // first such quarter after it ("the third quarter" in a release on the third quarter is the
+    // quarter it reports).
     let quote_year: Vec<u16> = quote
         .map(|q| {
             year4
@@ -245,7 +317,11 @@ pub fn resolve_period(period: &str, doc: &str, quote: Option<&str>) -> Option<(u
                 return Some(p);
             }
             let r = reported?;
-            return Some(if (p.0, p.1) > r { p } else { (p.0, p.1 + 1) });
+            return Some(if (p.1, p.0) >= (r.1, r.0) {
+                p
+            } else {
+                (p.0, p.1 + 1)
+            });
         }
     }
     None
@@ -544,6 +620,28 @@ mod tests {
             Some((3, 2024))
         );
         assert_eq!(resolve_period("first quarter", doc, None), Some((1, 2025)));
+        // The quarter the release reports on, without a year, is that quarter.
+        assert_eq!(
+            resolve_period("the second quarter", doc, None),
+            Some((2, 2024))
+        );
+        assert_eq!(resolve_period("fourth quarter", doc, None), Some((4, 2024)));
+        // A period that names nothing is read from its quote.
+        let quote = "For the quarter ending December 31, 2024, Acme expects revenue of $1 billion.";
+        assert_eq!(
+            resolve_period("the quarter", doc, Some(quote)),
+            Some((4, 2024))
+        );
+        assert_eq!(
+            resolve_period(
+                "trimestre",
+                es,
+                Some("Para el próximo trimestre, prevé 5 millones.")
+            ),
+            Some((1, 2026))
+        );
+        assert_eq!(resolve_period("the quarter", doc, None), None);
+        assert_eq!(resolve_period("the quarter", doc, Some("no period")), None);
         assert_eq!(
             resolve_period("the upcoming quarter", "no period here", None),
             None
@@ -557,5 +655,38 @@ mod tests {
             Some("EUR")
         );
         assert_eq!(currency_in("4,065 to 4,140"), None);
+        let es = "entre 2,26 miles de millones y 2,28 mil millones de dólares, o 2.300 millones.";
+        assert_eq!(
+            unit_after(es, 2.26, Numerals::Comma).as_deref(),
+            Some("miles de millones")
+        );
+        assert_eq!(
+            unit_after(es, 2.28, Numerals::Comma).as_deref(),
+            Some("mil millones")
+        );
+        assert_eq!(
+            unit_after(es, 2300.0, Numerals::Comma).as_deref(),
+            Some("millones")
+        );
+        assert_eq!(
+            unit_after(es, 2.3, Numerals::Comma),
+            None,
+            "2.300 is 2300 here"
+        );
+        let en = "revenue between $1.3 billion and $1,330 million, up 5%.";
+        assert_eq!(
+            unit_after(en, 1.3, Numerals::Point).as_deref(),
+            Some("billion")
+        );
+        assert_eq!(
+            unit_after(en, 1330.0, Numerals::Point).as_deref(),
+            Some("million")
+        );
+        assert_eq!(
+            unit_after(en, 5.0, Numerals::Point),
+            None,
+            "no scale after 5%"
+        );
+        assert_eq!(unit_after(en, 7.0, Numerals::Point), None);
     }
 }

@@ -9,6 +9,7 @@
 //! | `constrained` | the token mask (syntax, ranges, patterns) | as `free` |
 //! | `rules` | the mask plus the cross-field rules during decoding | as `free` |
 //! | `grounded` | [`GroundedGuidance`]: the quote first, every value copied from inside it; the grounded mask (local) or validation against the release and one retry (any backend) | as `free`, grounding included |
+//! | `routed` | as `grounded`, on the one line the model judges to state the guidance ([`super::route`]; local models only), or no guidance when it judges none does | as `grounded` |
 //!
 //! The modes differ only in what [`ModeBackend`] forwards to the backend and in the extractor's
 //! settings, so any [`Backend`] runs the study: the local model, an OpenAI-compatible server, or
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use contract_core::ground::{Decimal, GroundText, Numerals};
+use contract_core::Source;
 use contract_core::{Amount, Contract};
 
 use super::{
@@ -49,17 +51,20 @@ pub enum Mode {
     /// The grounded contract: values copied from the quoted sentence, enforced while decoding
     /// (local) and checked against the release (every backend).
     Grounded,
+    /// `grounded` on the line the model's yes/no likelihood ranks first ([`super::route`]).
+    Routed,
 }
 
 impl Mode {
     /// Every mode, cheapest first.
-    pub const ALL: [Mode; 6] = [
+    pub const ALL: [Mode; 7] = [
         Mode::Free,
         Mode::Retry,
         Mode::Repair,
         Mode::Constrained,
         Mode::Rules,
         Mode::Grounded,
+        Mode::Routed,
     ];
 
     /// The mode's name.
@@ -71,6 +76,7 @@ impl Mode {
             Mode::Constrained => "constrained",
             Mode::Rules => "rules",
             Mode::Grounded => "grounded",
+            Mode::Routed => "routed",
         }
     }
 
@@ -86,7 +92,7 @@ impl Mode {
                     .find(|m| m.as_str() == n.trim())
                     .ok_or_else(|| {
                         format!(
-                            "unknown mode `{n}`; expected free, retry, repair, constrained, rules, grounded or all"
+                            "unknown mode `{n}`; expected free, retry, repair, constrained, rules, grounded, routed or all"
                         )
                     })
             })
@@ -95,15 +101,23 @@ impl Mode {
 
     /// Whether the backend gets the token-mask grammar.
     pub fn masked(self) -> bool {
-        matches!(self, Mode::Constrained | Mode::Rules | Mode::Grounded)
+        matches!(
+            self,
+            Mode::Constrained | Mode::Rules | Mode::Grounded | Mode::Routed
+        )
     }
 
-    /// Attempts per document: `retry` 3, `grounded` 2 (a reply with a value outside the
-    /// release is fed back once; under the local grounded mask none is), the others 1.
+    /// Whether the mode runs [`GroundedGuidance`] (and keeps the grammar's grounding).
+    pub fn grounded(self) -> bool {
+        matches!(self, Mode::Grounded | Mode::Routed)
+    }
+
+    /// Attempts per document: `retry` 3, `grounded` and `routed` 2 (a reply with a value outside
+    /// the release is fed back once; under the local grounded mask none is), the others 1.
     pub fn attempts(self) -> usize {
         match self {
             Mode::Retry => 3,
-            Mode::Grounded => 2,
+            Mode::Grounded | Mode::Routed => 2,
             _ => 1,
         }
     }
@@ -154,7 +168,7 @@ impl<B> ModeBackend<B> {
                 object.rules.clear();
             }
         }
-        if self.mode != Mode::Grounded {
+        if !self.mode.grounded() {
             grammar = grammar.without_grounding();
         }
         if let Some(ws) = self.whitespace {
@@ -338,8 +352,10 @@ pub fn score_parts(
                 .and_then(|p| resolve_period(p, doc, quote))
                 .is_some_and(|(q, y)| (q, y) == (t.quarter, t.year));
             let quote_currency = quote.and_then(super::currency_in);
+            let numerals = Numerals::detect(doc);
             let end = |a: &Option<Amount>, want: f64| {
                 a.as_ref().is_some_and(|a| {
+                    let a = &super::scaled_as_quoted(a, quote, numerals);
                     quote_currency.unwrap_or(a.currency.as_str()) == t.currency
                         && millions(a).is_ok_and(|m| same_millions(m, want))
                 })
@@ -449,6 +465,129 @@ pub fn row<C: StudyContract>(doc: &StudyDoc, mode: Mode, ex: &Extraction<C>) -> 
         "seconds": ex.timings.total_ms / 1e3,
         "error": error,
     })
+}
+
+/// Whether a row's answer is guidance for a period after the one the release reports
+/// ([`super::reporting_period`]; any period when the release names none): `Err` with the
+/// reason when the row is not valid, has no guidance, or names the reported period or an
+/// earlier one (results, not guidance).
+pub fn coming_guidance(row: &Value, doc: &str) -> Result<(), String> {
+    if row["valid"] != true {
+        let e = row["error"].as_str().unwrap_or("not valid");
+        return Err(format!("not valid: {e}"));
+    }
+    let value = &row["value"];
+    if value.is_null() {
+        return Err("no guidance".into());
+    }
+    let (Some(q), Some(y)) = (value["quarter"].as_u64(), value["year"].as_u64()) else {
+        return Err(format!("no quarter and year in {value}"));
+    };
+    match super::reporting_period(doc) {
+        Some((rq, ry)) if (y, q) <= (u64::from(ry), u64::from(rq)) => Err(format!(
+            "Q{q} {y} is not after the reported quarter Q{rq} {ry}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The row of a `routed` document: the accepted extraction's [`row`] (on one ranked line), or,
+/// when every tried line was rejected, a valid row with no guidance and nothing copied; with
+/// the route (every line's margin), the `rejected` tries (line, what was copied, why), and the
+/// judging's and every try's forward calls and seconds added.
+pub fn routed_row(
+    doc: &StudyDoc,
+    route: &super::route::Route,
+    accepted: Option<Value>,
+    rejected: Vec<Value>,
+) -> Value {
+    let mut row = match accepted {
+        Some(row) => row,
+        None => {
+            let none = GroundedGuidance {
+                quote: None,
+                period: None,
+                low: None,
+                high: None,
+            };
+            let s = score(doc, Some(&none));
+            json!({
+                "id": doc.id,
+                "mode": Mode::Routed.as_str(),
+                "valid": s.valid,
+                "level": "strict",
+                "value": s.value,
+                "correct": s.correct,
+                "parts": s.parts,
+                "truth": doc.truth,
+                "copied": serde_json::to_value(&none).unwrap_or(Value::Null),
+                "evidence": Value::Null,
+                "values": s.values,
+                "not_in_source": s.not_in_source,
+                "raw": Value::Null,
+                "attempts": 0,
+                "forward_calls": 0,
+                "seconds": 0.0,
+                "error": s.normalize_error,
+            })
+        }
+    };
+    let (mut calls, mut secs) = (u64::from(route.forward_calls), route.seconds);
+    for r in &rejected {
+        calls += r["forward_calls"].as_u64().unwrap_or(0);
+        secs += r["seconds"].as_f64().unwrap_or(0.0);
+    }
+    if let Some(obj) = row.as_object_mut() {
+        let own = obj.get("forward_calls").and_then(Value::as_u64);
+        obj.insert("forward_calls".into(), json!(own.map(|c| c + calls)));
+        let own = obj.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+        obj.insert("seconds".into(), json!(own + secs));
+        obj.insert("route".into(), json!(route));
+        obj.insert("rejected".into(), Value::Array(rejected));
+    }
+    row
+}
+
+/// Lines [`routed`] extracts from, best-ranked first, before it answers "no guidance".
+pub const ROUTED_TRIES: usize = 2;
+
+/// One release in `routed` mode: its lines judged and ranked ([`super::route::route`]), then
+/// the grounded extraction on the best-ranked line alone, accepted when it is guidance for a
+/// period after the reported one ([`coming_guidance`]), else on the next line, up to `tries`
+/// lines; a release where no tried line gives such guidance has none. Each line is read with
+/// the whole release's numeral convention, and the whole release is kept for normalising (its
+/// reporting period). A judging error is the document's row (`valid: false` with the error):
+/// never a dropped document.
+pub async fn routed<B: Backend>(
+    extractor: &Extractor<GroundedGuidance, B>,
+    doc: &StudyDoc,
+    judge: &impl super::route::Judge,
+    tries: usize,
+) -> Value {
+    let route = match super::route::route(&doc.text, judge) {
+        Ok(r) => r,
+        Err(e) => {
+            return json!({"id": doc.id, "mode": Mode::Routed.as_str(), "valid": false,
+                          "value": null, "correct": doc.truth.as_ref().map(|_| false),
+                          "truth": doc.truth, "error": format!("judging the lines: {e}")})
+        }
+    };
+    // `4.745` in a Spanish release is 4745, whatever the line alone suggests.
+    let numerals = Numerals::detect(&doc.text);
+    let mut rejected = Vec::new();
+    for (n, line) in route.passages(&doc.text, tries) {
+        let source = Source::from_text(line).with_numerals(numerals);
+        let ex = extractor.extract_in(line, source).await;
+        let row = row(doc, Mode::Routed, &ex);
+        match coming_guidance(&row, &doc.text) {
+            Ok(()) => return routed_row(doc, &route, Some(row), rejected),
+            Err(why) => rejected.push(json!({
+                "line": n, "copied": row["copied"], "why": why,
+                "forward_calls": row["forward_calls"], "seconds": row["seconds"],
+            })),
+        }
+    }
+    routed_row(doc, &route, None, rejected)
 }
 
 /// Totals of one mode.
