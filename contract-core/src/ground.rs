@@ -40,21 +40,37 @@ pub enum Numerals {
 
 impl Numerals {
     /// The convention `text` uses, from the numbers it writes: decimal fractions of one or two
-    /// digits (`7,23` against `7.23`) and mixed separators (`1.730,5` against `1,730.5`). A text
-    /// with no telling number reads as [`Numerals::Point`].
+    /// digits (`7,23` against `7.23`), mixed separators (`1.730,5` against `1,730.5`) and a
+    /// separator repeated inside one number (`1.234.567` against `1,234,567`, only thousands
+    /// repeat). When none of those tells, a separator followed by exactly three digits decides
+    /// (`3.590 millones` and `305.624` read as thousands, so as [`Numerals::Comma`]; `1,355` as
+    /// [`Numerals::Point`]): a text of such numbers alone is ambiguous, and thousands are what
+    /// releases write far more often than three decimals. A text with no telling number reads
+    /// as [`Numerals::Point`].
     pub fn detect(text: &str) -> Numerals {
-        static RES: OnceLock<[Regex; 4]> = OnceLock::new();
-        let [comma_frac, comma_mixed, point_frac, point_mixed] = RES.get_or_init(|| {
-            let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
-            [
-                re(r"\d,\d{1,2}(?:[^\d,.]|$)"),
-                re(r"\d\.\d{3},\d"),
-                re(r"\d\.\d{1,2}(?:[^\d,.]|$)"),
-                re(r"\d,\d{3}\.\d"),
-            ]
-        });
-        let comma = comma_frac.find_iter(text).count() + 2 * comma_mixed.find_iter(text).count();
-        let point = point_frac.find_iter(text).count() + 2 * point_mixed.find_iter(text).count();
+        static RES: OnceLock<[Regex; 8]> = OnceLock::new();
+        let [comma_frac, comma_mixed, comma_repeat, point_frac, point_mixed, point_repeat, dot3, comma3] =
+            RES.get_or_init(|| {
+                let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
+                [
+                    re(r"\d,\d{1,2}(?:[^\d,.]|$)"),
+                    re(r"\d\.\d{3},\d"),
+                    re(r"\d\.\d{3}\.\d{3}"),
+                    re(r"\d\.\d{1,2}(?:[^\d,.]|$)"),
+                    re(r"\d,\d{3}\.\d"),
+                    re(r"\d,\d{3},\d{3}"),
+                    re(r"\d\.\d{3}(?:[^\d,.]|[.,](?:\D|$)|$)"),
+                    re(r"\d,\d{3}(?:[^\d,.]|[.,](?:\D|$)|$)"),
+                ]
+            });
+        let count = |r: &Regex| r.find_iter(text).count();
+        let comma = count(comma_frac) + 2 * (count(comma_mixed) + count(comma_repeat));
+        let point = count(point_frac) + 2 * (count(point_mixed) + count(point_repeat));
+        let (comma, point) = if comma == point {
+            (count(dot3), count(comma3))
+        } else {
+            (comma, point)
+        };
         if comma > point {
             Numerals::Comma
         } else {
@@ -836,6 +852,22 @@ mod tests {
             Numerals::Comma
         );
         assert_eq!(Numerals::detect("no numbers here"), Numerals::Point);
+        // Only three-digit groups: thousands decide.
+        assert_eq!(
+            Numerals::detect("entre 3.590 millones y 3.645 millones; 305.624 miles."),
+            Numerals::Comma
+        );
+        assert_eq!(
+            Numerals::detect("Revenue was $1,355 million; net income $94,850 thousand."),
+            Numerals::Point
+        );
+        assert_eq!(Numerals::detect("1.234.567 acciones"), Numerals::Comma);
+        assert_eq!(Numerals::detect("1,234,567 shares"), Numerals::Point);
+        // Telling fractions outweigh three-digit groups.
+        assert_eq!(
+            Numerals::detect("3.590 y 3.645 y 3.700, o 7.25 million"),
+            Numerals::Point
+        );
     }
 
     #[test]

@@ -275,31 +275,36 @@ async fn a_number_is_checked_by_the_text_the_model_wrote() {
     assert!(x.violations.has_kind(ViolationKind::NotInSource));
 }
 
-/// A passage cut from a longer document keeps the document's numeral convention: alone,
-/// `entre 2.550 y 2.590 millones` reads as decimal points; with the release's convention
-/// (decimal commas) `2.55` is not in it and `2550` is.
+/// A passage cut from a longer document is read with the numerals it is given, whatever its
+/// own text suggests: the same line accepts `2550` under decimal commas and `2.55` under
+/// decimal points, and nothing else.
 #[tokio::test(flavor = "current_thread")]
 async fn a_passage_is_read_with_the_numerals_it_is_given() {
     use contract_core::ground::Numerals;
     let line = "Para el próximo trimestre prevé unos ingresos de entre 2.550 y 2.590 millones.";
-    assert_eq!(Numerals::detect(line), Numerals::Point);
-    let source = Source::from_text(line).with_numerals(Numerals::Comma);
-    assert_eq!(source.numerals(), Numerals::Comma);
-    assert_eq!(Source::from_text(line).numerals(), Numerals::Point);
+    let detected = Numerals::detect(line);
+    assert_eq!(Source::from_text(line).numerals(), detected);
+    let comma = Source::from_text(line).with_numerals(Numerals::Comma);
+    let point = Source::from_text(line).with_numerals(Numerals::Point);
+    assert_eq!(
+        (comma.numerals(), point.numerals()),
+        (Numerals::Comma, Numerals::Point)
+    );
 
-    let misread = json!({"quote": line, "period": "próximo trimestre", "low": 2.55, "high": 2.59});
-    let right = json!({"quote": line, "period": "próximo trimestre", "low": 2550, "high": 2590});
-    // As the line alone suggests, the misreading passes.
-    assert!(Quoted::from_json_in(&misread.to_string(), &Source::from_text(line)).is_ok());
-    let err = Quoted::from_json_in(&misread.to_string(), &source).expect_err("2.55 is not there");
+    let small = json!({"quote": line, "period": "próximo trimestre", "low": 2.55, "high": 2.59});
+    let large = json!({"quote": line, "period": "próximo trimestre", "low": 2550, "high": 2590});
+    let err = Quoted::from_json_in(&small.to_string(), &comma).expect_err("2.55 is not there");
     assert_eq!(not_in_source(&err), ["/low", "/high"], "{err}");
-    assert!(Quoted::from_json_in(&right.to_string(), &source).is_ok());
+    assert!(Quoted::from_json_in(&large.to_string(), &comma).is_ok());
+    let err = Quoted::from_json_in(&large.to_string(), &point).expect_err("2550 is not there");
+    assert_eq!(not_in_source(&err), ["/low", "/high"], "{err}");
+    assert!(Quoted::from_json_in(&small.to_string(), &point).is_ok());
 
     // The extractor checks against the source it is given, and sends it with the request.
-    let backend = ScriptedBackend::new([misread.to_string(), right.to_string()]);
+    let backend = ScriptedBackend::new([small.to_string(), large.to_string()]);
     let x = Extractor::<Quoted, _>::new(&backend)
         .max_attempts(2)
-        .extract_in(line, source.clone())
+        .extract_in(line, comma.clone())
         .await;
     assert_eq!(x.attempts.len(), 2);
     assert_eq!(x.value.as_ref().and_then(|v| v.low), Some(2550.0));

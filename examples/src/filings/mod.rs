@@ -199,9 +199,13 @@ pub fn scaled_as_quoted(a: &Amount, quote: Option<&str>, numerals: Numerals) -> 
 /// [`Scale::parse_unit`] reads as a scale. `None` when the number is not in the quote or no
 /// scale word follows it.
 pub fn unit_after(quote: &str, value: f64, numerals: Numerals) -> Option<String> {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| {
-        Regex::new(r"\d+(?:[.,]\d+)*").unwrap_or_else(|e| panic!("static regex: {e}"))
+    static RES: OnceLock<[Regex; 2]> = OnceLock::new();
+    let [re, range_end] = RES.get_or_init(|| {
+        let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
+        [
+            re(r"\d+(?:[.,]\d+)*"),
+            re(r"^\s*(?:to|and|y|a|hasta|-|–|—)\s*[$€£]?\s*\d+(?:[.,]\d+)*"),
+        ]
     });
     for m in re.find_iter(quote) {
         let text = m.as_str();
@@ -215,7 +219,13 @@ pub fn unit_after(quote: &str, value: f64, numerals: Numerals) -> Option<String>
         if (n - value).abs() > 1e-9 * value.abs().max(1.0) {
             continue;
         }
-        let words: Vec<&str> = quote[m.end()..]
+        let mut rest = &quote[m.end()..];
+        // A range with a shared unit (`€1.86 to €1.9 billion`, `4,79 y 4,82 miles de millones`,
+        // `$4,065–$4,140 million`): the unit after the range's other end.
+        if let Some(end) = range_end.find(rest) {
+            rest = &rest[end.end()..];
+        }
+        let words: Vec<&str> = rest
             .split_whitespace()
             .take(3)
             .map(|w| w.trim_end_matches([',', ';', ')', '.']))
@@ -688,5 +698,24 @@ mod tests {
             "no scale after 5%"
         );
         assert_eq!(unit_after(en, 7.0, Numerals::Point), None);
+        // Ranges with a shared unit.
+        let en = "in the range of €1.86 to €1.9 billion, or $4,065–$4,140 million.";
+        assert_eq!(
+            unit_after(en, 1.86, Numerals::Point).as_deref(),
+            Some("billion")
+        );
+        assert_eq!(
+            unit_after(en, 1.9, Numerals::Point).as_deref(),
+            Some("billion")
+        );
+        assert_eq!(
+            unit_after(en, 4065.0, Numerals::Point).as_deref(),
+            Some("million")
+        );
+        let es = "entre 4,79 y 4,82 miles de millones de euros";
+        assert_eq!(
+            unit_after(es, 4.79, Numerals::Comma).as_deref(),
+            Some("miles de millones")
+        );
     }
 }

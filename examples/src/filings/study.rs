@@ -494,7 +494,8 @@ pub fn coming_guidance(row: &Value, doc: &str) -> Result<(), String> {
 /// The row of a `routed` document: the accepted extraction's [`row`] (on one ranked line), or,
 /// when every tried line was rejected, a valid row with no guidance and nothing copied; with
 /// the route (every line's margin), the `rejected` tries (line, what was copied, why), and the
-/// judging's and every try's forward calls and seconds added.
+/// judging's forward calls and seconds and every rejected try's attempts, forward calls and
+/// seconds added.
 pub fn routed_row(
     doc: &StudyDoc,
     route: &super::route::Route,
@@ -532,16 +533,19 @@ pub fn routed_row(
             })
         }
     };
-    let (mut calls, mut secs) = (u64::from(route.forward_calls), route.seconds);
+    let (mut calls, mut secs, mut attempts) = (u64::from(route.forward_calls), route.seconds, 0);
     for r in &rejected {
         calls += r["forward_calls"].as_u64().unwrap_or(0);
         secs += r["seconds"].as_f64().unwrap_or(0.0);
+        attempts += r["attempts"].as_u64().unwrap_or(0);
     }
     if let Some(obj) = row.as_object_mut() {
         let own = obj.get("forward_calls").and_then(Value::as_u64);
         obj.insert("forward_calls".into(), json!(own.map(|c| c + calls)));
         let own = obj.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
         obj.insert("seconds".into(), json!(own + secs));
+        let own = obj.get("attempts").and_then(Value::as_u64).unwrap_or(0);
+        obj.insert("attempts".into(), json!(own + attempts));
         obj.insert("route".into(), json!(route));
         obj.insert("rejected".into(), Value::Array(rejected));
     }
@@ -582,7 +586,7 @@ pub async fn routed<B: Backend>(
         match coming_guidance(&row, &doc.text) {
             Ok(()) => return routed_row(doc, &route, Some(row), rejected),
             Err(why) => rejected.push(json!({
-                "line": n, "copied": row["copied"], "why": why,
+                "line": n, "copied": row["copied"], "why": why, "attempts": row["attempts"],
                 "forward_calls": row["forward_calls"], "seconds": row["seconds"],
             })),
         }
