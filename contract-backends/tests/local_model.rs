@@ -778,8 +778,31 @@ fn smollm2_scores_continuations_from_the_prompt() {
     // A longer continuation adds tokens, each with a log-probability below 0.
     assert!(a.logprobs[2] < a.logprobs[0], "{a:?}");
     assert_eq!(a.best(), Some(0), "{a:?}");
-    // The first prompt computed and cached the system prefix; the second reused it.
+    // The first prompt computed and cached the system prefix; the second reused the whole
+    // prompt but its last token (the same prompt), the uncached backend nothing.
     assert!(a.forward_calls > b.forward_calls, "{a:?} {b:?}");
+    assert_eq!(b.reused_tokens, b.prompt_tokens - 1, "{b:?}");
+    assert_eq!(c.reused_tokens, 0, "{c:?}");
+    // Another question after the same system message shares the template's head: reused, and
+    // the scores are those of a backend that computes everything.
+    let other = vec![
+        Message::system("Answer in one word."),
+        Message::user("What is the capital of Spain?"),
+    ];
+    let d = cached
+        .score_continuations(&other, &["Madrid", "Paris"])
+        .unwrap();
+    let e = uncached
+        .score_continuations(&other, &["Madrid", "Paris"])
+        .unwrap();
+    assert!(
+        d.reused_tokens > 0 && d.reused_tokens < d.prompt_tokens,
+        "{d:?}"
+    );
+    for (x, y) in d.logprobs.iter().zip(&e.logprobs) {
+        assert!((x - y).abs() < 1e-3, "{d:?} {e:?}");
+    }
+    assert_eq!(d.best(), Some(0), "{d:?}");
 
     // The greedy first token of a generation is the most likely single token.
     let out = cached

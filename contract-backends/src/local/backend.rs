@@ -147,6 +147,10 @@ struct Prefix {
 struct State {
     model: Model,
     prefix: Option<Prefix>,
+    /// The tokens whose keys and values the model's cache holds, in order, when the last call
+    /// was [`LocalBackend::score_continuations`] on a model that can rewind (empty otherwise):
+    /// the next such call computes only what its prompt does not share with them.
+    scored: Vec<u32>,
 }
 
 /// A local GGUF model (llama or qwen2 architecture) on Candle.
@@ -255,6 +259,7 @@ impl LocalBackend {
             state: Mutex::new(State {
                 model,
                 prefix: None,
+                scored: Vec::new(),
             }),
         })
     }
@@ -382,8 +387,11 @@ impl LocalBackend {
     /// each token's log-probability after the ones before it, the full vocabulary competing.
     ///
     /// This is how a choice among a few known answers is made by the model's likelihood instead
-    /// of by one greedy token: score `["yes", "no"]` and compare. The prompt is computed once
-    /// (its leading system messages from the prefix cache, as in [`LocalBackend::generate`]);
+    /// of by one greedy token: score `["yes", "no"]` and compare. The prompt is computed once:
+    /// with the fast forward pass, only from where it stops sharing tokens with the last
+    /// scored prompt (many questions about different lines share the chat template's head);
+    /// else its leading system messages come from the prefix cache, as in
+    /// [`LocalBackend::generate`];
     /// a continuation of `k` tokens costs `k - 1` more single-token forward calls (none for one
     /// token). An empty continuation scores 0. Scores are in nats.
     pub fn score_continuations(
@@ -412,7 +420,24 @@ impl LocalBackend {
             });
         }
         let mut calls = 0u32;
-        let (start, _) = Self::start_from_prefix(state, prefix, &mut calls)?;
+        // The longest start this prompt shares with the tokens the cache holds from the last
+        // call (a chat template's head, a shared instruction), kept when the model can rewind;
+        // else the cached system prefix, as for generation.
+        let shared = state
+            .scored
+            .iter()
+            .zip(&prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len().saturating_sub(1));
+        let rewind = self.options.prefix_cache && state.model.can_rewind();
+        let start = if rewind && shared > 0 && state.model.pos() >= shared {
+            state.model.rewind(shared)?;
+            shared
+        } else {
+            Self::start_from_prefix(state, prefix, &mut calls)?.0
+        };
+        state.scored.clear();
         let model = &mut state.model;
         calls += 1;
         let first = log_softmax(&model.forward(&prompt[start..], model.pos())?);
@@ -448,7 +473,12 @@ impl LocalBackend {
             }
             logprobs.push(total);
         }
+        if rewind {
+            model.rewind(base)?;
+            state.scored = prompt.clone();
+        }
         Ok(Scores {
+            reused_tokens: start,
             logprobs,
             tokens: encoded.iter().map(Vec::len).collect(),
             prompt_tokens: prompt.len(),
@@ -475,6 +505,7 @@ impl LocalBackend {
         let state = &mut *state;
         let t0 = Instant::now();
         let mut calls = 0u32;
+        state.scored.clear();
         let (start, reused) = Self::start_from_prefix(state, prefix, &mut calls)?;
         let model = &mut state.model;
         let fast_forward = self.options.fast_forward;
@@ -595,6 +626,9 @@ pub struct Scores {
     pub tokens: Vec<usize>,
     /// Prompt tokens.
     pub prompt_tokens: usize,
+    /// Prompt tokens whose keys and values were reused (the prefix cache, or the start shared
+    /// with the last scored prompt).
+    pub reused_tokens: usize,
     /// Forward calls made (the prefix's, when it was not cached, included).
     pub forward_calls: u32,
 }

@@ -748,7 +748,8 @@ impl FastModel {
         self.truncate(0);
     }
 
-    fn truncate(&mut self, len: usize) {
+    /// Drops the cached positions from `len` on.
+    pub(crate) fn truncate(&mut self, len: usize) {
         let kv = self.w.cfg.kv_dim();
         for c in &mut self.cache {
             c.k.truncate(len * kv);

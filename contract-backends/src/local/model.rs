@@ -294,6 +294,33 @@ impl Model {
         })
     }
 
+    /// Whether [`Model::rewind`] works for this model (the fast forward pass).
+    pub fn can_rewind(&self) -> bool {
+        matches!(self.weights, Weights::Fast(_))
+    }
+
+    /// Drops the cached positions from `pos` on, so that the next [`Model::forward`] continues
+    /// at `pos`; an error for a model that cannot ([`Model::can_rewind`]) or a `pos` past the
+    /// cache.
+    pub fn rewind(&mut self, pos: usize) -> Result<(), LocalError> {
+        if pos > self.pos {
+            return Err(LocalError::Gguf(format!(
+                "rewind to position {pos} but the cache holds {} tokens",
+                self.pos
+            )));
+        }
+        match &mut self.weights {
+            Weights::Fast(m) => m.truncate(pos),
+            _ => {
+                return Err(LocalError::Gguf(
+                    "this weight format cannot rewind its cache (use a snapshot)".into(),
+                ))
+            }
+        }
+        self.pos = pos;
+        Ok(())
+    }
+
     /// Whether [`Model::snapshot`] and [`Model::restore_from`] work for this model.
     pub fn can_snapshot(&self) -> bool {
         !matches!(self.weights, Weights::Qwen2(_))

@@ -70,6 +70,9 @@ pub enum InvalidReason {
     NoObject,
     /// An object starts, but no repair in [`RepairKind`] makes it JSON.
     Unrecoverable,
+    /// The reply is JSON, but it writes a number no 64-bit float holds (`5.7e69848`: JSON
+    /// sets no limit on exponents, and a server's JSON grammar may let a model write one).
+    NumberOutOfRange,
 }
 
 impl InvalidReason {
@@ -81,6 +84,7 @@ impl InvalidReason {
             InvalidReason::NotAnObject => "not_an_object",
             InvalidReason::NoObject => "no_object",
             InvalidReason::Unrecoverable => "unrecoverable",
+            InvalidReason::NumberOutOfRange => "number_out_of_range",
         }
     }
 }
@@ -227,6 +231,28 @@ struct Ladder {
     work: usize,
 }
 
+/// The first number literal of `text` that no f64 holds, when `text` is JSON as written but
+/// serde_json refuses it for that reason alone (its syntax check, `IgnoredAny`, accepts it).
+fn out_of_range_number(text: &str) -> Option<String> {
+    let err = serde_json::from_str::<Value>(text).err()?;
+    if !err.to_string().starts_with("number out of range") {
+        return None;
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    // The error's position is the literal's last character: walk back over number characters.
+    let line = text.lines().nth(err.line().checked_sub(1)?)?;
+    let end = line
+        .char_indices()
+        .nth(err.column().checked_sub(1)?)
+        .map_or(line.len(), |(i, c)| i + c.len_utf8());
+    let head = &line[..end];
+    let start = head
+        .rfind(|c: char| !(c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E')))
+        .map_or(0, |i| i + 1);
+    let literal = head[start..].trim();
+    Some(if literal.is_empty() { "?" } else { literal }.to_owned())
+}
+
 fn invalid(
     reason: InvalidReason,
     message: impl Into<String>,
@@ -272,7 +298,18 @@ impl Ladder {
                         None,
                     )
                 }
-                None => {}
+                None => {
+                    if let Some(literal) = out_of_range_number(raw) {
+                        return invalid(
+                            InvalidReason::NumberOutOfRange,
+                            format!(
+                                "the reply is JSON, but the number `{literal}` is outside what a \
+                                 64-bit float holds; write it as the document does"
+                            ),
+                            None,
+                        );
+                    }
+                }
             }
         }
         let reasoning = split.reasoning.map(str::to_owned);
@@ -442,6 +479,38 @@ fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod number_range_tests {
+    use super::*;
+
+    #[test]
+    fn a_number_no_float_holds_is_named_not_called_prose() {
+        let raw = r#"{"period": "Q3 2024", "low": 5.7e69848, "high": 12}"#;
+        let rec = recover(raw);
+        assert_eq!(rec.level, Level::Invalid);
+        let invalid = rec.invalid.expect("invalid");
+        assert_eq!(invalid.reason, InvalidReason::NumberOutOfRange);
+        assert_eq!(invalid.reason.as_str(), "number_out_of_range");
+        assert!(
+            invalid.message.contains("`5.7e69848`"),
+            "{}",
+            invalid.message
+        );
+        // Over two lines, negative.
+        let rec = recover("{\n  \"low\": -1e400,\n  \"high\": 1}");
+        let invalid = rec.invalid.expect("invalid");
+        assert_eq!(invalid.reason, InvalidReason::NumberOutOfRange);
+        assert!(invalid.message.contains("`-1e400`"), "{}", invalid.message);
+        // Large but representable, and broken JSON, are read as before.
+        assert_eq!(recover(r#"{"low": 1e300}"#).level, Level::Strict);
+        let broken = recover(r#"{"low": 1e400,"#);
+        assert_ne!(
+            broken.invalid.map(|i| i.reason),
+            Some(InvalidReason::NumberOutOfRange)
+        );
     }
 }
 
