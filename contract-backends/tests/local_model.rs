@@ -841,3 +841,25 @@ fn scores_without_snapshots_recompute_the_prompt() {
     assert_eq!(x.forward_calls, 1 + calls + 1, "{x:?}");
     assert!(b.score_continuations(&msgs, &[]).unwrap().best().is_none());
 }
+
+/// The weights summary names the stored formats the fast forward pass re-quantised at load.
+#[test]
+fn the_weights_summary_names_what_was_requantised() {
+    let kept = tiny(LocalOptions::default().weights(WeightFormat::Fast)).weights_summary();
+    let converted = tiny(
+        LocalOptions::default()
+            .weights(WeightFormat::Fast)
+            .fast_options(FastOptions::default().keep_4bit(false)),
+    )
+    .weights_summary();
+    eprintln!("{kept}\n{converted}");
+    // Each layer's q, k, v, output, gate, up and down matrices, stored as Q4_1.
+    let count = format!("Q4_1 ({} matrices)", LAYERS * 7);
+    if FastOptions::default().uses_own_kernel() {
+        assert!(converted.contains(&count), "{converted}");
+        assert!(converted.contains("re-quantised to Q8_0"), "{converted}");
+        assert!(!kept.contains("Q4_1"), "{kept}");
+    }
+    let reference = tiny(LocalOptions::default().weights(WeightFormat::F32)).weights_summary();
+    assert!(reference.contains("F32"), "{reference}");
+}

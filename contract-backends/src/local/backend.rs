@@ -309,6 +309,12 @@ impl LocalBackend {
         &self.template
     }
 
+    /// How the model holds its weights ([`Model::weights_summary`]), for a user to read:
+    /// which stored formats were re-quantised at load.
+    pub fn weights_summary(&self) -> String {
+        self.state().model.weights_summary()
+    }
+
     /// The options.
     pub fn options(&self) -> &LocalOptions {
         &self.options

@@ -231,6 +231,9 @@ struct Linear {
     dense: Option<Tensor>,
     rows: usize,
     cols: usize,
+    /// The stored formats of the parts, when they were dequantised and quantized again (no
+    /// kernel takes them as stored).
+    converted_from: Vec<GgmlDType>,
 }
 
 impl Linear {
@@ -270,9 +273,11 @@ impl Linear {
                 _ => None,
             };
         }
+        let mut converted_from = Vec::new();
         let q = match q {
             Some(q) => q,
             None => {
+                converted_from = parts.iter().map(|(t, _)| t.dtype()).collect();
                 let w = Self::dense_stack(parts, rows, cols)?;
                 if own {
                     let v = w.flatten_all()?.to_vec1::<f32>()?;
@@ -287,6 +292,7 @@ impl Linear {
             dense: None,
             rows,
             cols,
+            converted_from,
         };
         if opts.dense_from.is_some() {
             // The dense copy holds what the quantized matrix holds, so both paths agree closely.
@@ -640,6 +646,25 @@ impl FastWeights {
             })
             .sum();
         embd + layers + self.output.bytes() + 4 * self.norm.len()
+    }
+
+    /// The stored formats of the matrices that were re-quantised at load because no kernel
+    /// takes them as stored (Q4_K and Q6_K in a Q4_K_M file), each with how many matrices
+    /// (fused parts counted one by one), in the order first met.
+    pub(crate) fn converted(&self) -> Vec<(GgmlDType, usize)> {
+        let mut out: Vec<(GgmlDType, usize)> = Vec::new();
+        let linears = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.qkv, &l.wo, &l.gate_up, &l.down])
+            .chain([&self.output]);
+        for dtype in linears.flat_map(|l| l.converted_from.iter().copied()) {
+            match out.iter_mut().find(|(d, _)| *d == dtype) {
+                Some((_, n)) => *n += 1,
+                None => out.push((dtype, 1)),
+            }
+        }
+        out
     }
 
     /// The options it was loaded with.

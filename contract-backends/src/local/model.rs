@@ -232,6 +232,34 @@ impl Model {
         }
     }
 
+    /// How the weights are held, in words for a user: the format, and for the fast forward
+    /// pass the stored formats it re-quantised to its kernels' format at load
+    /// (`fast forward pass, own kernels; re-quantised to Q8_0 at load ...: Q4_K (120 matrices), Q6_K (48 matrices)`).
+    pub fn weights_summary(&self) -> String {
+        let Weights::Fast(f) = &self.weights else {
+            return format!("{:?} (candle-transformers)", self.format);
+        };
+        let w = f.weights();
+        let (kernels, target) = if w.options().uses_own_kernel() {
+            ("own kernels", "Q8_0".to_owned())
+        } else {
+            ("Candle's kernels", format!("{:?}", w.options().dtype))
+        };
+        let converted = w.converted();
+        if converted.is_empty() {
+            return format!("fast forward pass, {kernels}, weights as stored");
+        }
+        let list: Vec<String> = converted
+            .iter()
+            .map(|(d, n)| format!("{d:?} ({n} matrices)"))
+            .collect();
+        format!(
+            "fast forward pass, {kernels}; re-quantised to {target} at load (no kernel takes \
+             them as stored): {}",
+            list.join(", ")
+        )
+    }
+
     /// The architecture.
     pub fn arch(&self) -> Arch {
         self.arch

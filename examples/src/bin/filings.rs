@@ -268,6 +268,7 @@ fn run(args: Args) -> Result<(), String> {
             };
             eprintln!("loading {}", path.display());
             let local = LocalBackend::with_options(&path, options).map_err(|e| e.to_string())?;
+            eprintln!("weights: {}", local.weights_summary());
             described = format!("local {}", path.display());
             for &mode in &modes {
                 let backend = ModeBackend::new(&local, mode).whitespace(whitespace);
