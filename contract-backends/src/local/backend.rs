@@ -335,6 +335,21 @@ impl LocalBackend {
         self.tokenizer.encode_prompt(&text)
     }
 
+    /// The prompt tokens of `messages` and, when the prefix cache is on, those of its leading
+    /// system messages ([`Self::prefix_tokens`]).
+    fn prompt_and_prefix(
+        &self,
+        messages: &[Message],
+    ) -> Result<(Vec<u32>, Option<Vec<u32>>), LocalError> {
+        let prompt = self.prompt_tokens(messages)?;
+        let prefix = if self.options.prefix_cache {
+            self.prefix_tokens(messages, &prompt)?
+        } else {
+            None
+        };
+        Ok((prompt, prefix))
+    }
+
     /// The tokens of the leading system messages, when the template renders them as a prefix of
     /// the whole prompt at a token boundary.
     fn prefix_tokens(
@@ -405,12 +420,7 @@ impl LocalBackend {
         messages: &[Message],
         continuations: &[&str],
     ) -> Result<Scores, LocalError> {
-        let prompt = self.prompt_tokens(messages)?;
-        let prefix = if self.options.prefix_cache {
-            self.prefix_tokens(messages, &prompt)?
-        } else {
-            None
-        };
+        let (prompt, prefix) = self.prompt_and_prefix(messages)?;
         let encoded = continuations
             .iter()
             .map(|c| self.tokenizer.encode(c))
@@ -501,12 +511,7 @@ impl LocalBackend {
         sampling: &Sampling,
         mask: Option<&mut dyn TokenMask>,
     ) -> Result<Output, LocalError> {
-        let prompt = self.prompt_tokens(messages)?;
-        let prefix = if self.options.prefix_cache {
-            self.prefix_tokens(messages, &prompt)?
-        } else {
-            None
-        };
+        let (prompt, prefix) = self.prompt_and_prefix(messages)?;
         let mut state = self.state();
         let state = &mut *state;
         let t0 = Instant::now();
