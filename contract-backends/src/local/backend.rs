@@ -456,7 +456,8 @@ impl LocalBackend {
         state.scored.clear();
         let model = &mut state.model;
         calls += 1;
-        let first = log_softmax(&model.forward(&prompt[start..], model.pos())?);
+        let first = model.forward(&prompt[start..], model.pos())?;
+        let first_z = log_sum_exp(&first);
         let base = model.pos();
         // Continuations of several tokens each start from the prompt's cache: a snapshot where
         // the model allows one, else the prompt computed again.
@@ -464,7 +465,6 @@ impl LocalBackend {
         let mut logprobs = Vec::with_capacity(encoded.len());
         for tokens in &encoded {
             let mut total = 0f64;
-            let mut dist = first.clone();
             if tokens.len() > 1 && model.pos() != base {
                 match &snapshot {
                     Some(s) => model.restore_from(s)?,
@@ -474,30 +474,43 @@ impl LocalBackend {
                     }
                 }
             }
+            // The logits after the tokens fed so far, and their log-normaliser.
+            let mut step: Option<(Vec<f32>, f32)> = None;
             for (i, &t) in tokens.iter().enumerate() {
-                let lp = dist.get(t as usize).copied().ok_or_else(|| {
+                let (logits, z) = match &step {
+                    Some((l, z)) => (l.as_slice(), *z),
+                    None => (first.as_slice(), first_z),
+                };
+                let logit = logits.get(t as usize).copied().ok_or_else(|| {
                     LocalError::Tokenizer(format!(
                         "token {t} is outside the model's {} logits",
-                        dist.len()
+                        logits.len()
                     ))
                 })?;
-                total += f64::from(lp);
+                total += f64::from(if z.is_finite() {
+                    logit - z
+                } else {
+                    f32::NEG_INFINITY
+                });
                 if i + 1 < tokens.len() {
                     calls += 1;
-                    dist = log_softmax(&model.feed(&[t])?);
+                    let next = model.feed(&[t])?;
+                    let z = log_sum_exp(&next);
+                    step = Some((next, z));
                 }
             }
             logprobs.push(total);
         }
+        let prompt_tokens = prompt.len();
         if rewind {
             model.rewind(base)?;
-            state.scored = prompt.clone();
+            state.scored = prompt;
         }
         Ok(Scores {
             reused_tokens: start,
             logprobs,
             tokens: encoded.iter().map(Vec::len).collect(),
-            prompt_tokens: prompt.len(),
+            prompt_tokens,
             forward_calls: calls,
         })
     }
@@ -658,15 +671,14 @@ impl Scores {
     }
 }
 
-/// `x - logsumexp(x)`, with -inf kept.
-fn log_softmax(logits: &[f32]) -> Vec<f32> {
+/// `log(sum(exp(x)))`, computed stably; -inf when every logit is -inf.
+fn log_sum_exp(logits: &[f32]) -> f32 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if !max.is_finite() {
-        return vec![f32::NEG_INFINITY; logits.len()];
+        return max;
     }
     let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
-    let log_z = max + sum.ln() as f32;
-    logits.iter().map(|&l| l - log_z).collect()
+    max + sum.ln() as f32
 }
 
 /// Feeds `tokens` at the end of the cache, in one call when `together`, else one call per token;
