@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -277,16 +278,24 @@ fn read_numeral(text: &str, numerals: Numerals) -> Option<Decimal> {
 /// read by it, each digit run alone when it reads by neither), in order, without repeats. A
 /// numeral directly after a minus sign is offered with both signs (the sign may be a hyphen).
 pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
+    let mut out: Vec<Decimal> = Vec::new();
+    for (_, d) in numbers_at(text, numerals) {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// Every reading of every number `text` writes, with the byte range of the digits it was read
+/// from, in order: the readings [`numbers_in`] collects (which drops repeats), for callers that
+/// need to know what follows a number (its scale word).
+pub fn numbers_at(text: &str, numerals: Numerals) -> Vec<(Range<usize>, Decimal)> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(r"\d+(?:[.,]\d+)*").unwrap_or_else(|e| panic!("static regex: {e}"))
     });
-    let mut out: Vec<Decimal> = Vec::new();
-    let push = |d: Decimal, out: &mut Vec<Decimal>| {
-        if !out.contains(&d) {
-            out.push(d);
-        }
-    };
+    let mut out = Vec::new();
     for m in re.find_iter(text) {
         let minus = text[..m.start()].ends_with(['-', '\u{2212}']);
         let read = read_numeral(m.as_str(), numerals)
@@ -300,9 +309,9 @@ pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
             });
         for d in read {
             if minus {
-                push(d.negated(), &mut out);
+                out.push((m.range(), d.negated()));
             }
-            push(d, &mut out);
+            out.push((m.range(), d));
         }
     }
     out

@@ -16,7 +16,7 @@ pub mod study;
 
 use std::sync::OnceLock;
 
-use contract_core::ground::Numerals;
+use contract_core::ground::{numbers_at, Decimal, Numerals};
 use contract_core::{Amount, Contract, Scale};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -199,27 +199,18 @@ pub fn scaled_as_quoted(a: &Amount, quote: Option<&str>, numerals: Numerals) -> 
 /// [`Scale::parse_unit`] reads as a scale. `None` when the number is not in the quote or no
 /// scale word follows it.
 pub fn unit_after(quote: &str, value: f64, numerals: Numerals) -> Option<String> {
-    static RES: OnceLock<[Regex; 2]> = OnceLock::new();
-    let [re, range_end] = RES.get_or_init(|| {
-        let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
-        [
-            re(r"\d+(?:[.,]\d+)*"),
-            re(r"^\s*(?:to|and|y|a|hasta|-|–|—)\s*[$€£]?\s*\d+(?:[.,]\d+)*"),
-        ]
+    static RANGE_END: OnceLock<Regex> = OnceLock::new();
+    let range_end = RANGE_END.get_or_init(|| {
+        Regex::new(r"^\s*(?:to|and|y|a|hasta|-|–|—)\s*[$€£]?\s*\d+(?:[.,]\d+)*")
+            .unwrap_or_else(|e| panic!("static regex: {e}"))
     });
-    for m in re.find_iter(quote) {
-        let text = m.as_str();
-        let plain = match numerals {
-            Numerals::Point => text.replace(',', ""),
-            Numerals::Comma => text.replace('.', "").replace(',', "."),
-        };
-        let Ok(n) = plain.parse::<f64>() else {
-            continue;
-        };
-        if (n - value).abs() > 1e-9 * value.abs().max(1.0) {
+    // Compared as decimals, the way grounding compares a copied number with the quote's.
+    let want = Decimal::from_json_literal(&value.to_string())?;
+    for (digits, n) in numbers_at(quote, numerals) {
+        if n.cmp_value(&want) != std::cmp::Ordering::Equal {
             continue;
         }
-        let mut rest = &quote[m.end()..];
+        let mut rest = &quote[digits.end..];
         // A range with a shared unit (`€1.86 to €1.9 billion`, `4,79 y 4,82 miles de millones`,
         // `$4,065–$4,140 million`): the unit after the range's other end.
         if let Some(end) = range_end.find(rest) {
