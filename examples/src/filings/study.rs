@@ -502,37 +502,31 @@ pub fn routed_row(
     accepted: Option<Value>,
     rejected: Vec<Value>,
 ) -> Value {
-    let mut row = match accepted {
-        Some(row) => row,
-        None => {
-            let none = GroundedGuidance {
-                quote: None,
-                period: None,
-                low: None,
-                high: None,
-            };
-            let s = score(doc, Some(&none));
-            json!({
-                "id": doc.id,
-                "mode": Mode::Routed.as_str(),
-                "valid": s.valid,
-                "level": "strict",
-                "value": s.value,
-                "correct": s.correct,
-                "parts": s.parts,
-                "truth": doc.truth,
-                "copied": serde_json::to_value(&none).unwrap_or(Value::Null),
-                "evidence": Value::Null,
-                "values": s.values,
-                "not_in_source": s.not_in_source,
-                "raw": Value::Null,
-                "attempts": 0,
-                "forward_calls": 0,
-                "seconds": 0.0,
-                "error": s.normalize_error,
-            })
-        }
-    };
+    let mut row = accepted.unwrap_or_else(|| {
+        // No extraction was accepted: the row of a reply that filled the contract with nulls.
+        let none = GroundedGuidance {
+            quote: None,
+            period: None,
+            low: None,
+            high: None,
+        };
+        let ex = Extraction {
+            contract: GroundedGuidance::contract_spec().name.clone(),
+            json: serde_json::to_value(&none).ok(),
+            value: Some(none),
+            level: contract_core::Level::Strict,
+            violations: Default::default(),
+            repairs: Vec::new(),
+            reasoning: None,
+            attempts: Vec::new(),
+            prompt_tokens: None,
+            dropped_tokens: 0,
+            dropped_lines: 0,
+            timings: Default::default(),
+            error: None,
+        };
+        row(doc, Mode::Routed, &ex)
+    });
     let (mut calls, mut secs, mut attempts) = (u64::from(route.forward_calls), route.seconds, 0);
     for r in &rejected {
         calls += r["forward_calls"].as_u64().unwrap_or(0);
