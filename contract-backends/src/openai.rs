@@ -6,9 +6,9 @@
 //! | mode | what the server is told | what enforces the contract |
 //! | --- | --- | --- |
 //! | [`Mode::StructuredOutputs`] | `response_format: {type: json_schema, json_schema: {strict: true, schema}}` with the contract's [`strict_schema`](contract_core::Contract::strict_schema) | the server's constrained decoder, then validation |
-//! | [`Mode::VllmGuidedJson`] | `guided_json: schema` (vLLM's extra body field) | the server's constrained decoder, then validation |
+//! | [`Mode::VllmGuidedJson`] | `guided_json: schema` (vLLM's extra body field); for a grounded contract, the schema with every value grounded in the document that a schema can say ([`Grammar::static_grounded_schema`](contract_core::grammar::Grammar::static_grounded_schema): numbers as the `enum` of the document's numbers, whole lines as the `enum` of its lines) | the server's constrained decoder, then validation against the document |
 //! | [`Mode::VllmGuidedGrammar`] | `guided_grammar: lark` (vLLM with its llguidance backend): the contract's grammar with every value grounded in the document that can be without the decoded values ([`Grammar::static_grounded_lark`](contract_core::grammar::Grammar::static_grounded_lark)) | the server's constrained decoder, then validation against the document |
-//! | [`Mode::JsonObjectSchema`] | `response_format: {type: json_object, schema}` (llama-cpp-python's server) | the server's grammar, then validation |
+//! | [`Mode::JsonObjectSchema`] | `response_format: {type: json_object, schema}` (llama-cpp-python's server), the schema grounded as for `guided_json` | the server's grammar, then validation against the document |
 //! | [`Mode::JsonMode`] | `response_format: {type: json_object}` | syntax only, then validation |
 //! | [`Mode::PromptOnly`] | nothing: the signature in the system message | validation only |
 //!
@@ -168,6 +168,18 @@ fn lark_grammar(req: &Request) -> Result<String, BackendError> {
             .map_err(|e| invalid(e.to_string())),
         _ => Ok(grammar.lark()),
     }
+}
+
+/// The contract's JSON Schema with its values grounded in the request's document, as far as a
+/// schema can say it ([`Grammar::static_grounded_schema`](contract_core::grammar::Grammar::static_grounded_schema)):
+/// `None` when the request has no document, no contract grammar, or nothing grounded.
+fn grounded_schema(req: &Request) -> Option<Value> {
+    let source = req.source.as_ref()?;
+    let grammar: contract_core::grammar::Grammar =
+        serde_json::from_value(req.grammar.clone()?).ok()?;
+    grammar
+        .is_grounded()
+        .then(|| grammar.static_grounded_schema(&contract_core::ground::Grounds::new(source)))
 }
 
 /// Which body field carries [`Request::max_tokens`].
@@ -533,13 +545,19 @@ impl OpenAiBackend {
         let mut body = serde_json::to_value(&typed).map_err(|e| BackendError::InvalidRequest {
             message: format!("cannot serialise the request: {e}"),
         })?;
+        // The schema a server compiles into its own grammar: grounded in the document where the
+        // request has one and a schema can say it, else the strict schema.
+        let server_schema = || match grounded_schema(req) {
+            Some(schema) => Ok(schema),
+            None => strict_schema(),
+        };
         match (self.mode, &mut body) {
             (Mode::VllmGuidedJson, Value::Object(map)) => {
-                map.insert("guided_json".to_owned(), strict_schema()?);
+                map.insert("guided_json".to_owned(), server_schema()?);
             }
             (Mode::JsonObjectSchema, Value::Object(map)) => {
                 if let Some(Value::Object(rf)) = map.get_mut("response_format") {
-                    rf.insert("schema".to_owned(), strict_schema()?);
+                    rf.insert("schema".to_owned(), server_schema()?);
                 }
             }
             (Mode::VllmGuidedGrammar, Value::Object(map)) => {
@@ -1201,6 +1219,57 @@ mod tests {
         assert_eq!("llama_cpp".parse::<Mode>(), Ok(Mode::JsonObjectSchema));
         assert!("x".parse::<Mode>().is_err());
         assert_eq!("lark".parse::<Mode>(), Ok(Mode::VllmGuidedGrammar));
+    }
+
+    #[test]
+    fn schema_modes_send_the_grounded_schema() {
+        use contract_core::Contract;
+        use examples::filings::GroundedGuidance;
+        let doc = "Acme Reports Second Quarter 2024 Results\n\
+                   For the third quarter of 2024, Acme expects revenue of $4,065 to $4,140 million.";
+        let mut req = Request {
+            contract: "GroundedGuidance".into(),
+            messages: contract_core::prompt::Messages::for_contract::<GroundedGuidance>(doc),
+            strict_schema: Some(GroundedGuidance::strict_schema()),
+            signature: GroundedGuidance::signature(),
+            grammar: serde_json::to_value(GroundedGuidance::grammar()).ok(),
+            max_tokens: None,
+            sampling: Default::default(),
+            source: Some(contract_core::Source::from_text(doc)),
+        };
+        let backend = |mode| {
+            OpenAiBackend::builder("m")
+                .mode(mode)
+                .base_url("http://127.0.0.1:9")
+                .build()
+                .expect("backend")
+        };
+        let llama = backend(Mode::JsonObjectSchema)
+            .request_body(&req)
+            .expect("body");
+        let vllm = backend(Mode::VllmGuidedJson)
+            .request_body(&req)
+            .expect("body");
+        for schema in [&llama["response_format"]["schema"], &vllm["guided_json"]] {
+            let text = schema.to_string();
+            assert!(
+                text.contains("[2024,4065,4140]"),
+                "the release's numbers: {text}"
+            );
+            assert!(
+                text.contains("For the third quarter of 2024, Acme expects revenue of $4,065 to $4,140 million."),
+                "{text}"
+            );
+        }
+        // Without a document: the strict schema, as before.
+        req.source = None;
+        let llama = backend(Mode::JsonObjectSchema)
+            .request_body(&req)
+            .expect("body");
+        assert_eq!(
+            Some(&llama["response_format"]["schema"]),
+            req.strict_schema.as_ref()
+        );
     }
 
     #[test]

@@ -313,3 +313,75 @@ async fn a_passage_is_read_with_the_numerals_it_is_given() {
         .iter()
         .all(|r| r.source.as_ref().map(Source::numerals) == Some(Numerals::Comma)));
 }
+
+/// The one schema a server that compiles JSON Schema gets (llama.cpp, vLLM `guided_json`): the
+/// document's numbers as an `enum` (its numeral conventions, each field's bounds), its lines
+/// for a whole-line quote; what a schema cannot say stays plain and is checked after decoding.
+#[test]
+fn the_static_grounded_schema_admits_only_what_the_document_writes() {
+    use contract_core::ground::Grounds;
+    let valid = |schema: &Value, instance: &Value| {
+        jsonschema::validator_for(schema)
+            .expect("the schema compiles")
+            .is_valid(instance)
+    };
+    let figures = |doc: &str| {
+        Figures::grammar().static_grounded_schema(&Grounds::new(&Source::from_text(doc)))
+    };
+    let en = figures(EN);
+    let amount = |v: Value| json!({"revenue": {"value": v, "currency": "USD", "unit": "million"}, "counts": [], "label": null});
+    for n in [
+        json!(2757),
+        json!(7.5),
+        json!(4065),
+        json!(4140),
+        json!(12400),
+    ] {
+        assert!(
+            valid(&en, &amount(n.clone())),
+            "{n} is in the release: {en}"
+        );
+    }
+    for n in [json!(1234567.5), json!(4100), json!(2.757)] {
+        assert!(
+            !valid(&en, &amount(n.clone())),
+            "{n} is not in the release: {en}"
+        );
+    }
+    // Integers: only the document's integers (7.5 is not one), inside u32's range.
+    let counts = |c: Value| json!({"revenue": null, "counts": c, "label": "x"});
+    assert!(valid(&en, &counts(json!([12400, 2757]))), "{en}");
+    assert!(!valid(&en, &counts(json!([5]))), "{en}");
+    // Spanish conventions: `1.730` is 1730 and `7,23` is 7.23.
+    let es = figures(ES);
+    assert!(valid(&es, &amount(json!(1730))), "{es}");
+    assert!(valid(&es, &amount(json!(7.23))), "{es}");
+    assert!(!valid(&es, &amount(json!(1.73))), "{es}");
+    // A whole-line quote is one of the release's lines; values grounded in it are grounded in
+    // the release (the quote is not known when the request is sent).
+    let gg = examples::filings::GroundedGuidance::grammar()
+        .static_grounded_schema(&Grounds::new(&Source::from_text(EN)));
+    let line =
+        "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.";
+    let reply = |quote: &str, low: Value| {
+        json!({"quote": quote, "period": "fourth quarter of 2024",
+               "low": {"value": low, "currency": "USD", "unit": "million"},
+               "high": {"value": 4140, "currency": "USD", "unit": "million"}})
+    };
+    assert!(valid(&gg, &reply(line, json!(4065))), "{gg}");
+    assert!(
+        !valid(&gg, &reply("Acme expects revenue between", json!(4065))),
+        "a part of a line: {gg}"
+    );
+    assert!(!valid(&gg, &reply(line, json!(4000))), "{gg}");
+    assert!(valid(
+        &gg,
+        &json!({"quote": null, "period": null, "low": null, "high": null})
+    ));
+    // Without grounding the schema is the plain one.
+    let plain = Figures::grammar().without_grounding();
+    assert_eq!(
+        plain.static_grounded_schema(&Grounds::new(&Source::from_text(EN))),
+        plain.schema()
+    );
+}

@@ -27,7 +27,7 @@
 use std::fmt::Write as _;
 use std::ops::Range;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::{shape_schema, Grammar, ObjectShape, Shape};
 use crate::contract::{Grounding, Rule};
@@ -147,6 +147,53 @@ impl Grammar {
         let n = self.root_object()?.fields.len();
         Renderer::new(self, grounds).root(0..n, true, true, None)
     }
+}
+
+impl Grammar {
+    /// The contract's JSON Schema ([`Grammar::schema`]) with every value grounded in the
+    /// document that JSON Schema can say, for servers that compile a schema into their own
+    /// grammar (the llama.cpp server's `response_format.schema`, vLLM's `guided_json`): a
+    /// grounded number or integer becomes the `enum` of the numbers the document writes (its
+    /// bounds applied, read with the source's numeral conventions), a string grounded in a whole
+    /// line the `enum` of the document's lines. A string grounded in a substring, and values
+    /// grounded in another field, keep their plain schema: a schema cannot say "a substring of",
+    /// and the values decoded earlier are not known when the request is sent; the extractor
+    /// checks them against the document after decoding. A number the document writes that an
+    /// `f64` cannot hold exactly leaves its field's plain schema too (a JSON Schema `enum` is read
+    /// as `f64` by these servers).
+    pub fn static_grounded_schema(&self, grounds: &Grounds<'_>) -> Value {
+        let mut schema = match self.schema() {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let renderer = Renderer::new(self, grounds);
+        let mut defs = renderer.defs.clone();
+        let root = renderer
+            .schema_of(&self.root, None, 0, &mut defs)
+            .unwrap_or_else(|| shape_schema(&self.root, &self.objects, &mut defs));
+        let whitespace = schema.remove("x-guidance");
+        schema.clear();
+        match root {
+            Value::Object(map) => schema.extend(map),
+            other => {
+                schema.insert("allOf".into(), Value::Array(vec![other]));
+            }
+        }
+        if let Some(w) = whitespace {
+            schema.insert("x-guidance".into(), w);
+        }
+        if !defs.is_empty() {
+            schema.insert("$defs".into(), Value::Object(defs));
+        }
+        Value::Object(schema)
+    }
+}
+
+/// One grounded number as a JSON number, when it survives the `f64` a server reads it as.
+fn json_number(d: &Decimal) -> Option<Value> {
+    let n: serde_json::Number = serde_json::from_str(&d.to_json_literal()).ok()?;
+    let back = Decimal::from_json_literal(&n.to_string())?;
+    (back.cmp_value(d) == std::cmp::Ordering::Equal).then_some(Value::Number(n))
 }
 
 /// Line fields fixed to one range, and the text of those lines.
@@ -591,6 +638,120 @@ impl<'g, 's> Renderer<'g, 's> {
     }
 
     /// A string that is one whole line of the document (trimmed), at most `max_len` characters.
+    /// The JSON Schema of a value of `shape` grounded in `text` where a schema can say it
+    /// ([`Grammar::static_grounded_schema`]); `None` when no value of the shape can be written
+    /// there.
+    fn schema_of(
+        &self,
+        shape: &Shape,
+        text: Option<Text<'_>>,
+        depth: usize,
+        defs: &mut Map<String, Value>,
+    ) -> Option<Value> {
+        let plain =
+            |defs: &mut Map<String, Value>| shape_schema(shape, &self.grammar.objects, defs);
+        match shape {
+            Shape::Nullable { inner } => Some(match self.schema_of(inner, text, depth, defs) {
+                Some(Value::Object(mut m)) if m.len() == 1 && m.contains_key("enum") => {
+                    if let Some(Value::Array(values)) = m.get_mut("enum") {
+                        values.push(Value::Null);
+                    }
+                    Value::Object(m)
+                }
+                Some(s) => json!({"anyOf": [s, {"type": "null"}]}),
+                None => json!({"type": "null"}),
+            }),
+            Shape::List {
+                items,
+                min_items,
+                max_items,
+            } => {
+                let item = match self.schema_of(items, text, depth, defs) {
+                    Some(item) => item,
+                    None if min_items.unwrap_or(0) == 0 => {
+                        return Some(json!({"type": "array", "maxItems": 0}))
+                    }
+                    None => return None,
+                };
+                let mut map = Map::new();
+                map.insert("type".into(), "array".into());
+                map.insert("items".into(), item);
+                if let Some(n) = min_items {
+                    map.insert("minItems".into(), json!(n));
+                }
+                if let Some(n) = max_items {
+                    map.insert("maxItems".into(), json!(n));
+                }
+                Some(Value::Object(map))
+            }
+            Shape::Object { index }
+                if depth < MAX_DEPTH && (text.is_some() || self.has_grounding(shape, depth)) =>
+            {
+                let object = self.grammar.objects.get(*index)?;
+                let mut properties = Map::new();
+                for f in &object.fields {
+                    let field_text = match &f.grounded {
+                        None => None,
+                        // A part copied where its container is: a part of a whole line is a
+                        // substring, not a line.
+                        Some(Grounding::WithContainer) => text.map(|t| match t {
+                            Text::Lines => Text::Document,
+                            other => other,
+                        }),
+                        Some(Grounding::Line) => Some(Text::Lines),
+                        Some(_) => Some(Text::Document),
+                    };
+                    let value = self
+                        .schema_of(&f.shape, field_text, depth + 1, defs)
+                        .unwrap_or_else(|| shape_schema(&f.shape, &self.grammar.objects, defs));
+                    properties.insert(f.name.clone(), value);
+                }
+                let required: Vec<Value> = object
+                    .fields
+                    .iter()
+                    .map(|f| Value::String(f.name.clone()))
+                    .collect();
+                Some(json!({
+                    "type": "object",
+                    "properties": properties,
+                    "required": required,
+                    "additionalProperties": false,
+                }))
+            }
+            Shape::Integer { .. } | Shape::Number { .. } if text.is_some() => {
+                let candidates = self.number_candidates(shape, text)?;
+                let mut values: Vec<Value> = Vec::new();
+                for d in &candidates {
+                    match json_number(d) {
+                        Some(v) if !values.contains(&v) => values.push(v),
+                        Some(_) => {}
+                        None => return Some(plain(defs)),
+                    }
+                }
+                (!values.is_empty()).then(|| json!({"enum": values}))
+            }
+            Shape::String {
+                min_len,
+                max_len,
+                patterns,
+                format,
+            } if matches!(text, Some(Text::Lines)) && patterns.is_empty() && format.is_none() => {
+                let raw = self.grounds.document().raw();
+                let mut lines: Vec<Value> = Vec::new();
+                for l in raw.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                    let n = l.chars().count() as u64;
+                    let fits = min_len.is_none_or(|m| n >= m) && max_len.is_none_or(|m| n <= m);
+                    let v = Value::String(l.to_string());
+                    if fits && !lines.contains(&v) {
+                        lines.push(v);
+                    }
+                }
+                (!lines.is_empty()).then(|| json!({"enum": lines}))
+            }
+            _ => Some(plain(defs)),
+        }
+    }
+
     fn lines_terminal(&mut self, max_len: Option<u64>) -> Option<String> {
         let raw = self.grounds.document().raw().to_owned();
         let mut alts: Vec<String> = raw
