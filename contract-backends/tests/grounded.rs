@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use contract_backends::local::fetch::default_model_path;
-use contract_backends::local::gguf_tokenizer::load_tokenizer_json;
 use contract_backends::local::mask::{percentile_us, ContractMask, MaskEngine};
+use contract_backends::local::sample::SplitMix64;
 use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
 use contract_core::ground::Grounds;
 use contract_core::values::{Amount, Evidenced, Span};
@@ -43,26 +43,9 @@ struct Years {
     names: Vec<String>,
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 fn engine() -> Arc<MaskEngine> {
     let path = default_model_path().expect("the default model (SmolLM2) is needed for this test");
-    let json = load_tokenizer_json(&path).expect("tokenizer.json from the GGUF");
-    MaskEngine::cached(&json, &[]).expect("mask engine")
+    MaskEngine::for_gguf(&path).expect("mask engine from the GGUF's tokenizer")
 }
 
 const MAX_TOKENS: usize = 3000;
@@ -112,7 +95,7 @@ fn walk(
     engine: &Arc<MaskEngine>,
     grammar: &Grammar,
     source: &Source,
-    rng: &mut Rng,
+    rng: &mut SplitMix64,
     t: &mut Tally,
 ) -> String {
     let stops = engine.stop_tokens().to_vec();
@@ -202,7 +185,7 @@ fn walk(
 fn walks<C: Contract>(engine: &Arc<MaskEngine>, docs: &[String], n: usize, seed: u64) -> Tally {
     let grammar = Grammar::with_options(C::contract_spec(), options());
     let sources: Vec<Source> = docs.iter().map(|d| Source::from_text(d)).collect();
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64(seed);
     let mut t = Tally::default();
     for i in 0..n {
         t.walks += 1;
@@ -329,7 +312,7 @@ fn a_required_value_with_nothing_to_copy_is_an_error() {
     assert!(err.to_string().contains("no value of `n`"), "{err}");
     // With a number in the document, the only values the mask offers are that number.
     let source = Source::from_text("one number: 2,757.50 here");
-    let mut rng = Rng(3);
+    let mut rng = SplitMix64(3);
     let mut t = Tally::default();
     let text = walk(&engine, &grammar, &source, &mut rng, &mut t);
     assert_eq!(text, r#"{"n": 2757.5}"#);

@@ -10,34 +10,16 @@
 use std::sync::Arc;
 
 use contract_backends::local::fetch::default_model_path;
-use contract_backends::local::gguf_tokenizer::load_tokenizer_json;
 use contract_backends::local::mask::{percentile_us, MaskEngine};
+use contract_backends::local::sample::SplitMix64;
 use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
 use contract_core::values::{Amount, Span, TableValue};
 use contract_core::{Contract, ViolationKind};
 use examples::{Address, Exclusions, FilingTable, Guidance, Policy};
 
-/// A tiny seeded generator (splitmix64), so walks replay exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 fn engine() -> Arc<MaskEngine> {
     let path = default_model_path().expect("the default model (SmolLM2) is needed for this test");
-    let json = load_tokenizer_json(&path).expect("tokenizer.json from the GGUF");
-    MaskEngine::cached(&json, &[]).expect("mask engine")
+    MaskEngine::for_gguf(&path).expect("mask engine from the GGUF's tokenizer")
 }
 
 /// Most tokens one walk may take; a walk that reaches it counts as unbounded.
@@ -68,7 +50,7 @@ fn options() -> GrammarOptions {
 
 fn walks<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64) -> Tally {
     let grammar = Grammar::with_options(C::contract_spec(), options());
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64(seed);
     let mut t = Tally::default();
     let stops = engine.stop_tokens().to_vec();
     for _ in 0..n {
@@ -254,7 +236,7 @@ fn mask_timings() {
     ] {
         let mut llg = Vec::new();
         let mut total = Vec::new();
-        let mut rng = Rng(42);
+        let mut rng = SplitMix64(42);
         for _ in 0..50 {
             let mut mask = e.mask(&grammar).unwrap().with_timing(true);
             for _ in 0..400 {

@@ -102,6 +102,13 @@ impl MaskEngine {
         })
     }
 
+    /// The engine for the tokenizer a GGUF file carries, without stop tokens ([`Self::cached`]):
+    /// what a check of masks alone needs, without loading the model's weights.
+    pub fn for_gguf(path: &std::path::Path) -> Result<Arc<MaskEngine>, LocalError> {
+        let json = super::gguf_tokenizer::load_tokenizer_json(path)?;
+        Self::cached(&json, &[])
+    }
+
     /// The engine for this tokenizer and stop tokens, built on first use and shared after.
     pub fn cached(
         tokenizer_json: &[u8],

@@ -140,6 +140,15 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// A number in `0..n` (`n > 0`; 0 when `n` is 0), with modulo bias below 2^-40 for
+    /// `n < 2^24`.
+    pub fn below(&mut self, n: usize) -> usize {
+        match n {
+            0 => 0,
+            n => (self.next_u64() % n as u64) as usize,
+        }
+    }
+
     /// A uniform float in `[0, 1)`.
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
