@@ -182,6 +182,27 @@ fn grounded_schema(req: &Request) -> Option<Value> {
         .then(|| grammar.static_grounded_schema(&contract_core::ground::Grounds::new(source)))
 }
 
+/// The chat messages in async-openai's request types.
+fn chat_messages(messages: &contract_core::prompt::Messages) -> Vec<ChatCompletionRequestMessage> {
+    messages
+        .iter()
+        .map(|m| match m.role {
+            Role::System => ChatCompletionRequestMessage::System(
+                ChatCompletionRequestSystemMessage::from(m.content.as_str()),
+            ),
+            Role::User => ChatCompletionRequestMessage::User(
+                ChatCompletionRequestUserMessage::from(m.content.as_str()),
+            ),
+            Role::Assistant => {
+                ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
+                    content: Some(m.content.as_str().into()),
+                    ..Default::default()
+                })
+            }
+        })
+        .collect()
+}
+
 /// Which body field carries [`Request::max_tokens`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MaxTokensField {
@@ -484,24 +505,7 @@ impl OpenAiBackend {
     /// Fails with [`BackendError::InvalidRequest`] when the mode needs a strict schema and the
     /// contract has none.
     pub fn request_body(&self, req: &Request) -> Result<Value, BackendError> {
-        let messages = req
-            .messages
-            .iter()
-            .map(|m| match m.role {
-                Role::System => ChatCompletionRequestMessage::System(
-                    ChatCompletionRequestSystemMessage::from(m.content.as_str()),
-                ),
-                Role::User => ChatCompletionRequestMessage::User(
-                    ChatCompletionRequestUserMessage::from(m.content.as_str()),
-                ),
-                Role::Assistant => {
-                    ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
-                        content: Some(m.content.as_str().into()),
-                        ..Default::default()
-                    })
-                }
-            })
-            .collect();
+        let messages = chat_messages(&req.messages);
         let strict_schema = || {
             req.strict_schema
                 .clone()
@@ -571,7 +575,11 @@ impl OpenAiBackend {
         Ok(body)
     }
 
-    async fn attempt(&self, body: &[u8]) -> Result<Response, Failure> {
+    async fn attempt<T>(
+        &self,
+        body: &[u8],
+        parse: fn(&[u8]) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
         let sent = self
             .http
             .post(&self.url)
@@ -592,7 +600,60 @@ impl OpenAiBackend {
         if !status.is_success() {
             return Err(status_failure(status, wait, &bytes));
         }
-        parse_reply(&bytes)
+        parse(&bytes)
+    }
+
+    /// Sends `body`, retrying transient failures per the [`RetryPolicy`], and reads the reply
+    /// with `parse`.
+    async fn send<T>(
+        &self,
+        body: &[u8],
+        parse: fn(&[u8]) -> Result<T, Failure>,
+    ) -> Result<T, BackendError> {
+        let started = Instant::now();
+        let mut retries = 0u32;
+        loop {
+            let failure = match self.attempt(body, parse).await {
+                Ok(reply) => return Ok(reply),
+                Err(failure) => failure,
+            };
+            if !failure.retryable || retries >= self.retry.max_retries {
+                return Err(failure.into_error(retries + 1, started.elapsed()));
+            }
+            let Some(wait) = self.retry.delay(retries, failure.retry_after) else {
+                return Err(failure.into_error(retries + 1, started.elapsed()));
+            };
+            tokio::time::sleep(wait).await;
+            retries += 1;
+        }
+    }
+
+    /// The `top` most likely first tokens of the reply to `messages`, with their natural-log
+    /// probabilities, most likely first: one request with `logprobs: true`, `top_logprobs`
+    /// and one token to generate, at temperature 0, with no response format (what scores a
+    /// short answer such as yes / no on a server; OpenAI allows `top` up to 20). Retried like
+    /// [`Backend::complete`]; a reply without log-probabilities is a `protocol` error.
+    pub async fn first_token_logprobs(
+        &self,
+        messages: &contract_core::prompt::Messages,
+        top: u8,
+    ) -> Result<Vec<(String, f64)>, BackendError> {
+        #[allow(deprecated)] // `max_tokens` is still what compatible servers read
+        let typed = CreateChatCompletionRequest {
+            model: self.model.clone(),
+            messages: chat_messages(messages),
+            logprobs: Some(true),
+            top_logprobs: Some(top),
+            temperature: Some(0.0),
+            max_tokens: (self.max_tokens_field == MaxTokensField::MaxTokens).then_some(1),
+            max_completion_tokens: (self.max_tokens_field == MaxTokensField::MaxCompletionTokens)
+                .then_some(1),
+            ..Default::default()
+        };
+        let body = serde_json::to_vec(&typed).map_err(|e| BackendError::InvalidRequest {
+            message: format!("cannot serialise the request: {e}"),
+        })?;
+        self.send(&body, parse_top_logprobs).await
     }
 
     fn transport_failure(&self, e: &reqwest::Error) -> Failure {
@@ -912,6 +973,44 @@ fn finish_reason(s: &str) -> FinishReason {
     }
 }
 
+/// The first generated token's `top_logprobs` (`choices[0].logprobs.content[0]`), most likely
+/// first.
+fn parse_top_logprobs(body: &[u8]) -> Result<Vec<(String, f64)>, Failure> {
+    let protocol = |message: String| Failure::retry(BackendError::Protocol { message }, None);
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        protocol(format!(
+            "the reply is not JSON ({e}; {} bytes, starting `{}`)",
+            body.len(),
+            excerpt(&String::from_utf8_lossy(body), 80)
+        ))
+    })?;
+    let first = value
+        .pointer("/choices/0/logprobs/content/0/top_logprobs")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            Failure::fatal(BackendError::Protocol {
+                message: format!(
+                    "the reply has no `choices[0].logprobs.content[0].top_logprobs` (does the \
+                     server support `logprobs`?): `{}`",
+                    excerpt(&value.to_string(), 200)
+                ),
+            })
+        })?;
+    let mut out: Vec<(String, f64)> = first
+        .iter()
+        .filter_map(|t| {
+            let token = t.get("token")?.as_str()?.to_owned();
+            let logprob = t.get("logprob")?.as_f64().filter(|l| !l.is_nan())?;
+            Some((token, logprob))
+        })
+        .collect();
+    if out.is_empty() {
+        return Err(protocol("the reply's top_logprobs list is empty".into()));
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(out)
+}
+
 fn parse_reply(body: &[u8]) -> Result<Response, Failure> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         Failure::retry(
@@ -997,22 +1096,7 @@ impl Backend for OpenAiBackend {
         let body = serde_json::to_vec(&body).map_err(|e| BackendError::InvalidRequest {
             message: format!("cannot serialise the request: {e}"),
         })?;
-        let started = Instant::now();
-        let mut retries = 0u32;
-        loop {
-            let failure = match self.attempt(&body).await {
-                Ok(response) => return Ok(response),
-                Err(failure) => failure,
-            };
-            if !failure.retryable || retries >= self.retry.max_retries {
-                return Err(failure.into_error(retries + 1, started.elapsed()));
-            }
-            let Some(wait) = self.retry.delay(retries, failure.retry_after) else {
-                return Err(failure.into_error(retries + 1, started.elapsed()));
-            };
-            tokio::time::sleep(wait).await;
-            retries += 1;
-        }
+        self.send(&body, parse_reply).await
     }
 }
 

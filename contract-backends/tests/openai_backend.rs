@@ -515,3 +515,69 @@ async fn an_async_openai_config_supplies_key_and_headers() {
         .is_ok());
     assert!(!server.seen()[0].headers.contains_key("authorization"));
 }
+
+/// `first_token_logprobs`: one token, `logprobs` with `top_logprobs`, no response format; a 503
+/// is retried; the list comes back most likely first; a reply without log-probabilities is a
+/// protocol error that is not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_token_logprobs_asks_for_one_token_and_reads_the_top_list() {
+    let with_logprobs = json!({
+        "id": "x", "object": "chat.completion", "created": 0, "model": "mock-model",
+        "choices": [{"index": 0, "finish_reason": "length",
+            "message": {"role": "assistant", "content": "Yes"},
+            "logprobs": {"content": [{"token": "Yes", "logprob": -0.6, "top_logprobs": [
+                {"token": "No", "logprob": -0.9}, {"token": "Yes", "logprob": -0.6},
+                {"token": " yes", "logprob": -5.1}]}]}}]
+    })
+    .to_string();
+    let server = MockServer::start(Expect::PromptOnly, move |_, i| match i {
+        0 => Reply::Status {
+            code: 503,
+            headers: vec![],
+            body: "busy".into(),
+        },
+        1 => Reply::Status {
+            code: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: with_logprobs.clone(),
+        },
+        _ => Reply::ok("Yes"),
+    })
+    .await;
+    let backend = backend(&server, Mode::JsonObjectSchema, 2);
+    let msgs = contract_core::prompt::Messages(vec![
+        contract_core::prompt::Message::system("You judge sentences."),
+        contract_core::prompt::Message::user("Is this guidance? Answer yes or no."),
+    ]);
+    let top = backend
+        .first_token_logprobs(&msgs, 20)
+        .await
+        .expect("the second try answers");
+    assert_eq!(
+        top,
+        vec![
+            ("Yes".to_string(), -0.6),
+            ("No".to_string(), -0.9),
+            (" yes".to_string(), -5.1)
+        ]
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "the 503 was retried once");
+    let body = &seen[1].body;
+    assert_eq!(body["logprobs"], true);
+    assert_eq!(body["top_logprobs"], 20);
+    assert_eq!(body["max_tokens"], 1);
+    assert!(
+        body.get("response_format").is_none(),
+        "no response format, whatever the backend's mode: {body}"
+    );
+    assert_eq!(server.shape_errors(), Vec::<String>::new());
+    // A plain completion has no log-probabilities: an error at once, not retried.
+    let err = backend
+        .first_token_logprobs(&msgs, 20)
+        .await
+        .expect_err("no logprobs");
+    assert_eq!(err.kind(), "protocol", "{err}");
+    assert!(err.to_string().contains("logprobs"), "{err}");
+    assert_eq!(server.seen().len(), 3);
+}

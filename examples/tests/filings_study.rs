@@ -314,9 +314,9 @@ impl KeywordJudge {
 }
 
 impl examples::filings::route::Judge for KeywordJudge {
-    fn margin(&self, line: &str) -> Result<(f64, u32), String> {
+    fn margin<'a>(&'a self, line: &'a str) -> examples::filings::route::Margin<'a> {
         let m = self.0.iter().find(|(t, _)| line.contains(t.as_str()));
-        Ok((m.map_or(-1.0, |(_, m)| *m), 1))
+        Box::pin(std::future::ready(Ok((m.map_or(-1.0, |(_, m)| *m), 1))))
     }
 }
 

@@ -303,19 +303,17 @@ fn run(args: Args) -> Result<(), String> {
                 masked_mode.as_str()
             );
             for &mode in &modes {
-                if mode == Mode::Routed {
-                    eprintln!("routed: skipped (it judges lines by a local model's likelihood)");
-                    continue;
-                }
                 let server = if mode.masked() { &masked } else { &free };
                 let backend = ModeBackend::new(server, mode);
+                // `routed` judges the lines by the server's log-probabilities (`logprobs`).
+                let judge = (mode == Mode::Routed).then_some(&free as &dyn Judge);
                 rows.extend(runtime.block_on(run_mode(
                     backend,
                     mode,
                     &docs,
                     &args,
                     args.concurrency,
-                    None,
+                    judge,
                     &emit,
                 ))?);
             }
@@ -354,7 +352,7 @@ async fn run_mode<B: Backend + Sync>(
         let extractor = study::grounded_extractor(backend, args.max_tokens)
             .instructions(system_message_with::<GroundedGuidance>(style));
         if mode == Mode::Routed {
-            let judge = judge.ok_or("routed mode needs a local model to judge the lines")?;
+            let judge = judge.ok_or("routed mode needs a judge for the lines")?;
             return run_routed(extractor, docs, judge, emit).await;
         }
         return run_extractor(extractor, mode, docs, concurrency, emit).await;

@@ -29,16 +29,56 @@ pub fn judge_prompt(line: &str) -> String {
     format!("{line}\n\nQuestion: {JUDGE_QUESTION} Answer yes or no.")
 }
 
+/// A judge's answer about one line: `log P(yes) - log P(no)` (nats) and the forward calls it
+/// took, computed at once (a local model) or by a server.
+pub type Margin<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(f64, u32), String>> + 'a>>;
+
 /// Answers [`JUDGE_QUESTION`] about one line.
 pub trait Judge {
-    /// `log P(yes) - log P(no)` for `line` (nats), and the forward calls it took.
-    fn margin(&self, line: &str) -> Result<(f64, u32), String>;
+    /// The margin for `line` (see [`Margin`]).
+    fn margin<'a>(&'a self, line: &'a str) -> Margin<'a>;
 }
 
 impl<J: Judge + ?Sized> Judge for &J {
-    fn margin(&self, line: &str) -> Result<(f64, u32), String> {
+    fn margin<'a>(&'a self, line: &'a str) -> Margin<'a> {
         (**self).margin(line)
     }
+}
+
+/// `log(P(a) + P(b))` from two log-probabilities.
+fn log_sum_exp(a: f64, b: f64) -> f64 {
+    let m = a.max(b);
+    if m == f64::NEG_INFINITY {
+        m
+    } else {
+        m + ((a - m).exp() + (b - m).exp()).ln()
+    }
+}
+
+/// The margin from a server's top first tokens (`(token, logprob)`, as
+/// `OpenAiBackend::first_token_logprobs` gives them): `log(P(yes) + P(Yes)) - log(P(no) +
+/// P(No))`, tokens compared with their surrounding whitespace trimmed. An answer missing from
+/// the list is less likely than every listed token, so it is counted at the least listed
+/// log-probability (an upper bound): with neither answer listed the margin is 0.
+pub fn margin_from_top(top: &[(String, f64)]) -> f64 {
+    let floor = top
+        .iter()
+        .map(|(_, l)| *l)
+        .fold(f64::INFINITY, f64::min)
+        .min(0.0);
+    let answer = |spellings: [&str; 2]| {
+        let found = top
+            .iter()
+            .filter(|(t, _)| spellings.contains(&t.trim()))
+            .fold(f64::NEG_INFINITY, |acc, (_, l)| log_sum_exp(acc, *l));
+        if found == f64::NEG_INFINITY {
+            floor
+        } else {
+            found
+        }
+    };
+    answer(["yes", "Yes"]) - answer(["no", "No"])
 }
 
 /// The lines of a release ranked by the model's judgement.
@@ -79,12 +119,12 @@ pub fn candidate_lines(doc: &str) -> Vec<(usize, &str)> {
 }
 
 /// Judges every candidate line of `doc` and ranks them.
-pub fn route(doc: &str, judge: &impl Judge) -> Result<Route, String> {
+pub async fn route(doc: &str, judge: &(impl Judge + ?Sized)) -> Result<Route, String> {
     let t0 = Instant::now();
     let mut ranked = Vec::new();
     let mut calls = 0;
     for (n, line) in candidate_lines(doc) {
-        let (m, c) = judge.margin(line)?;
+        let (m, c) = judge.margin(line).await?;
         if !m.is_finite() {
             return Err(format!("line {n}: the judge's margin is {m}"));
         }
@@ -105,27 +145,47 @@ mod local {
     use contract_backends::local::LocalBackend;
     use contract_core::prompt::Message;
 
-    use super::Judge;
+    use super::{log_sum_exp, Judge, Margin};
 
-    /// Both spellings of each answer count: `log(P(yes) + P(Yes)) - log(P(no) + P(No))`.
+    /// Both spellings of each answer count: `log(P(yes) + P(Yes)) - log(P(no) + P(No))`, from
+    /// the model's own next-token distribution ([`LocalBackend::score_continuations`]).
     impl Judge for LocalBackend {
-        fn margin(&self, line: &str) -> Result<(f64, u32), String> {
+        fn margin<'a>(&'a self, line: &'a str) -> Margin<'a> {
             let msgs = [Message::user(super::judge_prompt(line))];
-            let s = self
+            let margin = self
                 .score_continuations(&msgs, &["yes", "Yes", "no", "No"])
-                .map_err(|e| e.to_string())?;
-            let lse = |a: f64, b: f64| {
-                let m = a.max(b);
-                if m == f64::NEG_INFINITY {
-                    m
-                } else {
-                    m + ((a - m).exp() + (b - m).exp()).ln()
-                }
-            };
-            let [y, yc, n, nc] = s.logprobs[..] else {
-                return Err("the model scored fewer than four answers".into());
-            };
-            Ok((lse(y, yc) - lse(n, nc), s.forward_calls))
+                .map_err(|e| e.to_string())
+                .and_then(|s| match s.logprobs[..] {
+                    [y, yc, n, nc] => {
+                        Ok((log_sum_exp(y, yc) - log_sum_exp(n, nc), s.forward_calls))
+                    }
+                    _ => Err("the model scored fewer than four answers".into()),
+                });
+            Box::pin(std::future::ready(margin))
+        }
+    }
+}
+
+#[cfg(feature = "remote")]
+mod remote {
+    use contract_backends::openai::OpenAiBackend;
+    use contract_core::prompt::{Message, Messages};
+
+    use super::{margin_from_top, Judge, Margin};
+
+    /// The same question on an OpenAI-compatible server that returns log-probabilities
+    /// (`logprobs` with `top_logprobs: 20`, one token): [`margin_from_top`]. One request per
+    /// line, counted as one forward call.
+    impl Judge for OpenAiBackend {
+        fn margin<'a>(&'a self, line: &'a str) -> Margin<'a> {
+            Box::pin(async move {
+                let msgs = Messages(vec![Message::user(super::judge_prompt(line))]);
+                let top = self
+                    .first_token_logprobs(&msgs, 20)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok((margin_from_top(&top), 1))
+            })
         }
     }
 }
@@ -136,11 +196,40 @@ mod tests {
 
     struct Scripted(Vec<f64>, std::cell::Cell<usize>);
     impl Judge for Scripted {
-        fn margin(&self, _: &str) -> Result<(f64, u32), String> {
+        fn margin<'a>(&'a self, _: &'a str) -> Margin<'a> {
             let i = self.1.get();
             self.1.set(i + 1);
-            self.0.get(i).map(|&m| (m, 1)).ok_or("no more".into())
+            let m = self.0.get(i).map(|&m| (m, 1)).ok_or("no more".into());
+            Box::pin(std::future::ready(m))
         }
+    }
+
+    fn route(doc: &str, judge: &Scripted) -> Result<Route, String> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(super::route(doc, judge))
+    }
+
+    #[test]
+    fn a_servers_top_tokens_give_the_margin() {
+        let top = |v: &[(&str, f64)]| -> Vec<(String, f64)> {
+            v.iter().map(|(t, l)| (t.to_string(), *l)).collect()
+        };
+        let m = margin_from_top(&top(&[
+            ("Yes", -0.5),
+            ("No", -1.0),
+            (" yes", -5.0),
+            ("To", -6.0),
+        ]));
+        // Both spellings of yes count; `No` is listed.
+        let want = (f64::exp(-0.5) + f64::exp(-5.0)).ln() + 1.0;
+        assert!((m - want).abs() < 1e-12, "{m} {want}");
+        // An unlisted answer counts at the least listed log-probability.
+        let m = margin_from_top(&top(&[("Yes", -0.2), ("The", -3.0)]));
+        assert!((m - 2.8).abs() < 1e-12, "{m}");
+        assert!(margin_from_top(&top(&[("No", -0.1), ("The", -3.0)])) < 0.0);
+        assert_eq!(margin_from_top(&top(&[("The", -0.1), ("A", -3.0)])), 0.0);
     }
 
     const DOC: &str =

@@ -562,7 +562,7 @@ pub async fn routed<B: Backend>(
     judge: &impl super::route::Judge,
     tries: usize,
 ) -> Value {
-    let route = match super::route::route(&doc.text, judge) {
+    let route = match super::route::route(&doc.text, judge).await {
         Ok(r) => r,
         Err(e) => {
             return json!({"id": doc.id, "mode": Mode::Routed.as_str(), "valid": false,
