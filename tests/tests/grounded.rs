@@ -329,7 +329,8 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
         Figures::grammar().static_grounded_schema(&Grounds::new(&Source::from_text(doc)))
     };
     let en = figures(EN);
-    let amount = |v: Value| json!({"revenue": {"value": v, "currency": "USD", "unit": "million"}, "counts": [], "label": null});
+    let amount_in = |v: Value, unit: &str| json!({"revenue": {"value": v, "currency": "USD", "unit": unit}, "counts": [], "label": null});
+    let amount = |v: Value| amount_in(v, "million");
     for n in [
         json!(2757),
         json!(7.5),
@@ -353,10 +354,21 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
     assert!(valid(&en, &counts(json!([12400, 2757]))), "{en}");
     assert!(!valid(&en, &counts(json!([5]))), "{en}");
     // Spanish conventions: `1.730` is 1730 and `7,23` is 7.23.
+    // A grounded substring is a run of the document's whole words (its end punctuation off).
+    assert!(valid(&en, &amount_in(json!(4065), "million")), "{en}");
+    assert!(!valid(&en, &amount_in(json!(4065), "billions")), "{en}");
+    assert!(
+        !valid(&en, &amount_in(json!(4065), "illion")),
+        "inside a word: {en}"
+    );
     let es = figures(ES);
-    assert!(valid(&es, &amount(json!(1730))), "{es}");
-    assert!(valid(&es, &amount(json!(7.23))), "{es}");
-    assert!(!valid(&es, &amount(json!(1.73))), "{es}");
+    assert!(valid(&es, &amount_in(json!(1730), "millones")), "{es}");
+    assert!(
+        valid(&es, &amount_in(json!(7.23), "miles de millones")),
+        "{es}"
+    );
+    assert!(!valid(&es, &amount_in(json!(1.73), "millones")), "{es}");
+    assert!(!valid(&es, &amount_in(json!(1730), "million")), "{es}");
     // A whole-line quote is one of the release's lines; values grounded in it are grounded in
     // the release (the quote is not known when the request is sent).
     let gg = examples::filings::GroundedGuidance::grammar()
@@ -364,7 +376,7 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
     let line =
         "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.";
     let reply = |quote: &str, low: Value| {
-        json!({"quote": quote, "period": "fourth quarter of 2024",
+        json!({"quote": quote, "period": "the fourth quarter of 2024",
                "low": {"value": low, "currency": "USD", "unit": "million"},
                "high": {"value": 4140, "currency": "USD", "unit": "million"}})
     };
@@ -374,6 +386,12 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
         "a part of a line: {gg}"
     );
     assert!(!valid(&gg, &reply(line, json!(4000))), "{gg}");
+    let mut q4 = reply(line, json!(4065));
+    q4["period"] = json!("Q4 2024");
+    assert!(
+        !valid(&gg, &q4),
+        "a period the release does not write: {gg}"
+    );
     assert!(valid(
         &gg,
         &json!({"quote": null, "period": null, "low": null, "high": null})

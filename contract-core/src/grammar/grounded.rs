@@ -155,10 +155,12 @@ impl Grammar {
     /// grammar (the llama.cpp server's `response_format.schema`, vLLM's `guided_json`): a
     /// grounded number or integer becomes the `enum` of the numbers the document writes (its
     /// bounds applied, read with the source's numeral conventions), a string grounded in a whole
-    /// line the `enum` of the document's lines. A string grounded in a substring, and values
-    /// grounded in another field, keep their plain schema: a schema cannot say "a substring of",
-    /// and the values decoded earlier are not known when the request is sent; the extractor
-    /// checks them against the document after decoding. A number the document writes that an
+    /// line the `enum` of the document's lines, a string grounded in a substring the `enum` of
+    /// the document's runs of up to eight whole words ([`word_spans`]; only while there are at
+    /// most 2,000 of them, else its plain schema: a schema cannot say "a substring of" compactly).
+    /// Values grounded in another field are grounded in the whole document here (the values
+    /// decoded earlier are not known when the request is sent); the extractor checks every value
+    /// against its own text after decoding. A number the document writes that an
     /// `f64` cannot hold exactly leaves its field's plain schema too (a JSON Schema `enum` is read
     /// as `f64` by these servers).
     pub fn static_grounded_schema(&self, grounds: &Grounds<'_>) -> Value {
@@ -187,6 +189,57 @@ impl Grammar {
         }
         Value::Object(schema)
     }
+}
+
+/// Most words in one option of a substring `enum` ([`word_spans`]).
+const MAX_SPAN_WORDS: usize = 8;
+/// Most options a substring `enum` may have; a longer document's strings keep their plain
+/// schema in [`Grammar::static_grounded_schema`].
+const MAX_SPAN_OPTIONS: usize = 2000;
+
+/// Every run of at most `max_words` whole words of one line of `text` (as written, inner
+/// spacing kept), and each run with the punctuation at its ends removed; `None` when there are
+/// more than `max_options` distinct ones. Each is a substring of `text`, so an `enum` of them
+/// admits only grounded values: a stricter promise than "any substring" (a value that starts
+/// or ends inside a word is left out), which is what a JSON Schema can say without one
+/// alternative per character position.
+fn word_spans(text: &str, max_words: usize, max_options: usize) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines() {
+        // Byte ranges of the line's words (runs of non-whitespace).
+        let mut words: Vec<(usize, usize)> = Vec::new();
+        let mut start = None;
+        for (i, c) in line.char_indices() {
+            match (c.is_whitespace(), start) {
+                (true, Some(s)) => {
+                    words.push((s, i));
+                    start = None;
+                }
+                (false, None) => start = Some(i),
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            words.push((s, line.len()));
+        }
+        for i in 0..words.len() {
+            for j in i..words.len().min(i + max_words) {
+                let span = &line[words[i].0..words[j].1];
+                let trimmed =
+                    span.trim_matches(|c: char| c.is_ascii_punctuation() && c != '$' && c != '%');
+                for option in [span, trimmed] {
+                    if !option.is_empty() && seen.insert(option.to_string()) {
+                        if out.len() == max_options {
+                            return None;
+                        }
+                        out.push(option.to_string());
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 /// One grounded number as a JSON number, when it survives the `f64` a server reads it as.
@@ -747,6 +800,35 @@ impl<'g, 's> Renderer<'g, 's> {
                     }
                 }
                 (!lines.is_empty()).then(|| json!({"enum": lines}))
+            }
+            Shape::String {
+                min_len,
+                max_len,
+                patterns,
+                format,
+            } if matches!(text, Some(Text::Document))
+                && patterns.is_empty()
+                && format.is_none() =>
+            {
+                let fits = |o: &str| {
+                    let n = o.chars().count() as u64;
+                    n > 0 && min_len.is_none_or(|m| n >= m) && max_len.is_none_or(|m| n <= m)
+                };
+                match word_spans(
+                    self.grounds.document().raw(),
+                    MAX_SPAN_WORDS,
+                    MAX_SPAN_OPTIONS,
+                ) {
+                    Some(spans) => {
+                        let options: Vec<Value> = spans
+                            .into_iter()
+                            .filter(|o| fits(o))
+                            .map(Value::String)
+                            .collect();
+                        (!options.is_empty()).then(|| json!({"enum": options}))
+                    }
+                    None => Some(plain(defs)),
+                }
             }
             _ => Some(plain(defs)),
         }
