@@ -9,7 +9,7 @@
 //! | `constrained` | the token mask (syntax, ranges, patterns) | as `free` |
 //! | `rules` | the mask plus the cross-field rules during decoding | as `free` |
 //! | `grounded` | [`GroundedGuidance`]: the quote first, every value copied from inside it; the grounded mask (local) or validation against the release and one retry (any backend) | as `free`, grounding included |
-//! | `routed` | as `grounded`, on the one line the model judges to state the guidance ([`super::route`]; local models only), or no guidance when it judges none does | as `grounded` |
+//! | `routed` | as `grounded`, on the one line the model judges to state the guidance ([`super::route`]; a local model, or a server that returns `logprobs`), or no guidance when it judges none does | as `grounded` |
 //!
 //! The modes differ only in what [`ModeBackend`] forwards to the backend and in the extractor's
 //! settings, so any [`Backend`] runs the study: the local model, an OpenAI-compatible server, or
