@@ -156,7 +156,7 @@ impl Grammar {
     /// grounded number or integer becomes the `enum` of the numbers the document writes (its
     /// bounds applied, read with the source's numeral conventions), a string grounded in a whole
     /// line the `enum` of the document's lines, a string grounded in a substring the `enum` of
-    /// the document's runs of up to eight whole words ([`word_spans`]; only while there are at
+    /// the document's runs of up to eight whole words (end punctuation trimmed as a second option; only while there are at
     /// most 2,000 of them, else its plain schema: a schema cannot say "a substring of" compactly).
     /// Values grounded in another field are grounded in the whole document here (the values
     /// decoded earlier are not known when the request is sent); the extractor checks every value
