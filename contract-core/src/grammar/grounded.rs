@@ -156,8 +156,9 @@ impl Grammar {
     /// grounded number or integer becomes the `enum` of the numbers the document writes (its
     /// bounds applied, read with the source's numeral conventions), a string grounded in a whole
     /// line the `enum` of the document's lines, a string grounded in a substring the `enum` of
-    /// the document's runs of up to eight whole words (end punctuation trimmed as a second option; only while there are at
-    /// most 2,000 of them, else its plain schema: a schema cannot say "a substring of" compactly).
+    /// the document's runs of up to eight whole words (end punctuation trimmed as a second
+    /// option; only while there are at most 2,000 of them, else its plain schema: a schema
+    /// cannot say "a substring of" compactly).
     /// Values grounded in another field are grounded in the whole document here (the values
     /// decoded earlier are not known when the request is sent); the extractor checks every value
     /// against its own text after decoding. A number the document writes that an
@@ -690,7 +691,6 @@ impl<'g, 's> Renderer<'g, 's> {
         Some(rule)
     }
 
-    /// A string that is one whole line of the document (trimmed), at most `max_len` characters.
     /// The JSON Schema of a value of `shape` grounded in `text` where a schema can say it
     /// ([`Grammar::static_grounded_schema`]); `None` when no value of the shape can be written
     /// there.
@@ -834,6 +834,7 @@ impl<'g, 's> Renderer<'g, 's> {
         }
     }
 
+    /// A string that is one whole line of the document (trimmed), at most `max_len` characters.
     fn lines_terminal(&mut self, max_len: Option<u64>) -> Option<String> {
         let raw = self.grounds.document().raw().to_owned();
         let mut alts: Vec<String> = raw
@@ -1171,6 +1172,33 @@ fn substring(chunks: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word_spans_are_runs_of_whole_words_within_a_line() {
+        let spans = word_spans("Revenue of $4,065  million.\nOutlook", 2, 100).expect("few");
+        for want in [
+            "Revenue",
+            "Revenue of",
+            "$4,065  million.",
+            "$4,065  million",
+            "million",
+            "Outlook",
+        ] {
+            assert!(spans.iter().any(|s| s == want), "{want}: {spans:?}");
+        }
+        // Not across lines, not more than two words, not inside a word.
+        assert!(!spans
+            .iter()
+            .any(|s| s.contains('\n') || s == "of $4,065  million" || s == "illion"));
+        assert!(spans
+            .iter()
+            .all(|s| "Revenue of $4,065  million.\nOutlook".contains(s.as_str())));
+        assert_eq!(
+            word_spans("a b c d e f", 8, 5),
+            None,
+            "more options than allowed"
+        );
+    }
 
     #[test]
     fn chunks_escape_and_split() {
