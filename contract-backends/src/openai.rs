@@ -976,14 +976,7 @@ fn finish_reason(s: &str) -> FinishReason {
 /// The first generated token's `top_logprobs` (`choices[0].logprobs.content[0]`), most likely
 /// first.
 fn parse_top_logprobs(body: &[u8]) -> Result<Vec<(String, f64)>, Failure> {
-    let protocol = |message: String| Failure::retry(BackendError::Protocol { message }, None);
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        protocol(format!(
-            "the reply is not JSON ({e}; {} bytes, starting `{}`)",
-            body.len(),
-            excerpt(&String::from_utf8_lossy(body), 80)
-        ))
-    })?;
+    let value = reply_json(body)?;
     let first = value
         .pointer("/choices/0/logprobs/content/0/top_logprobs")
         .and_then(Value::as_array)
@@ -1005,14 +998,20 @@ fn parse_top_logprobs(body: &[u8]) -> Result<Vec<(String, f64)>, Failure> {
         })
         .collect();
     if out.is_empty() {
-        return Err(protocol("the reply's top_logprobs list is empty".into()));
+        return Err(Failure::retry(
+            BackendError::Protocol {
+                message: "the reply's top_logprobs list is empty".into(),
+            },
+            None,
+        ));
     }
     out.sort_by(|a, b| b.1.total_cmp(&a.1));
     Ok(out)
 }
 
-fn parse_reply(body: &[u8]) -> Result<Response, Failure> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
+/// A 2xx body as JSON; a body that is not JSON is a retryable `protocol` failure.
+fn reply_json(body: &[u8]) -> Result<Value, Failure> {
+    serde_json::from_slice(body).map_err(|e| {
         Failure::retry(
             BackendError::Protocol {
                 message: format!(
@@ -1023,7 +1022,11 @@ fn parse_reply(body: &[u8]) -> Result<Response, Failure> {
             },
             None,
         )
-    })?;
+    })
+}
+
+fn parse_reply(body: &[u8]) -> Result<Response, Failure> {
+    let value = reply_json(body)?;
     if value.get("error").is_some_and(|e| !e.is_null()) && value.get("choices").is_none() {
         let error = api_error(body);
         return Err(Failure::retry(

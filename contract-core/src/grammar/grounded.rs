@@ -165,26 +165,21 @@ impl Grammar {
     /// `f64` cannot hold exactly leaves its field's plain schema too (a JSON Schema `enum` is read
     /// as `f64` by these servers).
     pub fn static_grounded_schema(&self, grounds: &Grounds<'_>) -> Value {
-        let mut schema = match self.schema() {
-            Value::Object(map) => map,
-            _ => Map::new(),
-        };
         let renderer = Renderer::new(self, grounds);
         let mut defs = renderer.defs.clone();
         let root = renderer
             .schema_of(&self.root, None, 0, &mut defs)
             .unwrap_or_else(|| shape_schema(&self.root, &self.objects, &mut defs));
-        let whitespace = schema.remove("x-guidance");
-        schema.clear();
-        match root {
-            Value::Object(map) => schema.extend(map),
+        // The same layout as [`Grammar::schema`]: the root's keywords, the whitespace, `$defs`.
+        let mut schema = match root {
+            Value::Object(map) => map,
             other => {
-                schema.insert("allOf".into(), Value::Array(vec![other]));
+                let mut map = Map::new();
+                map.insert("allOf".into(), Value::Array(vec![other]));
+                map
             }
-        }
-        if let Some(w) = whitespace {
-            schema.insert("x-guidance".into(), w);
-        }
+        };
+        schema.insert("x-guidance".into(), self.options.whitespace.x_guidance());
         if !defs.is_empty() {
             schema.insert("$defs".into(), Value::Object(defs));
         }
@@ -789,16 +784,12 @@ impl<'g, 's> Renderer<'g, 's> {
                 patterns,
                 format,
             } if matches!(text, Some(Text::Lines)) && patterns.is_empty() && format.is_none() => {
-                let raw = self.grounds.document().raw();
-                let mut lines: Vec<Value> = Vec::new();
-                for l in raw.lines().map(str::trim).filter(|l| !l.is_empty()) {
-                    let n = l.chars().count() as u64;
-                    let fits = min_len.is_none_or(|m| n >= m) && max_len.is_none_or(|m| n <= m);
-                    let v = Value::String(l.to_string());
-                    if fits && !lines.contains(&v) {
-                        lines.push(v);
-                    }
-                }
+                let lines: Vec<Value> = self
+                    .document_lines(*max_len)
+                    .into_iter()
+                    .filter(|l| min_len.is_none_or(|m| l.chars().count() as u64 >= m))
+                    .map(Value::from)
+                    .collect();
                 (!lines.is_empty()).then(|| json!({"enum": lines}))
             }
             Shape::String {
@@ -836,22 +827,33 @@ impl<'g, 's> Renderer<'g, 's> {
 
     /// A string that is one whole line of the document (trimmed), at most `max_len` characters.
     fn lines_terminal(&mut self, max_len: Option<u64>) -> Option<String> {
-        let raw = self.grounds.document().raw().to_owned();
-        let mut alts: Vec<String> = raw
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .filter(|l| max_len.is_none_or(|m| l.chars().count() as u64 <= m))
+        let mut alts: Vec<String> = self
+            .document_lines(max_len)
+            .into_iter()
             .map(|l| lit(&json_str(l)))
             .collect();
         alts.sort();
-        alts.dedup();
         if alts.is_empty() {
             return None;
         }
         let name = self.fresh("LINE");
         self.lines.push(format!("{name}: {}", alts.join(" | ")));
         Some(name)
+    }
+
+    /// The document's distinct non-empty lines, trimmed, of at most `max_len` characters, in
+    /// document order: what a `grounded(line)` string may be.
+    fn document_lines(&self, max_len: Option<u64>) -> Vec<&str> {
+        let mut seen = std::collections::HashSet::new();
+        self.grounds
+            .document()
+            .raw()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .filter(|l| max_len.is_none_or(|m| l.chars().count() as u64 <= m))
+            .filter(|l| seen.insert(*l))
+            .collect()
     }
 
     fn numbers(&self, text: Text<'_>) -> Vec<Decimal> {

@@ -145,21 +145,29 @@ mod local {
     use contract_backends::local::LocalBackend;
     use contract_core::prompt::Message;
 
-    use super::{log_sum_exp, Judge, Margin};
+    use super::{margin_from_top, Judge, Margin};
 
-    /// Both spellings of each answer count: `log(P(yes) + P(Yes)) - log(P(no) + P(No))`, from
-    /// the model's own next-token distribution ([`LocalBackend::score_continuations`]).
+    /// The four answers scored by the model's own next-token distribution
+    /// ([`LocalBackend::score_continuations`]), combined as for a server: [`margin_from_top`],
+    /// `log(P(yes) + P(Yes)) - log(P(no) + P(No))` (every answer is scored, so none is counted
+    /// at a floor).
     impl Judge for LocalBackend {
         fn margin<'a>(&'a self, line: &'a str) -> Margin<'a> {
+            const ANSWERS: [&str; 4] = ["yes", "Yes", "no", "No"];
             let msgs = [Message::user(super::judge_prompt(line))];
             let margin = self
-                .score_continuations(&msgs, &["yes", "Yes", "no", "No"])
+                .score_continuations(&msgs, &ANSWERS)
                 .map_err(|e| e.to_string())
-                .and_then(|s| match s.logprobs[..] {
-                    [y, yc, n, nc] => {
-                        Ok((log_sum_exp(y, yc) - log_sum_exp(n, nc), s.forward_calls))
+                .and_then(|s| {
+                    if s.logprobs.len() != ANSWERS.len() {
+                        return Err("the model scored fewer than four answers".into());
                     }
-                    _ => Err("the model scored fewer than four answers".into()),
+                    let scored: Vec<(String, f64)> = ANSWERS
+                        .iter()
+                        .map(|a| a.to_string())
+                        .zip(s.logprobs.iter().copied())
+                        .collect();
+                    Ok((margin_from_top(&scored), s.forward_calls))
                 });
             Box::pin(std::future::ready(margin))
         }
