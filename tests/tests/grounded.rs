@@ -403,3 +403,72 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
         plain.schema()
     );
 }
+
+/// A comparison of two numbers the model writes freely: no candidate list to compose.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(rule = "low <= high")]
+struct Free {
+    #[contract(grounded)]
+    quote: Option<String>,
+    low: Option<f64>,
+    high: Option<f64>,
+}
+
+/// The two sides of a comparison in different segments: `low` from the document, `high` from
+/// the quote decoded after it.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(rule = "low <= high")]
+struct Apart {
+    #[contract(grounded)]
+    low: Option<f64>,
+    #[contract(grounded)]
+    quote: Option<String>,
+    #[contract(grounded(in = quote))]
+    high: Option<f64>,
+}
+
+#[test]
+fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
+    use contract_core::grammar::Grammar;
+    use contract_core::ground::Grounds;
+    // Rules of the root, one segment, compared numbers grounded: the grammar holds them.
+    assert!(Quoted::grammar().grounded_rules_composable());
+    // A free number, a rule across segments, a nested object's rule (the span's
+    // `start_line <= end_line`): a filter is still needed.
+    assert!(!Free::grammar().grounded_rules_composable());
+    assert!(!Apart::grammar().grounded_rules_composable());
+    assert!(!Evidenced::<Amount>::grammar().grounded_rules_composable());
+    assert!(!Span::grammar().grounded_rules_composable());
+
+    let grammar: Grammar = Quoted::grammar();
+    let source = Source::from_text(EN);
+    let grounds = Grounds::new(&source);
+    let decoded = |quote: &str| {
+        let mut m = serde_json::Map::new();
+        m.insert("quote".into(), json!(quote));
+        m
+    };
+    let quote =
+        "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.";
+    let seg = grammar
+        .grounded_segment(&grounds, 1, &decoded(quote))
+        .expect("segment 1");
+    assert!(seg.rules_enforced, "{}", seg.lark);
+    assert_eq!(
+        seg.lark,
+        grammar
+            .grounded_lark(&grounds, 1, &decoded(quote))
+            .expect("segment 1")
+    );
+    // A quote with 600 numbers: with both ends null or one joint choice per value of `low`
+    // (the values of `high` it allows), 602 choices, more than the grammar writes out (512),
+    // so this segment leaves the rule to a filter.
+    let many: Vec<String> = (1..=600).map(|n| n.to_string()).collect();
+    let long = format!("Revenue of {} million.", many.join(", "));
+    let source = Source::from_text(&long);
+    let grounds = Grounds::new(&source);
+    let seg = grammar
+        .grounded_segment(&grounds, 1, &decoded(&long))
+        .expect("segment 1");
+    assert!(!seg.rules_enforced);
+}

@@ -1,6 +1,11 @@
 //! The contract's token mask: llguidance for the syntax, the value filter ([`super::rules`]) for
 //! cross-field rules.
 //!
+//! Under a grounded mask ([`MaskEngine::grounded_mask`]) the composed grammar holds the
+//! cross-field rules itself when it can ([`Grammar::grounded_rules_composable`]): the filter
+//! then does not run over the allowed tokens; its scanner only follows the output, so a token
+//! that broke a rule would be an error, never a silent invalid output.
+//!
 //! A [`MaskEngine`] holds what depends only on the tokenizer (llguidance's `TokEnv` and parser
 //! factory, every token's bytes, the index of tokens that can reach a rule value); it is built
 //! once per tokenizer and cached ([`MaskEngine::cached`]). Each generation gets a [`ContractMask`]
@@ -11,6 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use contract_core::grammar::grounded::GroundedSegment;
 use contract_core::grammar::Grammar;
 use contract_core::ground::{Grounds, Numerals};
 use contract_core::source::Source;
@@ -224,6 +230,7 @@ impl MaskEngine {
             matcher,
             composer: None,
             plan: prepared.plan.clone(),
+            filter_on: true,
             scanner: Scanner::new(),
             bits: Vec::new(),
             output: Vec::new(),
@@ -267,10 +274,12 @@ impl MaskEngine {
             segments,
             current: 0,
         };
-        let matcher = self.lark_matcher(composer.lark(0, &[])?)?;
+        let first = composer.segment(0, &[])?;
+        let matcher = self.lark_matcher(first.lark)?;
         let plan = grammar
             .has_rules()
             .then(|| Arc::new(RulePlan::new(grammar)));
+        let filter_on = plan.is_some() && !first.rules_enforced;
         let mut stats = MaskStats::default();
         stats.compile_ns.push(t0.elapsed().as_nanos() as u64);
         Ok(ContractMask {
@@ -278,6 +287,7 @@ impl MaskEngine {
             matcher,
             composer: Some(Box::new(composer)),
             plan,
+            filter_on,
             scanner: Scanner::new(),
             bits: Vec::new(),
             output: Vec::new(),
@@ -305,6 +315,7 @@ impl MaskEngine {
             matcher,
             composer: None,
             plan,
+            filter_on: true,
             scanner: Scanner::new(),
             bits: Vec::new(),
             output: Vec::new(),
@@ -327,7 +338,7 @@ struct Composer {
 }
 
 impl Composer {
-    fn lark(&self, segment: usize, output: &[u8]) -> Result<String, LocalError> {
+    fn segment(&self, segment: usize, output: &[u8]) -> Result<GroundedSegment, LocalError> {
         let decoded = if segment == 0 {
             serde_json::Map::new()
         } else {
@@ -345,7 +356,7 @@ impl Composer {
         };
         let grounds = Grounds::with_numerals(&self.source, self.numerals);
         self.grammar
-            .grounded_lark(&grounds, segment, &decoded)
+            .grounded_segment(&grounds, segment, &decoded)
             .map_err(mask_err)
     }
 }
@@ -364,6 +375,9 @@ pub struct MaskStats {
     /// Steps where the filter would have left no token (a bug in the filter: the unfiltered
     /// mask is used instead).
     pub filter_emptied: usize,
+    /// Steps where the value filter ran over the allowed tokens (under a grounded mask whose
+    /// grammar holds the rules itself, none).
+    pub filter_steps: usize,
     /// Nanoseconds spent building and compiling each grounded segment's grammar.
     pub compile_ns: Vec<u64>,
 }
@@ -376,6 +390,9 @@ pub struct ContractMask {
     matcher: Matcher,
     composer: Option<Box<Composer>>,
     plan: Option<Arc<RulePlan>>,
+    /// Whether the value filter runs over the allowed tokens (false while the composed
+    /// grounded grammar holds every rule itself).
+    filter_on: bool,
     scanner: Scanner,
     bits: Vec<u32>,
     output: Vec<u8>,
@@ -433,8 +450,9 @@ impl ContractMask {
         let t0 = Instant::now();
         let mut vob = self.grammar_mask()?;
         let t1 = Instant::now();
-        if let Some(plan) = self.plan.clone() {
+        if let Some(plan) = self.plan.clone().filter(|_| self.filter_on) {
             self.filter(&plan, &mut vob);
+            self.stats.filter_steps += 1;
         }
         if self.timing {
             let t2 = Instant::now();
@@ -544,8 +562,9 @@ impl ContractMask {
         }
         let t0 = Instant::now();
         let next = c.current + 1;
-        let lark = c.lark(next, &self.output)?;
-        self.matcher = self.engine.lark_matcher(lark)?;
+        let segment = c.segment(next, &self.output)?;
+        self.matcher = self.engine.lark_matcher(segment.lark)?;
+        self.filter_on = self.plan.is_some() && !segment.rules_enforced;
         if let Some(c) = &mut self.composer {
             c.current = next;
         }

@@ -135,7 +135,90 @@ impl Grammar {
             .cloned()
             .ok_or(GroundedGrammarError::NoSegment(segment))?;
         let last = segment + 1 == segments.len();
-        Renderer::new(self, grounds).root(range, segment == 0, last, Some(decoded))
+        Renderer::new(self, grounds)
+            .root(range, segment == 0, last, Some(decoded))
+            .map(|(lark, _)| lark)
+    }
+
+    /// Segment `segment`'s grammar as [`Grammar::grounded_lark`] builds it, and whether it
+    /// enforces every cross-field rule on its own ([`GroundedSegment::rules_enforced`]).
+    pub fn grounded_segment(
+        &self,
+        grounds: &Grounds<'_>,
+        segment: usize,
+        decoded: &Map<String, Value>,
+    ) -> Result<GroundedSegment, GroundedGrammarError> {
+        let segments = self.grounded_segments()?;
+        let range = segments
+            .get(segment)
+            .cloned()
+            .ok_or(GroundedGrammarError::NoSegment(segment))?;
+        let last = segment + 1 == segments.len();
+        let (lark, all_composed) =
+            Renderer::new(self, grounds).root(range, segment == 0, last, Some(decoded))?;
+        Ok(GroundedSegment {
+            lark,
+            rules_enforced: all_composed && self.grounded_rules_composable(),
+        })
+    }
+
+    /// Whether the composed grammar ([`Grammar::grounded_lark`]) can enforce every cross-field
+    /// rule of the contract by itself, so that no filter over the tokens is needed: every rule
+    /// is the root object's and names root fields of one segment, and the two sides of a
+    /// comparison are numbers grounded in a text (drawn from a finite list of candidates, so
+    /// the pairs that satisfy it can be written out). A rule of a nested object, a comparison
+    /// of strings or of ungrounded numbers, or a rule whose fields fall in different segments
+    /// (the earlier one could leave the later one nothing to copy) is not.
+    pub fn grounded_rules_composable(&self) -> bool {
+        let Ok(root) = self.root_object() else {
+            return false;
+        };
+        let Shape::Object { index: root_index } = self.root else {
+            return false;
+        };
+        let nested_rules = self
+            .objects
+            .iter()
+            .enumerate()
+            .any(|(i, o)| i != root_index && !o.rules.is_empty());
+        if nested_rules {
+            return false;
+        }
+        let Ok(segments) = self.grounded_segments() else {
+            return false;
+        };
+        let segment_of = |name: &str| {
+            let i = root.fields.iter().position(|f| f.name == name)?;
+            segments.iter().position(|s| s.contains(&i))
+        };
+        let grounded_number = |name: &str| {
+            root.fields.iter().any(|f| {
+                f.name == name
+                    && matches!(&f.grounded, Some(g) if *g != Grounding::WithContainer)
+                    && matches!(
+                        f.shape.strip_nullable().0,
+                        Shape::Integer { .. } | Shape::Number { .. }
+                    )
+            })
+        };
+        root.rules.iter().all(|r| {
+            let Some(rule) = r.to_rule() else {
+                return false;
+            };
+            let (names, numbers): (Vec<&str>, bool) = match &rule {
+                Rule::BothOrNeither(g) | Rule::AtLeastOne(g) => {
+                    (g.iter().map(String::as_str).collect(), true)
+                }
+                Rule::Compare { left, right, .. } => (
+                    vec![left.as_str(), right.as_str()],
+                    grounded_number(left) && grounded_number(right),
+                ),
+            };
+            let Some(first) = names.first().and_then(|n| segment_of(n)) else {
+                return false;
+            };
+            numbers && names.iter().all(|n| segment_of(n) == Some(first))
+        })
     }
 
     /// One grammar for the whole output: values grounded in another field are grounded in the
@@ -145,8 +228,22 @@ impl Grammar {
         grounds: &Grounds<'_>,
     ) -> Result<String, GroundedGrammarError> {
         let n = self.root_object()?.fields.len();
-        Renderer::new(self, grounds).root(0..n, true, true, None)
+        Renderer::new(self, grounds)
+            .root(0..n, true, true, None)
+            .map(|(lark, _)| lark)
     }
+}
+
+/// One segment's grammar ([`Grammar::grounded_segment`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroundedSegment {
+    /// The segment's grammar, in llguidance's Lark syntax.
+    pub lark: String,
+    /// Whether this grammar alone holds every cross-field rule of the contract (for this
+    /// segment and, by construction, the ones before it): true when the contract's rules are
+    /// [composable](Grammar::grounded_rules_composable) and none of them had to be left out of
+    /// this segment (too many joint choices). When false, a decoder needs a rule filter on top.
+    pub rules_enforced: bool,
 }
 
 impl Grammar {
@@ -313,8 +410,9 @@ impl<'g, 's> Renderer<'g, 's> {
         first: bool,
         last: bool,
         decoded: Option<&Map<String, Value>>,
-    ) -> Result<String, GroundedGrammarError> {
+    ) -> Result<(String, bool), GroundedGrammarError> {
         let root = self.grammar.root_object()?.clone();
+        let mut all_composed = true;
         let empty = Map::new();
         let decoded_values = decoded.unwrap_or(&empty);
         // Each field of the segment: its null and non-null expressions, its numeric candidates.
@@ -376,6 +474,7 @@ impl<'g, 's> Renderer<'g, 's> {
             }
             if next.len() > MAX_ASSIGNMENTS {
                 // Too many joint choices: this rule is left to the value filter.
+                all_composed = false;
                 continue;
             }
             alternatives = next;
@@ -431,7 +530,7 @@ impl<'g, 's> Renderer<'g, 's> {
             out.push_str(line);
             out.push('\n');
         }
-        Ok(out)
+        Ok((out, all_composed))
     }
 
     /// The numbers a numeric scalar `shape` may take from `text` (its bounds applied); `None`

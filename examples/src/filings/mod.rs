@@ -252,15 +252,53 @@ pub fn currency_in(text: &str) -> Option<&'static str> {
 
 /// The quarter a release reports on: the first line that says results for a quarter
 /// ("financial results for its second quarter ended June 30, 2024", "los resultados
-/// correspondientes al segundo trimestre de 2024").
+/// correspondientes al segundo trimestre de 2024"); in a release with no such line, the first
+/// line that names a quarter and says nothing about the future ("today reported revenue of
+/// $3.02 billion for the quarter ended September 30, 2025"), so that the check refusing the
+/// reported quarter as guidance still runs. A line that expects, forecasts or guides is never
+/// read as the reporting period.
 pub fn reporting_period(doc: &str) -> Option<(u8, u16)> {
-    doc.lines()
-        .filter(|l| {
-            let l = l.to_lowercase();
-            l.contains("results") || l.contains("resultados")
+    let read = |l: &&str| parse_period(l).or_else(|| l.split(['.', ';']).find_map(parse_period));
+    let lines: Vec<&str> = doc.lines().collect();
+    let says = |l: &&str, words: &[&str]| {
+        let l = l.to_lowercase();
+        words.iter().any(|w| l.contains(w))
+    };
+    lines
+        .iter()
+        .filter(|l| says(l, &["results", "resultados"]))
+        .find_map(read)
+        .or_else(|| {
+            lines
+                .iter()
+                .filter(|l| !says(l, FORWARD_WORDS))
+                .find_map(read)
         })
-        .find_map(|l| parse_period(l).or_else(|| l.split(['.', ';']).find_map(parse_period)))
 }
+
+/// Words of a line that speaks of a coming period (English and Spanish).
+const FORWARD_WORDS: &[&str] = &[
+    "expect",
+    "outlook",
+    "guidance",
+    "forecast",
+    "anticipate",
+    "project",
+    "will ",
+    "sees ",
+    "next",
+    "upcoming",
+    "coming",
+    "prevé",
+    "preve",
+    "espera",
+    "previsi",
+    "perspectiva",
+    "estima",
+    "próximo",
+    "proximo",
+    "siguiente",
+];
 
 fn next_quarter((q, y): (u8, u16)) -> (u8, u16) {
     if q >= 4 {
@@ -601,6 +639,20 @@ mod tests {
     fn relative_periods_and_missing_years_resolve_from_the_release() {
         let doc = "Acme Reports Second Quarter 2024 Results\nRevenue was $1.2 billion.";
         assert_eq!(reporting_period(doc), Some((2, 2024)));
+        // No line says "results": the first line naming a quarter that is not about the future.
+        let plain = "Acme expects revenue for the quarter ending March 31, 2026 of $3.3 billion.\n\
+                     SEATTLE, Oct. 30, 2025 -- Acme today reported revenue of $3.02 billion for \
+                     the quarter ended September 30, 2025.";
+        assert_eq!(reporting_period(plain), Some((3, 2025)));
+        assert_eq!(
+            resolve_period("the December quarter", plain, None),
+            Some((4, 2025))
+        );
+        // Only forward-looking lines: no reporting period, never the guided quarter.
+        assert_eq!(
+            reporting_period("Acme expects fourth quarter 2025 revenue of $1 billion."),
+            None
+        );
         assert_eq!(
             resolve_period("the upcoming quarter", doc, None),
             Some((3, 2024))
