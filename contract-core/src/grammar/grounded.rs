@@ -129,15 +129,8 @@ impl Grammar {
         segment: usize,
         decoded: &Map<String, Value>,
     ) -> Result<String, GroundedGrammarError> {
-        let segments = self.grounded_segments()?;
-        let range = segments
-            .get(segment)
-            .cloned()
-            .ok_or(GroundedGrammarError::NoSegment(segment))?;
-        let last = segment + 1 == segments.len();
-        Renderer::new(self, grounds)
-            .root(range, segment == 0, last, Some(decoded))
-            .map(|(lark, _)| lark)
+        self.grounded_segment(grounds, segment, decoded)
+            .map(|s| s.lark)
     }
 
     /// Segment `segment`'s grammar as [`Grammar::grounded_lark`] builds it, and whether it
