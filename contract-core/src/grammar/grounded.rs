@@ -151,7 +151,7 @@ impl Grammar {
             Renderer::new(self, grounds).root(range, segment == 0, last, Some(decoded))?;
         Ok(GroundedSegment {
             lark,
-            rules_enforced: all_composed && self.grounded_rules_composable(),
+            rules_enforced: all_composed && self.rules_composable_in(&segments),
         })
     }
 
@@ -163,23 +163,22 @@ impl Grammar {
     /// of strings or of ungrounded numbers, or a rule whose fields fall in different segments
     /// (the earlier one could leave the later one nothing to copy) is not.
     pub fn grounded_rules_composable(&self) -> bool {
+        self.grounded_segments()
+            .is_ok_and(|segments| self.rules_composable_in(&segments))
+    }
+
+    /// [`Grammar::grounded_rules_composable`], given the root's segments.
+    fn rules_composable_in(&self, segments: &[Range<usize>]) -> bool {
         let Ok(root) = self.root_object() else {
-            return false;
-        };
-        let Shape::Object { index: root_index } = self.root else {
             return false;
         };
         let nested_rules = self
             .objects
             .iter()
-            .enumerate()
-            .any(|(i, o)| i != root_index && !o.rules.is_empty());
+            .any(|o| !std::ptr::eq(o, root) && !o.rules.is_empty());
         if nested_rules {
             return false;
         }
-        let Ok(segments) = self.grounded_segments() else {
-            return false;
-        };
         let segment_of = |name: &str| {
             let i = root.fields.iter().position(|f| f.name == name)?;
             segments.iter().position(|s| s.contains(&i))

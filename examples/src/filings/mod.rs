@@ -258,19 +258,16 @@ pub fn currency_in(text: &str) -> Option<&'static str> {
 /// reported quarter as guidance still runs. A line that expects, forecasts or guides is never
 /// read as the reporting period.
 pub fn reporting_period(doc: &str) -> Option<(u8, u16)> {
-    let read = |l: &&str| parse_period(l).or_else(|| l.split(['.', ';']).find_map(parse_period));
-    let lines: Vec<&str> = doc.lines().collect();
-    let says = |l: &&str, words: &[&str]| {
+    let read = |l: &str| parse_period(l).or_else(|| l.split(['.', ';']).find_map(parse_period));
+    let says = |l: &str, words: &[&str]| {
         let l = l.to_lowercase();
         words.iter().any(|w| l.contains(w))
     };
-    lines
-        .iter()
+    doc.lines()
         .filter(|l| says(l, &["results", "resultados"]))
         .find_map(read)
         .or_else(|| {
-            lines
-                .iter()
+            doc.lines()
                 .filter(|l| !says(l, FORWARD_WORDS))
                 .find_map(read)
         })
