@@ -297,12 +297,53 @@ fn evidenced_amounts_and_spans_are_sound() {
     let docs = filings_docs();
     let t = report::<Evidenced<Amount>>(&engine, &docs, count(1000) / 4 + 1, 13);
     assert_sound(&t);
-    // The span's `start_line <= end_line` is a nested object's rule: the filter holds it.
-    assert!(t.filter_steps > 0, "the value filter never ran");
+    // The span's `start_line <= end_line`: the grammar enumerates line ranges `a <= b`.
+    assert_eq!(t.filter_steps, 0, "the value filter ran");
     let t = report::<Span>(&engine, &docs, count(1000) / 4 + 1, 14);
     assert_sound(&t);
+    // At the root, the line order is written out over the document's line numbers.
+    assert_eq!(t.filter_steps, 0, "the value filter ran");
     let t = report::<Years>(&engine, &docs, count(1000) / 4 + 1, 15);
     assert_sound(&t);
+}
+
+/// A rule the composed grammar cannot hold (`high` is a number the model writes freely): the
+/// value filter holds it on top of the grounded grammar.
+#[derive(Contract, Debug, Serialize, Deserialize)]
+#[contract(rule = "low <= high")]
+struct FreeHigh {
+    #[contract(grounded)]
+    quote: Option<String>,
+    #[contract(grounded(in = quote))]
+    low: Option<f64>,
+    high: Option<f64>,
+}
+
+#[test]
+fn a_rule_on_a_free_number_is_held_by_the_filter_on_top_of_grounding() {
+    let engine = engine();
+    let docs = filings_docs();
+    let t = report::<FreeHigh>(&engine, &docs, count(1000) / 4 + 1, 16);
+    assert_sound(&t);
+    assert!(t.filter_steps > 0, "the value filter never ran");
+}
+
+#[test]
+fn a_root_span_cites_only_lines_of_the_document_in_order() {
+    let engine = engine();
+    let grammar = Grammar::with_options(Span::contract_spec(), options());
+    let text = "Revenue rose.\nGuidance: $4,065 million.\nThanks.";
+    let source = Source::from_text(text);
+    let n = text.lines().count();
+    for a in 1..=n + 1 {
+        for b in 1..=n + 1 {
+            let mut mask = engine.grounded_mask(&grammar, &source).expect("mask");
+            let out = format!("{{\"start_line\": {a}, \"end_line\": {b},");
+            let tokens = engine.tok_env().tokenize_bytes(out.as_bytes());
+            let ok = mask.validate_tokens(&tokens).expect("validate") == tokens.len();
+            assert_eq!(ok, a <= b && b <= n, "{out}");
+        }
+    }
 }
 
 #[test]

@@ -24,6 +24,14 @@ struct Quoted {
     high: Option<f64>,
 }
 
+/// A nested object with a rule of its own (not a span's line order).
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Nested {
+    #[contract(grounded)]
+    quote: Option<String>,
+    range: Apart,
+}
+
 /// Amounts copied anywhere from the document.
 #[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Figures {
@@ -433,12 +441,15 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
     use contract_core::ground::Grounds;
     // Rules of the root, one segment, compared numbers grounded: the grammar holds them.
     assert!(Quoted::grammar().grounded_rules_composable());
-    // A free number, a rule across segments, a nested object's rule (the span's
-    // `start_line <= end_line`): a filter is still needed.
+    // A span's `start_line <= end_line`: nested, the grammar enumerates line ranges `a <= b`;
+    // at the root, its line fields are the document's line numbers, the order written out.
+    assert!(Evidenced::<Amount>::grammar().grounded_rules_composable());
+    assert!(Span::grammar().grounded_rules_composable());
+    // A free number, a rule across segments, a nested object's other rule: a filter is still
+    // needed.
     assert!(!Free::grammar().grounded_rules_composable());
     assert!(!Apart::grammar().grounded_rules_composable());
-    assert!(!Evidenced::<Amount>::grammar().grounded_rules_composable());
-    assert!(!Span::grammar().grounded_rules_composable());
+    assert!(!Nested::grammar().grounded_rules_composable());
 
     let grammar: Grammar = Quoted::grammar();
     let source = Source::from_text(EN);
@@ -471,4 +482,34 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
         .grounded_segment(&grounds, 1, &decoded(&long))
         .expect("segment 1");
     assert!(!seg.rules_enforced);
+
+    // A span at the root: the line order is held on a short document, and on one of more
+    // lines than the grammar enumerates (256) it is left to a filter.
+    let span: Grammar = Span::grammar();
+    let source = Source::from_text(EN);
+    let grounds = Grounds::new(&source);
+    let seg = span
+        .grounded_segment(&grounds, 0, &serde_json::Map::new())
+        .expect("segment 0");
+    assert!(seg.rules_enforced, "{}", seg.lark);
+    let lines: Vec<String> = (1..=300).map(|n| format!("Line {n}.")).collect();
+    let source = Source::from_text(&lines.join("\n"));
+    let grounds = Grounds::new(&source);
+    let seg = span
+        .grounded_segment(&grounds, 0, &serde_json::Map::new())
+        .expect("segment 0");
+    assert!(!seg.rules_enforced);
+    // Nested spans: enumerated on the short document, not on the long one (more than 1,200
+    // line ranges).
+    let evidenced: Grammar = Evidenced::<Amount>::grammar();
+    let seg = evidenced
+        .grounded_segment(&grounds, 0, &serde_json::Map::new())
+        .expect("segment 0");
+    assert!(!seg.rules_enforced);
+    let source = Source::from_text(EN);
+    let grounds = Grounds::new(&source);
+    let seg = evidenced
+        .grounded_segment(&grounds, 0, &serde_json::Map::new())
+        .expect("segment 0");
+    assert!(seg.rules_enforced, "{}", seg.lark);
 }

@@ -22,7 +22,15 @@
 //! (the validator checks the sibling); only the root's fields are composed. A nested object
 //! whose value is grounded in the lines two sibling fields name (a [`Span`](crate::Span)) is
 //! offered as one alternative per line range of the document (ranges of at most four lines,
-//! while there are at most 1,200 of them), so its quote lies in its lines exactly.
+//! while there are at most 1,200 of them), so its quote lies in its lines exactly and its
+//! `start_line <= end_line` holds by construction. A span at the root takes its line numbers
+//! from the document's lines (at most 256), the pairs its order allows written out as chains of
+//! rules that share their tails, so the grammar holds that rule too.
+//!
+//! [`GroundedSegment::rules_enforced`] says when one segment's grammar holds every cross-field
+//! rule by itself (the local mask then runs no value filter over the allowed tokens): false as
+//! soon as a rule had to be left out (too many joint choices, a side with no candidates, a
+//! nested value with rules written through llguidance's JSON compiler).
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -30,7 +38,7 @@ use std::ops::Range;
 use serde_json::{json, Map, Value};
 
 use super::{shape_schema, Grammar, ObjectShape, Shape};
-use crate::contract::{Grounding, Rule};
+use crate::contract::{CmpOp, Grounding, Rule};
 use crate::ground::{Decimal, GroundText, Grounds};
 
 /// Why a grounded grammar cannot be built.
@@ -63,6 +71,11 @@ const MAX_SPAN_LINES: usize = 4;
 /// Most line ranges enumerated for a nested span-like object; beyond, its quote is grounded in
 /// the whole document (and checked against its lines after decoding).
 const MAX_LINE_RANGES: usize = 1200;
+/// Most document lines a span-like root's line fields are enumerated over (`start <= end`
+/// written out as a chain of suffixes, one rule per line); beyond, its rule is left to a filter.
+const MAX_ROOT_SPAN_LINES: usize = 256;
+/// Number alternations longer than this are written as chains that share their tails.
+const CHAIN_MIN: usize = 8;
 
 impl Grammar {
     /// Whether any field of any object is grounded in a text of its own (not only
@@ -159,9 +172,13 @@ impl Grammar {
     /// rule of the contract by itself, so that no filter over the tokens is needed: every rule
     /// is the root object's and names root fields of one segment, and the two sides of a
     /// comparison are numbers grounded in a text (drawn from a finite list of candidates, so
-    /// the pairs that satisfy it can be written out). A rule of a nested object, a comparison
-    /// of strings or of ungrounded numbers, or a rule whose fields fall in different segments
-    /// (the earlier one could leave the later one nothing to copy) is not.
+    /// the pairs that satisfy it can be written out; the line fields of a [`Span`](crate::Span)-like
+    /// root count as such, drawn from the document's line numbers). A nested object's rule
+    /// counts only when it is a span's `start <= end`, which the grammar's enumeration of line
+    /// ranges holds. A rule of any other nested object, a comparison of strings or of
+    /// ungrounded numbers, or a rule whose fields fall in different segments (the earlier one
+    /// could leave the later one nothing to copy) is not. Whether one document's grammar holds
+    /// them is [`GroundedSegment::rules_enforced`]: a long document can leave a rule out.
     pub fn grounded_rules_composable(&self) -> bool {
         self.grounded_segments()
             .is_ok_and(|segments| self.rules_composable_in(&segments))
@@ -172,26 +189,36 @@ impl Grammar {
         let Ok(root) = self.root_object() else {
             return false;
         };
+        // A nested object's rules are held only where they are a span's own line order, which
+        // the grammar's enumeration of line ranges holds.
         let nested_rules = self
             .objects
             .iter()
-            .any(|o| !std::ptr::eq(o, root) && !o.rules.is_empty());
+            .any(|o| !std::ptr::eq(o, root) && !o.rules.is_empty() && !held_by_ranges(o));
         if nested_rules {
             return false;
         }
+        // A span-like root's line fields are offered as the document's line numbers.
+        let root_lines = line_fields(root);
+        let is_line_field = |name: &str| {
+            root_lines
+                .as_ref()
+                .is_some_and(|(s, e)| s == name || e == name)
+        };
         let segment_of = |name: &str| {
             let i = root.fields.iter().position(|f| f.name == name)?;
             segments.iter().position(|s| s.contains(&i))
         };
         let grounded_number = |name: &str| {
-            root.fields.iter().any(|f| {
-                f.name == name
-                    && matches!(&f.grounded, Some(g) if *g != Grounding::WithContainer)
-                    && matches!(
-                        f.shape.strip_nullable().0,
-                        Shape::Integer { .. } | Shape::Number { .. }
-                    )
-            })
+            is_line_field(name)
+                || root.fields.iter().any(|f| {
+                    f.name == name
+                        && matches!(&f.grounded, Some(g) if *g != Grounding::WithContainer)
+                        && matches!(
+                            f.shape.strip_nullable().0,
+                            Shape::Integer { .. } | Shape::Number { .. }
+                        )
+                })
         };
         root.rules.iter().all(|r| {
             let Some(rule) = r.to_rule() else {
@@ -351,6 +378,40 @@ fn line_fields(object: &ObjectShape) -> Option<(String, String)> {
     })
 }
 
+/// Whether every rule of a span-like `object` is its line order (`start <= end`, or
+/// `end >= start`), which enumerating the ranges `a <= b` holds.
+fn held_by_ranges(object: &ObjectShape) -> bool {
+    let Some((start, end)) = line_fields(object) else {
+        return false;
+    };
+    object.rules.iter().all(|r| {
+        matches!(r.to_rule(), Some(Rule::Compare { left, op, right })
+            if (op == CmpOp::Le && left == start && right == end)
+                || (op == CmpOp::Ge && left == end && right == start))
+    })
+}
+
+/// Whether a value of `shape` can hold an object with rules.
+fn reaches_rules(objects: &[ObjectShape], shape: &Shape, seen: &mut Vec<usize>) -> bool {
+    match shape {
+        Shape::Nullable { inner } => reaches_rules(objects, inner, seen),
+        Shape::List { items, .. } => reaches_rules(objects, items, seen),
+        Shape::Object { index } => {
+            if seen.contains(index) {
+                return false;
+            }
+            seen.push(*index);
+            objects.get(*index).is_some_and(|o| {
+                !o.rules.is_empty()
+                    || o.fields
+                        .iter()
+                        .any(|f| reaches_rules(objects, &f.shape, seen))
+            })
+        }
+        _ => false,
+    }
+}
+
 /// The text a value is drawn from.
 #[derive(Clone, Copy)]
 enum Text<'t> {
@@ -376,6 +437,9 @@ struct Renderer<'g, 's> {
     /// While rendering a field a later non-null field is grounded in: that field's shape, which
     /// the chosen text must be able to ground (line ranges that cannot are not offered).
     require: Option<Shape>,
+    /// Set when a nested value with rules was written without them (llguidance's JSON
+    /// compiler, or a span whose line ranges were too many to enumerate).
+    rules_left: bool,
     next: usize,
 }
 
@@ -392,6 +456,7 @@ impl<'g, 's> Renderer<'g, 's> {
             lines: Vec::new(),
             document_terminal: None,
             require: None,
+            rules_left: false,
             next: 0,
         }
     }
@@ -405,6 +470,10 @@ impl<'g, 's> Renderer<'g, 's> {
     ) -> Result<(String, bool), GroundedGrammarError> {
         let root = self.grammar.root_object()?.clone();
         let mut all_composed = true;
+        // A span-like root's line fields: the document's line numbers, so that its line order
+        // can be written out.
+        let root_lines = line_fields(&root);
+        let line_count = self.grounds.line_count();
         let empty = Map::new();
         let decoded_values = decoded.unwrap_or(&empty);
         // Each field of the segment: its null and non-null expressions, its numeric candidates.
@@ -441,7 +510,20 @@ impl<'g, 's> Renderer<'g, 's> {
             let inner = inner.clone();
             let non_null = self.value(&inner, text, 0);
             self.require = None;
-            let candidates = self.number_candidates(&inner, text);
+            let is_line_field = root_lines
+                .as_ref()
+                .is_some_and(|(s, e)| *s == f.name || *e == f.name);
+            let candidates = match &inner {
+                Shape::Integer { min, max } if is_line_field && text.is_none() => {
+                    (line_count <= MAX_ROOT_SPAN_LINES).then(|| {
+                        (1..=line_count as i128)
+                            .filter(|k| k >= min && k <= max)
+                            .filter_map(|k| Decimal::from_json_literal(&k.to_string()))
+                            .collect()
+                    })
+                }
+                _ => self.number_candidates(&inner, text),
+            };
             fields.push(SegField {
                 name: f.name.clone(),
                 nullable,
@@ -455,6 +537,10 @@ impl<'g, 's> Renderer<'g, 's> {
         // What each rule asks of the segment's fields, as alternative assignments.
         let mut alternatives: Vec<Vec<Choice>> = vec![vec![Choice::Any; fields.len()]];
         for rule in &rules {
+            if !rule_writable(rule, &names, &fields, decoded_values) {
+                // A side with no list of candidates: the grammar cannot hold this rule.
+                all_composed = false;
+            }
             let options = rule_options(rule, &names, &fields, decoded_values);
             let mut next = Vec::new();
             for alt in &alternatives {
@@ -471,12 +557,13 @@ impl<'g, 's> Renderer<'g, 's> {
             }
             alternatives = next;
         }
+        let mut lists = NumberLists::default();
         let mut sequences = Vec::new();
         for alt in &alternatives {
             let mut parts = Vec::new();
             let mut ok = true;
             for (n, (f, choice)) in fields.iter().zip(alt).enumerate() {
-                let Some(v) = f.render(choice) else {
+                let Some(v) = f.render(choice, &mut lists) else {
                     ok = false;
                     break;
                 };
@@ -518,11 +605,11 @@ impl<'g, 's> Renderer<'g, 's> {
         }
         let end = lit(if last { "}" } else { "," });
         let mut out = format!("start: {body} {end}\n");
-        for line in &self.lines {
+        for line in self.lines.iter().chain(&lists.lines) {
             out.push_str(line);
             out.push('\n');
         }
-        Ok((out, all_composed))
+        Ok((out, all_composed && !self.rules_left))
     }
 
     /// The numbers a numeric scalar `shape` may take from `text` (its bounds applied); `None`
@@ -647,6 +734,7 @@ impl<'g, 's> Renderer<'g, 's> {
                 }
                 let object = self.grammar.objects.get(*index)?.clone();
                 let Some((start, end)) = line_fields(&object) else {
+                    self.rules_left |= !object.rules.is_empty();
                     return self.object_body(&object, text, depth, None);
                 };
                 // A value grounded in the lines two sibling fields name: one alternative per
@@ -656,8 +744,10 @@ impl<'g, 's> Renderer<'g, 's> {
                     .flat_map(|a| (a..=(a + MAX_SPAN_LINES - 1).min(n)).map(move |b| (a, b)))
                     .collect();
                 if pairs.len() > MAX_LINE_RANGES {
+                    self.rules_left |= !object.rules.is_empty();
                     return self.object_body(&object, text, depth, None);
                 }
+                self.rules_left |= !held_by_ranges(&object) && !object.rules.is_empty();
                 let mut alts = Vec::new();
                 let require = self.require.take();
                 for (a, b) in pairs {
@@ -996,6 +1086,7 @@ impl<'g, 's> Renderer<'g, 's> {
 
     /// `%json {..}`: llguidance's JSON compiler for an ungrounded value.
     fn json(&mut self, shape: &Shape) -> String {
+        self.rules_left |= reaches_rules(&self.grammar.objects, shape, &mut Vec::new());
         let mut defs = self.defs.clone();
         let schema = shape_schema(shape, &self.grammar.objects, &mut defs);
         let mut map = match schema {
@@ -1046,7 +1137,7 @@ enum Choice {
 }
 
 impl SegField {
-    fn render(&self, choice: &Choice) -> Option<String> {
+    fn render(&self, choice: &Choice, lists: &mut NumberLists) -> Option<String> {
         let null = || self.nullable.then(|| lit("null"));
         match choice {
             Choice::Null => null(),
@@ -1056,11 +1147,70 @@ impl SegField {
                 (Some(n), None) => Some(n),
                 (None, v) => v.clone(),
             },
-            Choice::Numbers(ds) => {
-                alternation(ds.iter().map(|d| lit(&d.to_json_literal())).collect())
-            }
+            Choice::Numbers(ds) => lists.render(ds),
         }
     }
+}
+
+/// Alternations of number literals for one segment. A long one is written as a chain of rules
+/// `n_k: "x_k" | n_{k+1}` shared by every list with the same tail (hash-consed on the literal
+/// and the rule after it), so the suffix lists a `start <= end` over `n` line numbers asks for
+/// take `n` rules in all instead of `n * n / 2` literals.
+#[derive(Default)]
+struct NumberLists {
+    chains: std::collections::HashMap<(String, Option<String>), String>,
+    lines: Vec<String>,
+}
+
+impl NumberLists {
+    fn render(&mut self, ds: &[Decimal]) -> Option<String> {
+        let lits: Vec<String> = ds.iter().map(|d| lit(&d.to_json_literal())).collect();
+        if lits.len() <= CHAIN_MIN {
+            return alternation(lits);
+        }
+        let mut tail: Option<String> = None;
+        for l in lits.into_iter().rev() {
+            let key = (l, tail.take());
+            let next = self.chains.len();
+            let name = match self.chains.get(&key) {
+                Some(name) => name.clone(),
+                None => {
+                    let name = format!("num_{next}");
+                    let body = match &key.1 {
+                        Some(t) => format!("{name}: {} | {t}", key.0),
+                        None => format!("{name}: {}", key.0),
+                    };
+                    self.lines.push(body);
+                    self.chains.insert(key, name.clone());
+                    name
+                }
+            };
+            tail = Some(name);
+        }
+        tail
+    }
+}
+
+/// Whether the grammar can write `rule` out for this segment: each side of a comparison that
+/// lies in the segment has a list of candidates, unless the other side was decoded as null
+/// (then the rule holds whatever the segment writes).
+fn rule_writable(
+    rule: &Rule,
+    names: &[&str],
+    fields: &[SegField],
+    decoded: &Map<String, Value>,
+) -> bool {
+    let Rule::Compare { left, right, .. } = rule else {
+        return true;
+    };
+    let listed = |name: &str| {
+        names
+            .iter()
+            .position(|x| *x == name)
+            .is_none_or(|i| fields[i].candidates.is_some())
+    };
+    let null_before = |name: &str| decoded.get(name).is_some_and(Value::is_null);
+    (listed(left) && listed(right)) || null_before(left) || null_before(right)
 }
 
 fn merge_choice(a: &Choice, b: &Choice) -> Option<Choice> {
