@@ -603,6 +603,48 @@ pub enum Rule {
     AtLeastOne(Vec<String>),
 }
 
+impl Rule {
+    /// Parses a rule as written in `#[contract(rule = ..)]` and in a schema's `x-rules`:
+    /// `low <= high` (any of `<`, `<=`, `>`, `>=`, `==`, `!=`), `both_or_neither(low, high)`,
+    /// `at_least_one(a, b)`. `None` when the text is none of these.
+    pub fn parse(text: &str) -> Option<Rule> {
+        let text = text.trim();
+        let name_ok = |s: &str| {
+            !s.is_empty()
+                && !s
+                    .chars()
+                    .any(|c| c.is_whitespace() || "<>=!(),".contains(c))
+        };
+        for (prefix, both) in [("both_or_neither(", true), ("at_least_one(", false)] {
+            if let Some(inner) = text.strip_prefix(prefix).and_then(|t| t.strip_suffix(')')) {
+                let names: Vec<String> = inner.split(',').map(|n| n.trim().to_owned()).collect();
+                if names.iter().all(|n| name_ok(n)) {
+                    return Some(if both {
+                        Rule::BothOrNeither(names)
+                    } else {
+                        Rule::AtLeastOne(names)
+                    });
+                }
+                return None;
+            }
+        }
+        let (at, op) = ["<=", ">=", "==", "!=", "<", ">"]
+            .into_iter()
+            .filter_map(|op| text.find(op).map(|i| (i, op)))
+            .min_by_key(|(i, op)| (*i, std::cmp::Reverse(op.len())))?;
+        let left = text[..at].trim();
+        let right = text[at + op.len()..].trim();
+        if !(name_ok(left) && name_ok(right)) {
+            return None;
+        }
+        Some(Rule::Compare {
+            left: left.to_owned(),
+            op: CmpOp::parse(op)?,
+            right: right.to_owned(),
+        })
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

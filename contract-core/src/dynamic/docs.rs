@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 use super::resolve::{ref_name, Resolver};
-use super::rules::parse_rule;
 use super::signature::{bounds, integer_words, json, multiple_of, types_of, u, ObjectView, Writer};
+use crate::contract::Rule;
 use crate::docs::{anchor, cell, one_line, rule_line};
 use crate::schema::bounds::{len_words, number_range};
 
@@ -168,7 +168,7 @@ impl<'a> Docs<'_, 'a> {
                 rules
                     .iter()
                     .filter_map(Value::as_str)
-                    .map(|r| parse_rule(r).map_or_else(|| format!("`{r}`"), |r| rule_line(&r)))
+                    .map(|r| Rule::parse(r).map_or_else(|| format!("`{r}`"), |r| rule_line(&r)))
                     .collect()
             })
             .unwrap_or_default();

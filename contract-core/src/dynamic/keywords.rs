@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::resolve::Resolver;
-use super::rules::parse_rule;
 use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
+use crate::contract::Rule;
 use crate::schema::pointer::decode_ref;
 use crate::validate::join_pointer;
 
@@ -438,7 +438,7 @@ impl Scanner<'_, '_> {
             return Err(bad(path.to_owned(), value));
         };
         for (i, rule) in rules.iter().enumerate() {
-            if rule.as_str().and_then(parse_rule).is_none() {
+            if rule.as_str().and_then(Rule::parse).is_none() {
                 return Err(bad(join_pointer(path, &i.to_string()), rule));
             }
         }

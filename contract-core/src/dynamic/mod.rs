@@ -26,7 +26,6 @@ use crate::validate::{Violation, ViolationKind, Violations};
 mod docs;
 mod keywords;
 mod resolve;
-mod rules;
 mod signature;
 mod validator;
 

@@ -12,8 +12,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Number, Value};
 
 use super::resolve::{children, ref_name, Resolver};
-use super::rules::parse_rule;
-use crate::contract::Constraints;
+use crate::contract::{Constraints, Rule};
 use crate::schema::bounds::{integer_range, len_words, number_range, show};
 use crate::signature::{format_words, rule_words};
 
@@ -677,7 +676,7 @@ pub(super) fn rules_words(map: &Map<String, Value>) -> Option<String> {
         .iter()
         .filter_map(|r| {
             let text = r.as_str()?;
-            Some(parse_rule(text).map_or_else(|| text.to_owned(), |rule| rule_words(&rule)))
+            Some(Rule::parse(text).map_or_else(|| text.to_owned(), |rule| rule_words(&rule)))
         })
         .collect();
     (!words.is_empty()).then(|| words.join("; "))

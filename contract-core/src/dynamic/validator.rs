@@ -8,10 +8,9 @@ use serde_json::{Map, Value};
 use std::sync::OnceLock;
 
 use super::keywords::VALIDATOR_FORMATS;
-use super::rules::{check, parse_rule};
 use super::SchemaError;
 use crate::contract::Rule;
-use crate::validate::{join_pointer, Violation, ViolationKind, Violations};
+use crate::validate::{join_pointer, rule_violations, Violation, ViolationKind, Violations};
 
 /// Separates the key a rule violation is reported at from its message.
 const KEY_END: char = '\u{1f}';
@@ -49,17 +48,18 @@ pub(super) fn build(
     options
         .with_keyword(
             "x-rules",
-            |_parent: &Map<String, Value>, value: &Value, _path| {
+            |parent: &Map<String, Value>, value: &Value, _path| {
+                let types = property_types(parent);
                 let rules = value
                     .as_array()
                     .map(|rules| {
                         rules
                             .iter()
-                            .filter_map(|r| r.as_str().and_then(parse_rule))
+                            .filter_map(|r| r.as_str().and_then(Rule::parse))
                             .collect()
                     })
                     .unwrap_or_default();
-                Ok(Box::new(Rules(rules)) as Box<dyn for<'i> Keyword<'i>>)
+                Ok(Box::new(Rules { rules, types }) as Box<dyn for<'i> Keyword<'i>>)
             },
         )
         .build(schema)
@@ -92,16 +92,77 @@ fn build_error(e: &ValidationError<'_>, refs: &[(String, String)]) -> SchemaErro
     }
 }
 
-/// The `x-rules` keyword: the object's cross-field rules.
-struct Rules(Vec<Rule>);
+/// The `x-rules` keyword: the object's cross-field rules, and the JSON types each property
+/// declares (so that, as for a derived contract, a comparison holds when a side is not of its
+/// field's type: the type keyword reports that).
+struct Rules {
+    rules: Vec<Rule>,
+    types: Map<String, Value>,
+}
+
+/// The JSON types each of `object`'s properties declares (`type`, or the types of its `anyOf`
+/// / `oneOf` branches), as an array of type names; a property whose types cannot be read off
+/// (a `$ref`, no `type`) is left out, and any value of it is compared.
+fn property_types(object: &Map<String, Value>) -> Map<String, Value> {
+    fn types_of(schema: &Value, out: &mut Vec<Value>) -> bool {
+        match schema.get("type") {
+            Some(Value::String(t)) => out.push(Value::String(t.clone())),
+            Some(Value::Array(ts)) => out.extend(ts.iter().cloned()),
+            Some(_) => return false,
+            None => {
+                let branches = ["anyOf", "oneOf"]
+                    .iter()
+                    .find_map(|k| schema.get(*k).and_then(Value::as_array));
+                let Some(branches) = branches else {
+                    return false;
+                };
+                return branches.iter().all(|b| types_of(b, out));
+            }
+        }
+        true
+    }
+    let mut out = Map::new();
+    if let Some(Value::Object(props)) = object.get("properties") {
+        for (name, schema) in props {
+            let mut types = Vec::new();
+            if types_of(schema, &mut types) {
+                out.insert(name.clone(), Value::Array(types));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `value` is of one of the JSON `types` (`integer`: a number without a fraction).
+fn of_type(types: &Value, value: &Value) -> bool {
+    let Some(types) = types.as_array() else {
+        return true;
+    };
+    types
+        .iter()
+        .filter_map(Value::as_str)
+        .any(|t| match (t, value) {
+            ("integer", Value::Number(n)) => {
+                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+            }
+            ("number", Value::Number(_))
+            | ("string", Value::String(_))
+            | ("boolean", Value::Bool(_))
+            | ("null", Value::Null) => true,
+            ("array", Value::Array(_)) | ("object", Value::Object(_)) => true,
+            _ => false,
+        })
+}
 
 impl Rules {
     fn errors(&self, instance: &Value) -> Vec<ValidationError<'static>> {
         let Value::Object(map) = instance else {
             return Vec::new();
         };
-        check(&self.0, map)
-            .into_iter()
+        let comparable = |name: &str, v: &Value| self.types.get(name).is_none_or(|t| of_type(t, v));
+        self.rules
+            .iter()
+            .flat_map(|rule| rule_violations::<Value>(rule, map, comparable))
             .map(|(key, message)| {
                 ValidationError::custom(format!("{}{KEY_END}{message}", key.unwrap_or_default()))
             })

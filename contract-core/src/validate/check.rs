@@ -595,96 +595,116 @@ impl<'o> Checker<'o> {
         rule: &Rule,
         path: &Path<'_>,
     ) {
-        let is_null = |v: &J| matches!(v.view(), View::Null);
-        match rule {
-            Rule::Compare { left, op, right } => {
-                let (Some(l), Some(r)) = (map.get(left), map.get(right)) else {
-                    return;
-                };
-                let field_type = |name: &str| {
-                    object
-                        .fields
-                        .iter()
-                        .find(|f| f.name == name)
-                        .map(|f| f.ty.strip_nullable().0)
-                };
-                let (Some(lt), Some(rt)) = (field_type(left), field_type(right)) else {
-                    return;
-                };
-                if !fits(lt, l) || !fits(rt, r) {
-                    return;
-                }
-                let Some(ord) = compare(l, r) else { return };
-                if !op.holds(ord) {
-                    let message = format!(
-                        "`{left}` ({}) must be {} `{right}` ({})",
-                        scalar(l),
-                        op.as_str(),
-                        scalar(r)
-                    );
-                    self.push(&Path::Key(path, right), ViolationKind::CrossField, message);
-                }
-            }
-            Rule::BothOrNeither(names) => {
-                let mut nulls = 0;
-                for name in names {
-                    match map.get(name) {
-                        None => return,
-                        Some(v) if is_null(v) => nulls += 1,
-                        Some(_) => {}
-                    }
-                }
-                if nulls == 0 || nulls == names.len() {
-                    return;
-                }
-                let given = list_names(
-                    names
-                        .iter()
-                        .filter(|n| map.get(n).is_some_and(|v| !is_null(v)))
-                        .map(String::as_str),
-                );
-                let verb = if names.len() - nulls == 1 {
-                    "is"
-                } else {
-                    "are"
-                };
-                let advice = if names.len() == 2 {
-                    "give both or neither".to_owned()
-                } else {
-                    format!(
-                        "give all of {} or none",
-                        list_names(names.iter().map(String::as_str))
-                    )
-                };
-                for name in names {
-                    if map.get(name).is_some_and(is_null) {
-                        let message = format!("`{name}` is null but {given} {verb} not: {advice}");
-                        self.push(&Path::Key(path, name), ViolationKind::CrossField, message);
-                    }
-                }
-            }
-            Rule::AtLeastOne(names) => {
-                let mut all_null = true;
-                for name in names {
-                    match map.get(name) {
-                        None => return,
-                        Some(v) => all_null &= is_null(v),
-                    }
-                }
-                if all_null {
-                    let message = if names.len() == 1 {
-                        format!("`{}` must not be null", names[0])
-                    } else {
-                        format!(
-                            "at least one of {} must be given (not null)",
-                            list_names(names.iter().map(String::as_str))
-                        )
-                    };
-                    self.push(path, ViolationKind::CrossField, message);
-                }
+        let of_its_type = |name: &str, v: &J| {
+            object
+                .fields
+                .iter()
+                .find(|f| f.name == name)
+                .is_some_and(|f| fits(f.ty.strip_nullable().0, v))
+        };
+        for (key, message) in rule_violations(rule, map, of_its_type) {
+            match key {
+                Some(key) => self.push(&Path::Key(path, &key), ViolationKind::CrossField, message),
+                None => self.push(path, ViolationKind::CrossField, message),
             }
         }
     }
+}
+
+/// One rule's violations on an object's entries `map`: the key each is reported at (`None`: the
+/// object itself) and its message. This is the one rule checker, for derived contracts and for
+/// runtime ones (`x-rules`). A rule holds when one of its fields is missing (a `missing_field`
+/// reports that); a comparison holds when a side is null or `comparable` says a side cannot be
+/// compared (not of its field's type). Numbers compare exactly: an integer with a float without
+/// rounding either.
+pub(crate) fn rule_violations<J: Json>(
+    rule: &Rule,
+    map: &J::Map,
+    comparable: impl Fn(&str, &J) -> bool,
+) -> Vec<(Option<String>, String)> {
+    let is_null = |v: &J| matches!(v.view(), View::Null);
+    let mut out = Vec::new();
+    match rule {
+        Rule::Compare { left, op, right } => {
+            let (Some(l), Some(r)) = (map.get(left), map.get(right)) else {
+                return out;
+            };
+            if is_null(l) || is_null(r) || !comparable(left, l) || !comparable(right, r) {
+                return out;
+            }
+            let Some(ord) = compare(l, r) else {
+                return out;
+            };
+            if !op.holds(ord) {
+                let message = format!(
+                    "`{left}` ({}) must be {} `{right}` ({})",
+                    scalar(l),
+                    op.as_str(),
+                    scalar(r)
+                );
+                out.push((Some(right.clone()), message));
+            }
+        }
+        Rule::BothOrNeither(names) => {
+            let mut nulls = 0;
+            for name in names {
+                match map.get(name) {
+                    None => return out,
+                    Some(v) if is_null(v) => nulls += 1,
+                    Some(_) => {}
+                }
+            }
+            if nulls == 0 || nulls == names.len() {
+                return out;
+            }
+            let given = list_names(
+                names
+                    .iter()
+                    .filter(|n| map.get(n).is_some_and(|v| !is_null(v)))
+                    .map(String::as_str),
+            );
+            let verb = if names.len() - nulls == 1 {
+                "is"
+            } else {
+                "are"
+            };
+            let advice = if names.len() == 2 {
+                "give both or neither".to_owned()
+            } else {
+                format!(
+                    "give all of {} or none",
+                    list_names(names.iter().map(String::as_str))
+                )
+            };
+            for name in names {
+                if map.get(name).is_some_and(is_null) {
+                    let message = format!("`{name}` is null but {given} {verb} not: {advice}");
+                    out.push((Some(name.clone()), message));
+                }
+            }
+        }
+        Rule::AtLeastOne(names) => {
+            let mut all_null = true;
+            for name in names {
+                match map.get(name) {
+                    None => return out,
+                    Some(v) => all_null &= is_null(v),
+                }
+            }
+            if all_null {
+                let message = if names.len() == 1 {
+                    format!("`{}` must not be null", names[0])
+                } else {
+                    format!(
+                        "at least one of {} must be given (not null)",
+                        list_names(names.iter().map(String::as_str))
+                    )
+                };
+                out.push((None, message));
+            }
+        }
+    }
+    out
 }
 
 /// Whether `value` has the JSON type of scalar field type `ty`.

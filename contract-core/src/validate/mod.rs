@@ -8,6 +8,7 @@ mod check;
 mod doc;
 mod format;
 
+pub(crate) use check::rule_violations;
 pub use check::{check_value, from_json, from_value, validate_typed};
 pub use format::format_ok;
 
