@@ -5,7 +5,8 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -862,4 +863,116 @@ fn the_weights_summary_names_what_was_requantised() {
     }
     let reference = tiny(LocalOptions::default().weights(WeightFormat::F32)).weights_summary();
     assert!(reference.contains("F32"), "{reference}");
+}
+
+/// Allows every token but the stop tokens and counts the steps it was asked about; at step
+/// `pause_at` it says so and waits to be told to go on.
+struct NoStop {
+    bits: Vec<u32>,
+    steps: Arc<AtomicUsize>,
+    pause: Option<Pause>,
+    pause_at: usize,
+}
+
+impl TokenMask for NoStop {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        let n = self.steps.fetch_add(1, SeqCst) + 1;
+        if n == self.pause_at {
+            if let Some((reached, go)) = self.pause.take() {
+                let _ = reached.send(());
+                let _ = go.recv();
+            }
+        }
+        Ok(Allowed::Bits(&self.bits))
+    }
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        Ok(Vec::new())
+    }
+    fn consume(&mut self, _: &[u32]) -> Result<(), LocalError> {
+        Ok(())
+    }
+    fn is_done(&self) -> bool {
+        false
+    }
+}
+
+type Pause = (
+    tokio::sync::oneshot::Sender<()>,
+    std::sync::mpsc::Receiver<()>,
+);
+
+/// Hands out [`NoStop`] masks, each with its own step counter (kept, in order); the first one
+/// pauses at step 5.
+struct NoStopMasks {
+    vocab: usize,
+    stops: Vec<u32>,
+    counters: Mutex<Vec<Arc<AtomicUsize>>>,
+    pause: Mutex<Option<Pause>>,
+}
+
+impl contract_backends::local::MaskFactory for NoStopMasks {
+    fn mask_for(&self, _: &Request) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
+        let mut bits = vec![u32::MAX; self.vocab.div_ceil(32)];
+        for &t in &self.stops {
+            bits[t as usize / 32] &= !(1 << (t % 32));
+        }
+        let steps = Arc::new(AtomicUsize::new(0));
+        self.counters.lock().expect("counters").push(steps.clone());
+        let pause = self.pause.lock().expect("pause").take();
+        Ok(Some(Box::new(NoStop {
+            bits,
+            steps,
+            pause,
+            pause_at: 5,
+        })))
+    }
+}
+
+/// Dropping the future of `complete` (what a timeout around it does) stops the decode at its
+/// next step. A generation of 900 tokens that nothing else would end early pauses at its fifth
+/// step; the test drops its future there and lets it go on; the next request (which the worker
+/// runs only once the first has ended) then finds that the first decode stopped at that step.
+/// Nothing depends on the machine's speed: the pause is a handshake, and what is checked is how
+/// many steps ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_local_completion_cancels_its_decode_at_the_next_step() {
+    let stops = tiny(LocalOptions::default())
+        .tokenizer()
+        .stop_tokens()
+        .to_vec();
+    let (reached_tx, reached) = tokio::sync::oneshot::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let factory = Arc::new(NoStopMasks {
+        vocab: 49152,
+        stops,
+        counters: Mutex::new(Vec::new()),
+        pause: Mutex::new(Some((reached_tx, go_rx))),
+    });
+    let b = tiny(LocalOptions::default()).with_masks(factory.clone());
+    let request = |max: u32| Request {
+        contract: "long".into(),
+        messages: Messages(messages("Write for as long as you can.")),
+        strict_schema: None,
+        signature: String::new(),
+        grammar: Some(serde_json::json!({})),
+        max_tokens: Some(max),
+        sampling: Sampling::default(),
+        source: None,
+    };
+    let first = request(900);
+    tokio::select! {
+        r = b.complete(&first) => panic!("the decode of 900 tokens ended first: {r:?}"),
+        r = reached => r.expect("the first decode reached its fifth step"),
+    }
+    // The future is dropped: let the paused step finish.
+    go.send(()).expect("the decode waits");
+    let second = b.complete(&request(3)).await.expect("second request");
+    assert_eq!(second.completion_tokens, Some(3));
+    let counters = factory.counters.lock().expect("counters").clone();
+    assert_eq!(counters.len(), 2);
+    assert_eq!(
+        counters[0].load(SeqCst),
+        5,
+        "the cancelled decode went on past the step it was cancelled at"
+    );
 }

@@ -6,6 +6,8 @@
 //! request starts with the same prefix.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -161,21 +163,64 @@ struct State {
 /// let backend = LocalBackend::default_model()?; // fetches SmolLM2-135M-Instruct once
 /// # Ok(()) }
 /// ```
+///
+/// A clone is cheap and shares the model. [`Backend::complete`] runs the decode on the backend's
+/// worker thread (started on the first request) and waits for it without blocking the async
+/// caller; dropping that future (a `tokio::time::timeout` that fires, a cancelled task) stops the
+/// decode at its next step. The synchronous methods ([`LocalBackend::generate`],
+/// [`LocalBackend::score_continuations`]) run on the calling thread. Requests are decoded one at
+/// a time, in the order they arrive.
+#[derive(Clone)]
 pub struct LocalBackend {
+    inner: Arc<Inner>,
+    masks: Option<Arc<dyn MaskFactory>>,
+}
+
+/// What the clones of one [`LocalBackend`] share.
+struct Inner {
     path: PathBuf,
     tokenizer: Arc<GgufTokenizer>,
     template: ChatTemplate,
     options: LocalOptions,
-    masks: Option<Arc<dyn MaskFactory>>,
     contract_masks: OnceLock<Result<Arc<dyn MaskFactory>, String>>,
     state: Mutex<State>,
+    /// The worker thread's queue, once started (or why it could not start).
+    worker: OnceLock<Result<Sender<Job>, String>>,
+}
+
+/// A decode to run on the worker thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Sets the flag when dropped: the future of [`Backend::complete`] holds one, so that dropping
+/// the future cancels its decode.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Starts the thread that runs a backend's jobs, one at a time, until every sender is dropped.
+/// A job that panics loses its answer (its caller is told) but not the thread.
+fn spawn_worker() -> Result<Sender<Job>, String> {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("contract-local-model".into())
+        .spawn(move || {
+            for job in rx {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+        })
+        .map_err(|e| format!("cannot start the local model's worker thread: {e}"))?;
+    Ok(tx)
 }
 
 impl std::fmt::Debug for LocalBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalBackend")
-            .field("path", &self.path)
-            .field("options", &self.options)
+            .field("path", &self.inner.path)
+            .field("options", &self.inner.options)
             .field("custom_masks", &self.masks.is_some())
             .finish()
     }
@@ -250,17 +295,20 @@ impl LocalBackend {
         )
         .map_err(|e| e.in_file(&path))?;
         Ok(LocalBackend {
-            path,
-            tokenizer: Arc::new(tokenizer),
-            template,
-            options,
-            masks: None,
-            contract_masks: OnceLock::new(),
-            state: Mutex::new(State {
-                model,
-                prefix: None,
-                scored: Vec::new(),
+            inner: Arc::new(Inner {
+                path,
+                tokenizer: Arc::new(tokenizer),
+                template,
+                options,
+                contract_masks: OnceLock::new(),
+                state: Mutex::new(State {
+                    model,
+                    prefix: None,
+                    scored: Vec::new(),
+                }),
+                worker: OnceLock::new(),
             }),
+            masks: None,
         })
     }
 
@@ -277,14 +325,15 @@ impl LocalBackend {
         if let Some(f) = &self.masks {
             return Ok(Some(f.clone()));
         }
-        if !self.options.constrain {
+        if !self.inner.options.constrain {
             return Ok(None);
         }
-        self.contract_masks
+        self.inner
+            .contract_masks
             .get_or_init(|| {
                 MaskEngine::cached(
-                    self.tokenizer.json().as_bytes(),
-                    self.tokenizer.stop_tokens(),
+                    self.inner.tokenizer.json().as_bytes(),
+                    self.inner.tokenizer.stop_tokens(),
                 )
                 .map(|engine| Arc::new(GrammarMasks::new(engine)) as Arc<dyn MaskFactory>)
                 .map_err(|e| e.to_string())
@@ -296,17 +345,17 @@ impl LocalBackend {
 
     /// The GGUF file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
     }
 
     /// The tokenizer.
     pub fn tokenizer(&self) -> &Arc<GgufTokenizer> {
-        &self.tokenizer
+        &self.inner.tokenizer
     }
 
     /// The chat template.
     pub fn template(&self) -> &ChatTemplate {
-        &self.template
+        &self.inner.template
     }
 
     /// How the model holds its weights ([`Model::weights_summary`]), for a user to read:
@@ -317,11 +366,11 @@ impl LocalBackend {
 
     /// The options.
     pub fn options(&self) -> &LocalOptions {
-        &self.options
+        &self.inner.options
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Drops the cached prompt prefix.
@@ -331,8 +380,8 @@ impl LocalBackend {
 
     /// The prompt tokens of `messages` (chat template applied, generation prompt added).
     pub fn prompt_tokens(&self, messages: &[Message]) -> Result<Vec<u32>, LocalError> {
-        let text = self.template.render(messages, true)?;
-        self.tokenizer.encode_prompt(&text)
+        let text = self.inner.template.render(messages, true)?;
+        self.inner.tokenizer.encode_prompt(&text)
     }
 
     /// The prompt tokens of `messages` and, when the prefix cache is on, those of its leading
@@ -342,7 +391,7 @@ impl LocalBackend {
         messages: &[Message],
     ) -> Result<(Vec<u32>, Option<Vec<u32>>), LocalError> {
         let prompt = self.prompt_tokens(messages)?;
-        let prefix = if self.options.prefix_cache {
+        let prefix = if self.inner.options.prefix_cache {
             self.prefix_tokens(messages, &prompt)?
         } else {
             None
@@ -364,11 +413,11 @@ impl LocalBackend {
         if n == 0 || n == messages.len() {
             return Ok(None);
         }
-        let text = match self.template.render(&messages[..n], false) {
+        let text = match self.inner.template.render(&messages[..n], false) {
             Ok(t) if !t.is_empty() => t,
             _ => return Ok(None),
         };
-        let tokens = self.tokenizer.encode_prompt(&text)?;
+        let tokens = self.inner.tokenizer.encode_prompt(&text)?;
         Ok((tokens.len() < prompt.len() && prompt.starts_with(&tokens)).then_some(tokens))
     }
 
@@ -423,7 +472,7 @@ impl LocalBackend {
         let (prompt, prefix) = self.prompt_and_prefix(messages)?;
         let encoded = continuations
             .iter()
-            .map(|c| self.tokenizer.encode(c))
+            .map(|c| self.inner.tokenizer.encode(c))
             .collect::<Result<Vec<_>, _>>()?;
         let longest = encoded.iter().map(Vec::len).max().unwrap_or(0);
         let mut state = self.state();
@@ -446,7 +495,7 @@ impl LocalBackend {
             .take_while(|(a, b)| a == b)
             .count()
             .min(prompt.len().saturating_sub(1));
-        let rewind = self.options.prefix_cache && state.model.can_rewind();
+        let rewind = self.inner.options.prefix_cache && state.model.can_rewind();
         let start = if rewind && shared > 0 && state.model.pos() >= shared {
             state.model.rewind(shared)?;
             shared
@@ -524,6 +573,23 @@ impl LocalBackend {
         sampling: &Sampling,
         mask: Option<&mut dyn TokenMask>,
     ) -> Result<Output, LocalError> {
+        self.decode(messages, max_tokens, sampling, mask, None)
+    }
+
+    /// [`LocalBackend::generate`], ending with [`LocalError::Cancelled`] at the first step that
+    /// finds `cancel` set.
+    fn decode(
+        &self,
+        messages: &[Message],
+        max_tokens: u32,
+        sampling: &Sampling,
+        mask: Option<&mut dyn TokenMask>,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Output, LocalError> {
+        let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        if cancelled() {
+            return Err(LocalError::Cancelled { tokens: 0 });
+        }
         let (prompt, prefix) = self.prompt_and_prefix(messages)?;
         let mut state = self.state();
         let state = &mut *state;
@@ -532,9 +598,9 @@ impl LocalBackend {
         state.scored.clear();
         let (start, reused) = Self::start_from_prefix(state, prefix, &mut calls)?;
         let model = &mut state.model;
-        let fast_forward = self.options.fast_forward;
+        let fast_forward = self.inner.options.fast_forward;
 
-        let stops = self.tokenizer.stop_tokens();
+        let stops = self.inner.tokenizer.stop_tokens();
         let mut sampler = Sampler::from_sampling(sampling);
         let mut mask = mask;
         let mut out: Vec<u32> = Vec::new();
@@ -553,7 +619,7 @@ impl LocalBackend {
         }
         if feed.is_empty() {
             // The cached prefix was the whole prompt (cannot happen: the prefix is shorter).
-            return Err(LocalError::Gguf("empty prompt".into()));
+            return Err(LocalError::EmptyPrompt);
         }
         // Without fast-forward, the forced head goes in one token per call after the prompt.
         let split = if fast_forward {
@@ -575,6 +641,9 @@ impl LocalBackend {
         let t1 = Instant::now();
 
         let finish = loop {
+            if cancelled() {
+                return Err(LocalError::Cancelled { tokens: out.len() });
+            }
             if let Some(m) = mask.as_deref() {
                 if m.is_done() {
                     break FinishReason::Stop;
@@ -591,7 +660,7 @@ impl LocalBackend {
                 return Err(LocalError::Mask(format!(
                     "no token allowed after {} generated tokens (output so far: {:?})",
                     out.len(),
-                    self.tokenizer.decode(&out).unwrap_or_default()
+                    self.inner.tokenizer.decode(&out).unwrap_or_default()
                 )));
             };
             if stops.contains(&token) {
@@ -627,7 +696,7 @@ impl LocalBackend {
         };
 
         Ok(Output {
-            text: self.tokenizer.decode(&out)?,
+            text: self.inner.tokenizer.decode(&out)?,
             tokens: out,
             finish_reason: finish,
             prompt_tokens: prompt.len(),
@@ -758,9 +827,22 @@ fn backend_error(e: LocalError) -> BackendError {
     }
 }
 
-impl Backend for LocalBackend {
-    /// Runs the request on the local model (blocking the calling thread while it decodes).
-    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+impl LocalBackend {
+    /// Starts the worker thread on first use and queues `job` on it.
+    fn submit(&self, job: Job) -> Result<(), BackendError> {
+        let unavailable = |message: String| BackendError::Unavailable { message };
+        let tx = self
+            .inner
+            .worker
+            .get_or_init(spawn_worker)
+            .as_ref()
+            .map_err(|e| unavailable(e.clone()))?;
+        tx.send(job)
+            .map_err(|_| unavailable("the local model's worker thread has stopped".into()))
+    }
+
+    /// One request, decoded on the calling thread; stops when `cancel` is set.
+    fn complete_now(&self, req: &Request, cancel: &AtomicBool) -> Result<Response, BackendError> {
         let mut mask = match &req.grammar {
             Some(_) => match self.mask_factory().map_err(backend_error)? {
                 Some(f) => f.mask_for(req).map_err(backend_error)?,
@@ -768,13 +850,14 @@ impl Backend for LocalBackend {
             },
             None => None,
         };
-        let max_tokens = req.max_tokens.unwrap_or(self.options.max_tokens);
+        let max_tokens = req.max_tokens.unwrap_or(self.inner.options.max_tokens);
         let out = self
-            .generate(
+            .decode(
                 &req.messages.0,
                 max_tokens,
                 &req.sampling,
                 mask.as_deref_mut().map(|m| m as &mut dyn TokenMask),
+                Some(cancel),
             )
             .map_err(backend_error)?;
         Ok(Response {
@@ -784,6 +867,27 @@ impl Backend for LocalBackend {
             prompt_tokens: Some(out.prompt_tokens as u32),
             completion_tokens: Some(out.tokens.len() as u32),
             forward_calls: Some(out.forward_calls),
+        })
+    }
+}
+
+impl Backend for LocalBackend {
+    /// Runs the request on the backend's worker thread and waits for it without blocking the
+    /// caller. Dropping the returned future (a timeout around it, a cancelled task) stops the
+    /// decode at its next step and frees the model for the next request.
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _cancel_on_drop = CancelOnDrop(cancel.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let backend = self.clone();
+        let req = req.clone();
+        self.submit(Box::new(move || {
+            let _ = tx.send(backend.complete_now(&req, &cancel));
+        }))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(BackendError::Other {
+                message: "the local decode ended without an answer (it panicked)".into(),
+            })
         })
     }
 }

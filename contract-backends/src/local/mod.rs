@@ -83,6 +83,15 @@ pub enum LocalError {
     /// Candle failed: its message, without the backtrace Candle may append to it.
     #[error("candle: {0}")]
     Candle(String),
+    /// The prompt rendered to no token to feed.
+    #[error("the prompt has no tokens to feed")]
+    EmptyPrompt,
+    /// The decode was cancelled (its caller stopped waiting) after `tokens` generated tokens.
+    #[error("the decode was cancelled after {tokens} tokens")]
+    Cancelled {
+        /// Tokens generated before it stopped.
+        tokens: usize,
+    },
     /// A model file that cannot be used: which file, and why.
     #[error("{}: {error}", path.display())]
     File {
