@@ -228,6 +228,59 @@ impl<B: Backend + Send + Sync> Backend for Arc<B> {
     }
 }
 
+/// A boxed, `Send` future, what [`DynBackend::complete_boxed`] returns.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The object-safe form of [`Backend`], so that an application can choose a backend at run
+/// time: every `Backend + Send + Sync` is one, and `Box<dyn DynBackend>`, `Arc<dyn DynBackend>`
+/// and `&dyn DynBackend` are [`Backend`]s (each call boxes its future once).
+///
+/// ```
+/// use contract_core::extract::{Backend, DynBackend};
+/// fn pick(remote: bool) -> Box<dyn DynBackend> {
+///     # struct Local; struct Remote;
+///     # impl Backend for Local { async fn complete(&self, _: &contract_core::extract::Request) -> Result<contract_core::extract::Response, contract_core::extract::BackendError> { unimplemented!() } }
+///     # impl Backend for Remote { async fn complete(&self, _: &contract_core::extract::Request) -> Result<contract_core::extract::Response, contract_core::extract::BackendError> { unimplemented!() } }
+///     if remote { Box::new(Remote) } else { Box::new(Local) }
+/// }
+/// fn takes_a_backend(_: impl Backend) {}
+/// takes_a_backend(pick(true));
+/// ```
+pub trait DynBackend: Send + Sync {
+    /// [`Backend::complete`], its future boxed.
+    fn complete_boxed<'a>(
+        &'a self,
+        req: &'a Request,
+    ) -> BoxFuture<'a, Result<Response, BackendError>>;
+}
+
+impl<B: Backend + Send + Sync> DynBackend for B {
+    fn complete_boxed<'a>(
+        &'a self,
+        req: &'a Request,
+    ) -> BoxFuture<'a, Result<Response, BackendError>> {
+        Box::pin(self.complete(req))
+    }
+}
+
+impl Backend for dyn DynBackend {
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        self.complete_boxed(req).await
+    }
+}
+
+impl Backend for Box<dyn DynBackend> {
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        (**self).complete_boxed(req).await
+    }
+}
+
+impl Backend for Arc<dyn DynBackend> {
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        (**self).complete_boxed(req).await
+    }
+}
+
 /// Why an attempt produced no answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[serde(tag = "stage", rename_all = "snake_case")]

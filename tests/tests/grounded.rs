@@ -513,3 +513,33 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
         .expect("segment 0");
     assert!(seg.rules_enforced, "{}", seg.lark);
 }
+
+/// A backend chosen at run time, behind `dyn`: the extractor runs the same contract on whichever
+/// one the application picked, and the grounding check applies to it the same way.
+#[tokio::test(flavor = "current_thread")]
+async fn an_extractor_runs_on_a_backend_chosen_at_run_time() {
+    use contract_core::extract::DynBackend;
+    use std::sync::Arc;
+    let right = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                    "period": "fourth quarter of 2024", "low": 4065, "high": 4140}"#;
+    let invented = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                       "period": "fourth quarter of 2024", "low": 1234567.5, "high": 4140}"#;
+    let pick = |honest: bool| -> Arc<dyn DynBackend> {
+        Arc::new(ScriptedBackend::new([if honest {
+            right
+        } else {
+            invented
+        }]))
+    };
+    for honest in [true, false] {
+        let backend = pick(honest);
+        let x = Extractor::<Quoted, _>::new(backend.clone())
+            .max_attempts(1)
+            .extract(EN)
+            .await;
+        assert_eq!(x.value.is_some(), honest, "{:?}", x.attempts);
+        let boxed: Box<dyn DynBackend> = Box::new(ScriptedBackend::new([right]));
+        let y = Extractor::<Quoted, _>::new(boxed).extract(EN).await;
+        assert_eq!(y.value.as_ref().and_then(|v| v.low), Some(4065.0));
+    }
+}
