@@ -45,8 +45,8 @@ pub struct MaskEngine {
     blank: Vec<bool>,
     eos: Vec<u32>,
     /// Compiled grammars (a prototype matcher, whose clones share llguidance's lexer caches,
-    /// and the rule plan), by the grammar's JSON.
-    prepared: Mutex<Vec<(u64, Arc<Prepared>)>>,
+    /// and the rule plan), by the grammar's text (compared whole, not by a hash).
+    prepared: Mutex<Vec<(String, Arc<Prepared>)>>,
 }
 
 struct Prepared {
@@ -63,8 +63,16 @@ impl std::fmt::Debug for MaskEngine {
     }
 }
 
-type Cache = Mutex<Vec<(u64, Arc<MaskEngine>)>>;
-static CACHE: Cache = Mutex::new(Vec::new());
+/// One cached engine: the hash of its tokenizer and stop tokens (to find it), and the two
+/// themselves (to be sure: a 64-bit hash alone could hand out another tokenizer's engine).
+struct CachedEngine {
+    hash: u64,
+    tokenizer_json: Vec<u8>,
+    stop_tokens: Vec<u32>,
+    engine: Arc<MaskEngine>,
+}
+
+static CACHE: Mutex<Vec<CachedEngine>> = Mutex::new(Vec::new());
 
 impl MaskEngine {
     /// Builds the engine for a `tokenizer.json`, with the model's stop tokens (EOS, end of turn)
@@ -123,13 +131,20 @@ impl MaskEngine {
         let mut h = DefaultHasher::new();
         tokenizer_json.hash(&mut h);
         stop_tokens.hash(&mut h);
-        let key = h.finish();
+        let hash = h.finish();
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, e)) = cache.iter().find(|(k, _)| *k == key) {
-            return Ok(e.clone());
+        if let Some(c) = cache.iter().find(|c| {
+            c.hash == hash && c.stop_tokens == stop_tokens && c.tokenizer_json == tokenizer_json
+        }) {
+            return Ok(c.engine.clone());
         }
         let engine = Arc::new(MaskEngine::new(tokenizer_json, stop_tokens)?);
-        cache.push((key, engine.clone()));
+        cache.push(CachedEngine {
+            hash,
+            tokenizer_json: tokenizer_json.to_vec(),
+            stop_tokens: stop_tokens.to_vec(),
+            engine: engine.clone(),
+        });
         Ok(engine)
     }
 
@@ -199,12 +214,9 @@ impl MaskEngine {
         text: &str,
         build: impl FnOnce() -> Result<Prepared, LocalError>,
     ) -> Result<Arc<Prepared>, LocalError> {
-        let mut h = DefaultHasher::new();
-        text.hash(&mut h);
-        let key = h.finish();
         let found = {
             let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-            list.iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone())
+            list.iter().find(|(k, _)| k == text).map(|(_, p)| p.clone())
         };
         if let Some(p) = found {
             return Ok(p);
@@ -214,7 +226,7 @@ impl MaskEngine {
         if list.len() >= 64 {
             list.remove(0);
         }
-        list.push((key, p.clone()));
+        list.push((text.to_owned(), p.clone()));
         Ok(p)
     }
 

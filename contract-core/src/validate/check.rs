@@ -604,7 +604,7 @@ impl<'o> Checker<'o> {
         };
         for (key, message) in rule_violations(rule, map, of_its_type) {
             match key {
-                Some(key) => self.push(&Path::Key(path, &key), ViolationKind::CrossField, message),
+                Some(key) => self.push(&Path::Key(path, key), ViolationKind::CrossField, message),
                 None => self.push(path, ViolationKind::CrossField, message),
             }
         }
@@ -617,11 +617,11 @@ impl<'o> Checker<'o> {
 /// reports that); a comparison holds when a side is null or `comparable` says a side cannot be
 /// compared (not of its field's type). Numbers compare exactly: an integer with a float without
 /// rounding either.
-pub(crate) fn rule_violations<J: Json>(
-    rule: &Rule,
+pub(crate) fn rule_violations<'r, J: Json>(
+    rule: &'r Rule,
     map: &J::Map,
     comparable: impl Fn(&str, &J) -> bool,
-) -> Vec<(Option<String>, String)> {
+) -> Vec<(Option<&'r str>, String)> {
     let is_null = |v: &J| matches!(v.view(), View::Null);
     let mut out = Vec::new();
     match rule {
@@ -642,7 +642,7 @@ pub(crate) fn rule_violations<J: Json>(
                     op.as_str(),
                     scalar(r)
                 );
-                out.push((Some(right.clone()), message));
+                out.push((Some(right.as_str()), message));
             }
         }
         Rule::BothOrNeither(names) => {
@@ -679,7 +679,7 @@ pub(crate) fn rule_violations<J: Json>(
             for name in names {
                 if map.get(name).is_some_and(is_null) {
                     let message = format!("`{name}` is null but {given} {verb} not: {advice}");
-                    out.push((Some(name.clone()), message));
+                    out.push((Some(name.as_str()), message));
                 }
             }
         }
