@@ -224,12 +224,17 @@ fn evidence_grounds_its_value_and_spans_their_quotes() {
     .expect("a quote across a line break");
 }
 
+/// A reply that quotes the guidance and copies its values.
+const RIGHT: &str = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                       "period": "fourth quarter of 2024", "low": 4065, "high": 4140}"#;
+/// The same reply with a `low` the release never writes.
+const INVENTED: &str = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
+                          "period": "fourth quarter of 2024", "low": 1234567.5, "high": 4140}"#;
+
 #[tokio::test(flavor = "current_thread")]
 async fn an_invented_value_is_rejected_and_fed_back() {
-    let invented = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
-                       "period": "fourth quarter of 2024", "low": 1234567.5, "high": 4140}"#;
-    let right = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
-                    "period": "fourth quarter of 2024", "low": 4065, "high": 4140}"#;
+    let invented = INVENTED;
+    let right = RIGHT;
     let backend = ScriptedBackend::new([invented, right]);
     let x = Extractor::<Quoted, _>::new(&backend)
         .max_attempts(2)
@@ -484,7 +489,7 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
     assert!(!seg.rules_enforced);
 
     // A span at the root: the line order is held on a short document, and on one of more
-    // lines than the grammar enumerates (256) it is left to a filter.
+    // lines than the grammar enumerates (400 > 256) it is left to a filter.
     let span: Grammar = Span::grammar();
     let source = Source::from_text(EN);
     let grounds = Grounds::new(&source);
@@ -492,15 +497,15 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
         .grounded_segment(&grounds, 0, &serde_json::Map::new())
         .expect("segment 0");
     assert!(seg.rules_enforced, "{}", seg.lark);
-    let lines: Vec<String> = (1..=300).map(|n| format!("Line {n}.")).collect();
+    let lines: Vec<String> = (1..=400).map(|n| format!("Line {n}.")).collect();
     let source = Source::from_text(&lines.join("\n"));
     let grounds = Grounds::new(&source);
     let seg = span
         .grounded_segment(&grounds, 0, &serde_json::Map::new())
         .expect("segment 0");
     assert!(!seg.rules_enforced);
-    // Nested spans: enumerated on the short document, not on the long one (more than 1,200
-    // line ranges).
+    // Nested spans: enumerated on the short document, not on the long one (400 lines have
+    // 1,594 ranges of at most four lines, more than the 1,200 the grammar writes out).
     let evidenced: Grammar = Evidenced::<Amount>::grammar();
     let seg = evidenced
         .grounded_segment(&grounds, 0, &serde_json::Map::new())
@@ -520,10 +525,8 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
 async fn an_extractor_runs_on_a_backend_chosen_at_run_time() {
     use contract_core::extract::DynBackend;
     use std::sync::Arc;
-    let right = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
-                    "period": "fourth quarter of 2024", "low": 4065, "high": 4140}"#;
-    let invented = r#"{"quote": "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.",
-                       "period": "fourth quarter of 2024", "low": 1234567.5, "high": 4140}"#;
+    let right = RIGHT;
+    let invented = INVENTED;
     let pick = |honest: bool| -> Arc<dyn DynBackend> {
         Arc::new(ScriptedBackend::new([if honest {
             right
