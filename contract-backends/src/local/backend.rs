@@ -20,7 +20,7 @@ use super::fast::FastOptions;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
-use super::model::{resolve_format, WeightFormat};
+use super::model::WeightFormat;
 use super::sample::Sampler;
 use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 
@@ -33,10 +33,13 @@ pub struct LocalOptions {
     pub weights: WeightFormat,
     /// Most tokens to generate when the request does not say (default 512).
     pub max_tokens: u32,
-    /// Threads for the matmuls (default: the available parallelism). Applied through
-    /// `CANDLE_NUM_THREADS` (Candle's pool, and the fast forward pass's own thread team) and
-    /// `RAYON_NUM_THREADS` (1 for quantized weights, whose matmuls run on those: measured
-    /// fastest) when those are not set already; they are process-wide and read on first use.
+    /// Threads of the fast forward pass's own matmuls (its thread team, process-wide, sized by
+    /// the first backend that loads; default: `CANDLE_NUM_THREADS` when set, else the available
+    /// parallelism). Candle's own kernels (the other weight formats, and what the fast pass
+    /// leaves to Candle) run on Candle's pools, which read `CANDLE_NUM_THREADS` and
+    /// `RAYON_NUM_THREADS` from the environment at their first use: this library never sets
+    /// the environment (unsound once other threads run); a program that wants the measured
+    /// best settings puts [`candle_thread_env`]'s values there at the top of `main`.
     pub threads: Option<usize>,
     /// A `tokenizer.json` to use instead of the one built from the GGUF metadata.
     pub tokenizer_json: Option<PathBuf>,
@@ -226,28 +229,41 @@ impl std::fmt::Debug for LocalBackend {
     }
 }
 
-/// Sets Candle's thread counts through the environment, unless the user already did.
-fn apply_threads(threads: Option<usize>, weights: WeightFormat, fast: &FastOptions) {
-    let n = threads.filter(|&n| n > 0).unwrap_or_else(|| {
+/// The environment Candle's thread pools read, set to what was measured fastest on 2 cores for
+/// `options` (`CANDLE_NUM_THREADS` = the threads, else the available parallelism;
+/// `RAYON_NUM_THREADS` = 1 for quantized weights, whose matmuls run on Candle's pool and slow
+/// down when a rayon pool of the same size shares the cores, else the threads), for a program
+/// to set at the top of its `main`, before any other thread starts and before any backend
+/// loads (this library never writes the environment itself):
+///
+/// ```no_run
+/// use contract_backends::local::{candle_thread_env, LocalOptions};
+/// let options = LocalOptions::default();
+/// for (key, value) in candle_thread_env(&options) {
+///     if std::env::var_os(key).is_none() {
+///         std::env::set_var(key, value);
+///     }
+/// }
+/// ```
+///
+/// [`WeightFormat::Auto`] counts as the fast forward pass on quantized weights, which is what
+/// it picks for the supported architectures on the CPU.
+pub fn candle_thread_env(options: &LocalOptions) -> [(&'static str, String); 2] {
+    let n = options.threads.filter(|&n| n > 0).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let unset = |k: &str| std::env::var_os(k).is_none();
-    // Measured on 2 cores: quantized matmuls run on Candle's pool; sharing the cores with a rayon
-    // pool of the same size slows them down, so rayon gets one thread there.
-    let dense = match weights {
+    let dense = match options.weights {
         WeightFormat::F32 => true,
-        WeightFormat::Fast => fast.dense_from.is_some(),
+        WeightFormat::Fast | WeightFormat::Auto => options.fast.dense_from.is_some(),
         _ => false,
     };
     let rayon = if dense { n } else { 1 };
-    if unset("CANDLE_NUM_THREADS") {
-        std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
-    }
-    if unset("RAYON_NUM_THREADS") {
-        std::env::set_var("RAYON_NUM_THREADS", rayon.to_string());
-    }
+    [
+        ("CANDLE_NUM_THREADS", n.to_string()),
+        ("RAYON_NUM_THREADS", rayon.to_string()),
+    ]
 }
 
 impl LocalBackend {
@@ -280,12 +296,8 @@ impl LocalBackend {
             })
             .map_err(|e| e.in_file(&path))?;
         let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
-        // Before loading: converting the weights may start Candle's thread pools.
-        apply_threads(
-            options.threads,
-            resolve_format(&ct, options.weights, &options.device),
-            &options.fast,
-        );
+        // Before loading: converting the weights may start the fast pass's thread team.
+        super::team::Team::global_with(options.threads);
         let model = Model::from_content_with(
             ct,
             &mut file,

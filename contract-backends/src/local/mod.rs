@@ -27,7 +27,7 @@ mod team;
 
 use std::path::PathBuf;
 
-pub use backend::{LocalBackend, LocalOptions, Output, Scores};
+pub use backend::{candle_thread_env, LocalBackend, LocalOptions, Output, Scores};
 pub use chat::ChatTemplate;
 pub use model::{Model, WeightFormat};
 pub use sample::Sampler;

@@ -94,15 +94,25 @@ impl Team {
         }
     }
 
-    /// The process-wide team: `CANDLE_NUM_THREADS` threads in all (the caller included), else the
-    /// available parallelism.
+    /// The process-wide team ([`Team::global_with`] with no size given).
     pub(crate) fn global() -> &'static Team {
+        Team::global_with(None)
+    }
+
+    /// The process-wide team, started on first use with `threads` in all (the caller
+    /// included), else `CANDLE_NUM_THREADS` when the environment sets it, else the available
+    /// parallelism. The first call sizes it: a later `threads` does not resize it.
+    pub(crate) fn global_with(threads: Option<usize>) -> &'static Team {
         static TEAM: OnceLock<Team> = OnceLock::new();
         TEAM.get_or_init(|| {
-            let n = std::env::var("CANDLE_NUM_THREADS")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
+            let n = threads
                 .filter(|&n| n > 0)
+                .or_else(|| {
+                    std::env::var("CANDLE_NUM_THREADS")
+                        .ok()
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .filter(|&n| n > 0)
+                })
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             Team::new(n.saturating_sub(1))
         })

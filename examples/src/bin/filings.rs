@@ -141,12 +141,31 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Candle's thread pools read their sizes from the environment: set the measured best ones
+    // here, before any other thread starts (the library never writes the environment).
+    if matches!(args.backend, BackendKind::Local) {
+        let options = LocalOptions::default().weights(local_weights(args.weights));
+        for (key, value) in contract_backends::local::candle_thread_env(&options) {
+            if std::env::var_os(key).is_none() {
+                std::env::set_var(key, value);
+            }
+        }
+    }
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn local_weights(w: Weights) -> WeightFormat {
+    match w {
+        Weights::Auto => WeightFormat::Auto,
+        Weights::Stored => WeightFormat::AsStored,
+        Weights::F32 => WeightFormat::F32,
+        Weights::Q8 => WeightFormat::Q8_0,
     }
 }
 
@@ -245,14 +264,8 @@ fn run(args: Args) -> Result<(), String> {
     let described;
     match args.backend {
         BackendKind::Local => {
-            let weights = match args.weights {
-                Weights::Auto => WeightFormat::Auto,
-                Weights::Stored => WeightFormat::AsStored,
-                Weights::F32 => WeightFormat::F32,
-                Weights::Q8 => WeightFormat::Q8_0,
-            };
             let options = LocalOptions::default()
-                .weights(weights)
+                .weights(local_weights(args.weights))
                 .max_tokens(args.max_tokens);
             let path = match &args.model {
                 Some(p) => contract_backends::local::fetch::model_path(&p.to_string_lossy())
