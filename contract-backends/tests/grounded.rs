@@ -391,3 +391,31 @@ fn grounded_grammar_compiles_per_document_in_milliseconds() {
         percentile_us(&times, 100.0) / 1000.0
     );
 }
+
+/// A grammar llguidance refuses is an error that keeps llguidance's own as its cause.
+#[test]
+fn a_grammar_llguidance_refuses_keeps_its_cause() {
+    use contract_backends::local::LocalError;
+    let engine = engine();
+    let schema =
+        serde_json::json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/nowhere"}}});
+    let err = match engine.mask_for_json_schema(&schema) {
+        Ok(_) => panic!("a schema with a dangling $ref compiled"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(
+            err,
+            LocalError::Library {
+                what: "token mask",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let cause = std::error::Error::source(&err).expect("a cause");
+    assert!(
+        err.to_string().contains(&cause.to_string()),
+        "{err} / {cause}"
+    );
+}

@@ -212,7 +212,19 @@ fn chat_templates_that_fail() {
     ];
     for (name, template, problem) in cases {
         let path = write(&format!("template-{name}.gguf"), &with_template(template));
-        load_error(&path, problem);
+        let err = load_error(&path, problem);
+        // The template engine's own error is kept as the cause (all but the fuel limit, which
+        // is this crate's message).
+        let mut chain: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+        while let Some(e) = next {
+            chain.push(e);
+            next = e.source();
+        }
+        let kept = chain
+            .iter()
+            .any(|e| e.downcast_ref::<minijinja::Error>().is_some());
+        assert_eq!(kept, name != "loop", "{name}: {chain:?}");
     }
 }
 

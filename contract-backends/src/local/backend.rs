@@ -830,7 +830,12 @@ fn backend_error(e: LocalError) -> BackendError {
         | LocalError::Gguf(_) => BackendError::Unavailable {
             message: e.to_string(),
         },
-        LocalError::Template(_) | LocalError::Tokenizer(_) => BackendError::InvalidRequest {
+        LocalError::Template(_)
+        | LocalError::Tokenizer(_)
+        | LocalError::Library {
+            what: "tokenizer" | "chat template",
+            ..
+        } => BackendError::InvalidRequest {
             message: e.to_string(),
         },
         _ => BackendError::Other {

@@ -51,7 +51,7 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_template_owned("chat", source.to_owned())
-            .map_err(|e| LocalError::Template(e.to_string()))?;
+            .map_err(|e| LocalError::library("chat template", e))?;
         Ok(ChatTemplate {
             env,
             source: source.to_owned(),
@@ -96,7 +96,7 @@ impl ChatTemplate {
         let tmpl = self
             .env
             .get_template("chat")
-            .map_err(|e| LocalError::Template(e.to_string()))?;
+            .map_err(|e| LocalError::library("chat template", e))?;
         tmpl.render(context! {
             messages => msgs,
             add_generation_prompt => add_generation_prompt,
@@ -108,7 +108,7 @@ impl ChatTemplate {
                 "rendering did not finish within {TEMPLATE_FUEL} instructions (a loop without \
                  end?)"
             )),
-            _ => LocalError::Template(e.to_string()),
+            _ => LocalError::library("chat template", e),
         })
     }
 }

@@ -347,7 +347,7 @@ impl GgufVocab {
                 "merges": merges,
             }
         });
-        serde_json::to_string(&doc).map_err(|e| LocalError::Tokenizer(e.to_string()))
+        serde_json::to_string(&doc).map_err(|e| LocalError::library("tokenizer", e))
     }
 }
 
@@ -456,7 +456,7 @@ impl GgufTokenizer {
 
     fn from_json(vocab: GgufVocab, json: String) -> Result<Self, LocalError> {
         let tokenizer = tokenizers::Tokenizer::from_bytes(json.as_bytes())
-            .map_err(|e| LocalError::Tokenizer(e.to_string()))?;
+            .map_err(|e| LocalError::library("tokenizer", e))?;
         Ok(GgufTokenizer {
             tokenizer,
             vocab,
@@ -505,7 +505,7 @@ impl GgufTokenizer {
         let enc = self
             .tokenizer
             .encode_fast(text, false)
-            .map_err(|e| LocalError::Tokenizer(e.to_string()))?;
+            .map_err(|e| LocalError::library("tokenizer", e))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -525,7 +525,7 @@ impl GgufTokenizer {
     pub fn decode(&self, ids: &[u32]) -> Result<String, LocalError> {
         self.tokenizer
             .decode(ids, true)
-            .map_err(|e| LocalError::Tokenizer(e.to_string()))
+            .map_err(|e| LocalError::library("tokenizer", e))
     }
 }
 

@@ -32,6 +32,11 @@ fn mask_err(e: impl std::fmt::Display) -> LocalError {
     LocalError::Mask(e.to_string())
 }
 
+/// An error of llguidance (or of what builds its input), its cause kept.
+fn llg_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LocalError {
+    LocalError::library("token mask", e)
+}
+
 /// What the mask needs of one tokenizer, built once.
 pub struct MaskEngine {
     factory: ParserFactory,
@@ -79,13 +84,13 @@ impl MaskEngine {
     /// as the tokens that end a generation; empty: the tokenizer's own guess.
     pub fn new(tokenizer_json: &[u8], stop_tokens: &[u32]) -> Result<MaskEngine, LocalError> {
         let mut tok = toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(tokenizer_json)
-            .map_err(mask_err)?;
+            .map_err(llg_err)?;
         if !stop_tokens.is_empty() {
             tok.set_eos_tokens(stop_tokens);
         }
         let eos = tok.eos_tokens();
-        let tok_env = tok.into_tok_env(None).map_err(mask_err)?;
-        let mut factory = ParserFactory::new_simple(&tok_env).map_err(mask_err)?;
+        let tok_env = tok.into_tok_env(None).map_err(llg_err)?;
+        let mut factory = ParserFactory::new_simple(&tok_env).map_err(llg_err)?;
         factory.quiet();
         let trie = tok_env.tok_trie();
         let n = trie.vocab_size();
@@ -176,7 +181,7 @@ impl MaskEngine {
     /// A mask for one generation of `grammar`: llguidance plus the value filter. The grammar is
     /// compiled once per engine; later masks start from a clone.
     pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
-        let text = serde_json::to_string(grammar).map_err(mask_err)?;
+        let text = serde_json::to_string(grammar).map_err(llg_err)?;
         let prepared = self.prepared(&text, || {
             let first = self.mask_for_schema(grammar.schema(), None)?;
             Ok(Prepared {
@@ -196,7 +201,7 @@ impl MaskEngine {
     ) -> Result<ContractMask, LocalError> {
         let text = format!(
             "json_schema {}",
-            serde_json::to_string(schema).map_err(mask_err)?
+            serde_json::to_string(schema).map_err(llg_err)?
         );
         let prepared = self.prepared(&text, || {
             let first = self.mask_for_schema(schema.clone(), None)?;
@@ -256,7 +261,7 @@ impl MaskEngine {
         let parser = self
             .factory
             .create_parser(TopLevelGrammar::from_lark(lark))
-            .map_err(mask_err)?;
+            .map_err(llg_err)?;
         let matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
             return Err(mask_err(e));
@@ -278,7 +283,7 @@ impl MaskEngine {
             return self.mask(grammar);
         }
         let t0 = Instant::now();
-        let segments = grammar.grounded_segments().map_err(mask_err)?.len();
+        let segments = grammar.grounded_segments().map_err(llg_err)?.len();
         let composer = Composer {
             grammar: Arc::new(grammar.clone()),
             numerals: source.numerals(),
@@ -317,7 +322,7 @@ impl MaskEngine {
         let parser = self
             .factory
             .create_parser(TopLevelGrammar::from_json_schema(schema))
-            .map_err(mask_err)?;
+            .map_err(llg_err)?;
         let matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
             return Err(mask_err(e));
@@ -369,7 +374,7 @@ impl Composer {
         let grounds = Grounds::with_numerals(&self.source, self.numerals);
         self.grammar
             .grounded_segment(&grounds, segment, &decoded)
-            .map_err(mask_err)
+            .map_err(llg_err)
     }
 }
 
@@ -450,7 +455,7 @@ impl ContractMask {
 
     /// llguidance's mask alone for the current step.
     pub fn grammar_mask(&mut self) -> Result<SimpleVob, LocalError> {
-        let vob = self.matcher.compute_mask().map_err(mask_err)?;
+        let vob = self.matcher.compute_mask().map_err(llg_err)?;
         if let Some(e) = self.matcher.get_error() {
             return Err(mask_err(e));
         }
@@ -558,7 +563,7 @@ impl ContractMask {
 
     /// Advances over `tokens` (sampled or forced).
     pub fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
-        self.matcher.consume_tokens(tokens).map_err(mask_err)?;
+        self.matcher.consume_tokens(tokens).map_err(llg_err)?;
         let result = self.advance_scanner(tokens);
         self.next_segment()?;
         result
@@ -629,7 +634,7 @@ impl ContractMask {
     /// forced key the mask offers only llguidance's canonical token). The value filter is not
     /// consulted.
     pub fn validate_tokens(&mut self, tokens: &[u32]) -> Result<usize, LocalError> {
-        self.matcher.validate_tokens(tokens).map_err(mask_err)
+        self.matcher.validate_tokens(tokens).map_err(llg_err)
     }
 
     /// llguidance's warnings about the grammar (keywords it approximated or ignored).

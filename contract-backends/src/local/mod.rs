@@ -83,6 +83,15 @@ pub enum LocalError {
     /// Candle failed: its message, without the backtrace Candle may append to it.
     #[error("candle: {0}")]
     Candle(String),
+    /// A library the backend builds on failed; `source` is its error, kept for
+    /// [`std::error::Error::source`].
+    #[error("{what}: {source}")]
+    Library {
+        /// What was being done (`token mask`, `tokenizer`, `chat template`).
+        what: &'static str,
+        /// The library's error (llguidance's, tokenizers', minijinja's, serde_json's).
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The prompt rendered to no token to feed.
     #[error("the prompt has no tokens to feed")]
     EmptyPrompt,
@@ -98,6 +107,7 @@ pub enum LocalError {
         /// The file.
         path: PathBuf,
         /// Why.
+        #[source]
         error: Box<LocalError>,
     },
 }
@@ -109,6 +119,17 @@ impl From<candle_core::Error> for LocalError {
 }
 
 impl LocalError {
+    /// A library's error while doing `what`, its cause kept.
+    pub(crate) fn library(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        LocalError::Library {
+            what,
+            source: source.into(),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         LocalError::Io {
             path: path.into(),
