@@ -297,7 +297,7 @@ impl LocalBackend {
             .map_err(|e| e.in_file(&path))?;
         let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
         // Before loading: converting the weights may start the fast pass's thread team.
-        super::team::Team::global_with(options.threads);
+        super::kernels::team::Team::global_with(options.threads);
         let model = Model::from_content_with(
             ct,
             &mut file,

@@ -25,10 +25,11 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Tensor};
 
-use super::model::Arch;
-use super::q4::{self, Q4Format, Q4Matrix};
-use super::q8::{self, Q8Matrix};
-use super::team::Team;
+use super::arch::Arch;
+use super::kernels::q4::{Q4Format, Q4Matrix};
+use super::kernels::q8::Q8Matrix;
+use super::kernels::team::Team;
+use super::kernels::{self, OutPtr};
 use super::LocalError;
 
 /// How the fast model holds its matrices (see [`super::WeightFormat::Fast`]); the defaults are
@@ -88,7 +89,10 @@ impl FastOptions {
 
     /// Whether Q8_0 matrices go through our own kernel on this CPU.
     pub fn uses_own_kernel(&self) -> bool {
-        self.dtype == GgmlDType::Q8_0 && self.own_kernel.unwrap_or_else(|| q8::avx2() && q4::avx2())
+        self.dtype == GgmlDType::Q8_0
+            && self
+                .own_kernel
+                .unwrap_or_else(|| kernels::avx2_fma() && kernels::avx2_fma_f16c())
     }
 
     /// Whether inner dimensions are padded to 256 on this CPU.
@@ -115,15 +119,7 @@ impl Default for FastOptions {
 /// Whether Candle 0.11's repacked x86 kernels (`repack_x86::select`) take Q8_0 matrices on this
 /// CPU: AVX-512 VNNI, or AVX-VNNI with AVX2 (plain AVX2 falls back to the per-row dot products).
 pub fn vnni_kernels() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
-            || (is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    kernels::vnni()
 }
 
 fn round_up(x: usize, to: usize) -> usize {
@@ -154,10 +150,7 @@ pub(crate) struct Config {
 
 impl Config {
     fn from_content(ct: &Content, arch: Arch, pad: bool) -> Result<Config, LocalError> {
-        let prefix = match arch {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        };
+        let prefix = arch.name();
         let get = |k: &str| -> Option<&candle_core::quantized::gguf_file::Value> {
             ct.metadata.get(&format!("{prefix}.{k}"))
         };
@@ -724,21 +717,6 @@ pub(crate) struct FastModel {
     len: usize,
 }
 
-/// A raw output pointer shared by the attention workers, each writing its own rows.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-
-impl OutPtr {
-    /// The pointer (a method, so that closures capture the whole `Sync` wrapper).
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-// SAFETY: the workers write disjoint ranges (one head of one query row each), and the pool
-// returns only after every worker is done.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
 impl FastModel {
     pub(crate) fn new(w: Arc<FastWeights>) -> FastModel {
         let layers = w.cfg.n_layer;
@@ -1002,14 +980,7 @@ mod simd {
 
     /// Whether the AVX2 + FMA loops can run.
     pub(super) fn available() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
+        super::kernels::avx2_fma()
     }
 
     /// One query head against `scores.len()` cached positions: the keys and values of this head

@@ -11,19 +11,18 @@
 //! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
 //!   every step and forced tokens fed in one forward call.
 
+mod arch;
 pub mod backend;
 pub mod chat;
 pub mod fast;
 pub mod fetch;
 pub mod gguf_tokenizer;
+mod kernels;
 pub mod mask;
 pub mod model;
-mod q4;
-mod q8;
 pub mod rules;
 mod rules_dec;
 pub mod sample;
-mod team;
 
 use std::path::PathBuf;
 

@@ -45,14 +45,7 @@ pub enum WeightFormat {
 /// 0.75 B parameters).
 pub const AUTO_F32_LIMIT: u64 = 3 << 30;
 
-/// The supported architectures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arch {
-    /// `llama` (Llama, SmolLM, Mistral-style).
-    Llama,
-    /// `qwen2`.
-    Qwen2,
-}
+pub use super::arch::Arch;
 
 enum Weights {
     Llama(Box<quantized_llama::ModelWeights>),
@@ -438,15 +431,6 @@ fn to_vec(logits: Tensor) -> Result<Vec<f32>, LocalError> {
         .squeeze(0)?
         .to_dtype(candle_core::DType::F32)?
         .to_vec1::<f32>()?)
-}
-
-impl Arch {
-    fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        }
-    }
 }
 
 fn arch_of(ct: &Content) -> Result<Arch, LocalError> {

@@ -12,8 +12,8 @@
 //! `maddubs` (unsigned nibbles times signed int8, exact), the second from the activation block's
 //! sum.
 
-use super::q8::{quantize_block, OutPtr, BLOCK, TILE};
 use super::team::Team;
+use super::{avx2_fma_f16c as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
 
 /// A 4-bit matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
 pub(crate) struct Q4Matrix {
@@ -43,24 +43,6 @@ impl Q4Format {
             Q4Format::Q4_1 => 20,
         }
     }
-}
-
-/// f16 bits to f32 (normal, subnormal, zero, infinity and NaN).
-pub(crate) fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h as u32) & 0x8000) << 16;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    let bits = match (exp, man) {
-        (0, 0) => sign,
-        (0, _) => {
-            // Subnormal: value man * 2^-24.
-            let v = man as f32 * (1.0 / 16_777_216.0);
-            return if sign != 0 { -v } else { v };
-        }
-        (31, _) => sign | 0x7f80_0000 | (man << 13),
-        _ => sign | ((exp + 112) << 23) | (man << 13),
-    };
-    f32::from_bits(bits)
 }
 
 /// f32 to f16 bits, rounding to nearest (used for `-8 d` of Q4_0, exact unless it overflows).
@@ -297,20 +279,6 @@ fn plain_tile(w: &Tile<'_>, x: &Acts<'_>, mt: usize, sums: &mut [[f32; TILE]; 2]
     }
 }
 
-/// Whether the AVX2 kernel can run (AVX2, FMA and F16C).
-pub(crate) fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Acts, Tile, BLOCK, TILE};
@@ -476,7 +444,7 @@ mod tests {
 #[cfg(test)]
 mod speed {
     use super::*;
-    use crate::local::q8::Q8Matrix;
+    use crate::local::kernels::q8::Q8Matrix;
     use std::time::Instant;
 
     /// Kernel throughput (run with `--ignored --nocapture` in release).

@@ -8,13 +8,8 @@
 //! row and block, the same way (`d = max|x| / 127`, `q = round(x / d)`), and the dot product of
 //! two blocks is exact in i32 (`|q| <= 127`, so `maddubs` never saturates).
 
-use super::q4::f16_to_f32;
 use super::team::Team;
-
-/// Values per block.
-pub(crate) const BLOCK: usize = 32;
-/// Weight rows processed together.
-pub(crate) const TILE: usize = 4;
+use super::{avx2_fma as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
 
 /// A quantized matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
 pub(crate) struct Q8Matrix {
@@ -24,17 +19,6 @@ pub(crate) struct Q8Matrix {
     qs: Vec<i8>,
     /// `[tile][block][row in tile]`.
     d: Vec<f32>,
-}
-
-/// Quantizes one block (`d = max|x| / 127`, `q = round(x / d)`); returns its scale.
-pub(crate) fn quantize_block(x: &[f32], q: &mut [i8]) -> f32 {
-    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    for (q, &v) in q.iter_mut().zip(x) {
-        *q = (v * id).round() as i8;
-    }
-    d
 }
 
 impl Q8Matrix {
@@ -253,33 +237,6 @@ fn plain_tile(
         }
     }
 }
-
-/// Whether the AVX2 kernel can run.
-pub(crate) fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// The output pointer shared by the workers of one matmul, each writing its own columns.
-#[derive(Clone, Copy)]
-pub(crate) struct OutPtr(pub(crate) *mut f32);
-
-impl OutPtr {
-    /// The pointer (a method, so that closures capture the whole `Sync` wrapper).
-    pub(crate) fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-// SAFETY: every worker writes a disjoint set of output columns, and the pool returns only after
-// all of them are done.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
