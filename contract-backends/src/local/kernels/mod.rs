@@ -50,6 +50,20 @@ pub(crate) fn vnni() -> bool {
     }
 }
 
+/// The sum of the eight lanes of `v` (for the AVX2 kernels, inlined into them).
+///
+/// # Safety
+///
+/// The CPU must have AVX.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn hsum(v: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+}
+
 /// f16 bits to f32 (normal, subnormal, zero, infinity and NaN).
 pub(crate) fn f16_to_f32(h: u16) -> f32 {
     let sign = ((h as u32) & 0x8000) << 16;

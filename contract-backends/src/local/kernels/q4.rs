@@ -281,15 +281,9 @@ fn plain_tile(w: &Tile<'_>, x: &Acts<'_>, mt: usize, sums: &mut [[f32; TILE]; 2]
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    use super::super::hsum;
     use super::{Acts, Tile, BLOCK, TILE};
     use std::arch::x86_64::*;
-
-    #[inline(always)]
-    unsafe fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
-    }
 
     /// `M` activation rows (1 or 2) against one tile of [`TILE`] weight rows.
     #[target_feature(enable = "avx2,fma,f16c")]

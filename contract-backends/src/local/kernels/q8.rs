@@ -240,15 +240,9 @@ fn plain_tile(
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    use super::super::hsum;
     use super::{BLOCK, TILE};
     use std::arch::x86_64::*;
-
-    #[inline(always)]
-    unsafe fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
-    }
 
     /// The exact dot product of two blocks of 32 int8 (`|q| <= 127`).
     #[target_feature(enable = "avx2,fma")]
