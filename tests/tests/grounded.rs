@@ -24,6 +24,18 @@ struct Quoted {
     high: Option<f64>,
 }
 
+/// A recursive contract: the root's rule also binds every nested copy of it, which the
+/// composed grammar does not hold.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(rule = "low <= high")]
+struct Node {
+    #[contract(grounded)]
+    low: Option<f64>,
+    #[contract(grounded)]
+    high: Option<f64>,
+    children: Vec<Node>,
+}
+
 /// A nested object with a rule of its own (not a span's line order).
 #[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Nested {
@@ -455,6 +467,20 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
     assert!(!Free::grammar().grounded_rules_composable());
     assert!(!Apart::grammar().grounded_rules_composable());
     assert!(!Nested::grammar().grounded_rules_composable());
+    // A recursive contract: the rules are the root's, so the contract counts as composable, but
+    // its nested copies go through llguidance's JSON compiler with their rule, so no segment
+    // says it holds them.
+    {
+        use contract_core::grammar::Grammar;
+        use contract_core::ground::Grounds;
+        let node: Grammar = Node::grammar();
+        let source = Source::from_text(EN);
+        let grounds = Grounds::new(&source);
+        let seg = node
+            .grounded_segment(&grounds, 0, &serde_json::Map::new())
+            .expect("segment 0");
+        assert!(!seg.rules_enforced, "{}", seg.lark);
+    }
 
     let grammar: Grammar = Quoted::grammar();
     let source = Source::from_text(EN);
