@@ -32,7 +32,8 @@ use contract_backends::local::fast::FastOptions;
 use contract_backends::local::mask::{percentile_us, MaskEngine};
 use contract_backends::local::model::resolve_format;
 use contract_backends::local::{
-    fetch, gguf_tokenizer, LocalBackend, LocalOptions, Model, Output, WeightFormat,
+    candle_thread_env, fetch, gguf_tokenizer, LocalBackend, LocalOptions, Model, Output,
+    WeightFormat,
 };
 use contract_core::extract::Sampling;
 use contract_core::prompt::{Message, PromptParts};
@@ -206,22 +207,17 @@ fn main() {
     }
 }
 
-/// Stores the process's thread settings the way the backend would for `format`.
+/// Stores the process's thread settings as [`candle_thread_env`] gives them for `format` as it
+/// resolves for this file on the CPU (what a program does at the top of its `main`).
 fn set_threads(path: &std::path::Path, format: WeightFormat, fast: &FastOptions) {
     let ct = gguf_tokenizer::read_content(path).expect("gguf");
-    let resolved = resolve_format(&ct, format, &Device::Cpu);
-    let dense = match resolved {
-        WeightFormat::F32 => true,
-        WeightFormat::Fast => fast.dense_from.is_some(),
-        _ => false,
-    };
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-        std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
-    }
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let rayon = if dense { n } else { 1 };
-        std::env::set_var("RAYON_NUM_THREADS", rayon.to_string());
+    let options = LocalOptions::default()
+        .weights(resolve_format(&ct, format, &Device::Cpu))
+        .fast_options(*fast);
+    for (key, value) in candle_thread_env(&options) {
+        if std::env::var_os(key).is_none() {
+            std::env::set_var(key, value);
+        }
     }
 }
 

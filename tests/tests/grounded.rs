@@ -467,20 +467,19 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
     assert!(!Free::grammar().grounded_rules_composable());
     assert!(!Apart::grammar().grounded_rules_composable());
     assert!(!Nested::grammar().grounded_rules_composable());
+    // Segment 0 of `grammar` on `text`, and whether it holds the rules alone.
+    let first_holds = |grammar: &Grammar, text: &str| {
+        let source = Source::from_text(text);
+        let seg = grammar
+            .grounded_segment(&Grounds::new(&source), 0, &serde_json::Map::new())
+            .expect("segment 0");
+        (seg.rules_enforced, seg.lark)
+    };
     // A recursive contract: the rules are the root's, so the contract counts as composable, but
     // its nested copies go through llguidance's JSON compiler with their rule, so no segment
     // says it holds them.
-    {
-        use contract_core::grammar::Grammar;
-        use contract_core::ground::Grounds;
-        let node: Grammar = Node::grammar();
-        let source = Source::from_text(EN);
-        let grounds = Grounds::new(&source);
-        let seg = node
-            .grounded_segment(&grounds, 0, &serde_json::Map::new())
-            .expect("segment 0");
-        assert!(!seg.rules_enforced, "{}", seg.lark);
-    }
+    let (held, lark) = first_holds(&Node::grammar(), EN);
+    assert!(!held, "{lark}");
 
     let grammar: Grammar = Quoted::grammar();
     let source = Source::from_text(EN);
@@ -516,33 +515,16 @@ fn the_composed_grammar_says_when_it_holds_the_rules_alone() {
 
     // A span at the root: the line order is held on a short document, and on one of more
     // lines than the grammar enumerates (400 > 256) it is left to a filter.
-    let span: Grammar = Span::grammar();
-    let source = Source::from_text(EN);
-    let grounds = Grounds::new(&source);
-    let seg = span
-        .grounded_segment(&grounds, 0, &serde_json::Map::new())
-        .expect("segment 0");
-    assert!(seg.rules_enforced, "{}", seg.lark);
     let lines: Vec<String> = (1..=400).map(|n| format!("Line {n}.")).collect();
-    let source = Source::from_text(&lines.join("\n"));
-    let grounds = Grounds::new(&source);
-    let seg = span
-        .grounded_segment(&grounds, 0, &serde_json::Map::new())
-        .expect("segment 0");
-    assert!(!seg.rules_enforced);
+    let long = lines.join("\n");
+    let (held, lark) = first_holds(&Span::grammar(), EN);
+    assert!(held, "{lark}");
+    assert!(!first_holds(&Span::grammar(), &long).0);
     // Nested spans: enumerated on the short document, not on the long one (400 lines have
     // 1,594 ranges of at most four lines, more than the 1,200 the grammar writes out).
-    let evidenced: Grammar = Evidenced::<Amount>::grammar();
-    let seg = evidenced
-        .grounded_segment(&grounds, 0, &serde_json::Map::new())
-        .expect("segment 0");
-    assert!(!seg.rules_enforced);
-    let source = Source::from_text(EN);
-    let grounds = Grounds::new(&source);
-    let seg = evidenced
-        .grounded_segment(&grounds, 0, &serde_json::Map::new())
-        .expect("segment 0");
-    assert!(seg.rules_enforced, "{}", seg.lark);
+    assert!(!first_holds(&Evidenced::<Amount>::grammar(), &long).0);
+    let (held, lark) = first_holds(&Evidenced::<Amount>::grammar(), EN);
+    assert!(held, "{lark}");
 }
 
 /// A backend chosen at run time, behind `dyn`: the extractor runs the same contract on whichever

@@ -11,8 +11,6 @@
 //! once per tokenizer and cached ([`MaskEngine::cached`]). Each generation gets a [`ContractMask`]
 //! from [`MaskEngine::mask`], which implements [`TokenMask`] for the decode loop.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -68,10 +66,10 @@ impl std::fmt::Debug for MaskEngine {
     }
 }
 
-/// One cached engine: the hash of its tokenizer and stop tokens (to find it), and the two
-/// themselves (to be sure: a 64-bit hash alone could hand out another tokenizer's engine).
+/// One cached engine, with the tokenizer and stop tokens it was built for (compared whole: a
+/// process holds one or two, and a comparison that fails on the length costs less than hashing
+/// the tokenizer).
 struct CachedEngine {
-    hash: u64,
     tokenizer_json: Vec<u8>,
     stop_tokens: Vec<u32>,
     engine: Arc<MaskEngine>,
@@ -133,19 +131,15 @@ impl MaskEngine {
         tokenizer_json: &[u8],
         stop_tokens: &[u32],
     ) -> Result<Arc<MaskEngine>, LocalError> {
-        let mut h = DefaultHasher::new();
-        tokenizer_json.hash(&mut h);
-        stop_tokens.hash(&mut h);
-        let hash = h.finish();
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = cache.iter().find(|c| {
-            c.hash == hash && c.stop_tokens == stop_tokens && c.tokenizer_json == tokenizer_json
-        }) {
+        if let Some(c) = cache
+            .iter()
+            .find(|c| c.stop_tokens == stop_tokens && c.tokenizer_json == tokenizer_json)
+        {
             return Ok(c.engine.clone());
         }
         let engine = Arc::new(MaskEngine::new(tokenizer_json, stop_tokens)?);
         cache.push(CachedEngine {
-            hash,
             tokenizer_json: tokenizer_json.to_vec(),
             stop_tokens: stop_tokens.to_vec(),
             engine: engine.clone(),

@@ -261,7 +261,9 @@ pub struct GroundedSegment {
     /// Whether this grammar alone holds every cross-field rule of the contract (for this
     /// segment and, by construction, the ones before it): true when the contract's rules are
     /// [composable](Grammar::grounded_rules_composable) and none of them had to be left out of
-    /// this segment (too many joint choices). When false, a decoder needs a rule filter on top.
+    /// this segment (too many joint choices, a compared side with no list of candidates, a
+    /// nested value with rules written through llguidance's JSON compiler, a span with more
+    /// line ranges than are enumerated). When false, a decoder needs a rule filter on top.
     pub rules_enforced: bool,
 }
 
