@@ -28,11 +28,11 @@ use std::time::Instant;
 
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
-use contract_backends::local::fast::FastOptions;
 use contract_backends::local::mask::{percentile_us, MaskEngine};
-use contract_backends::local::model::resolve_format;
+use contract_backends::local::model::resolve_engine;
+use contract_backends::local::NativeOptions;
 use contract_backends::local::{
-    candle_thread_env, fetch, gguf_tokenizer, LocalBackend, LocalOptions, Model, Output,
+    candle_thread_env, fetch, gguf_tokenizer, Engine, LocalBackend, LocalOptions, Model, Output,
     WeightFormat,
 };
 use contract_core::extract::Sampling;
@@ -86,10 +86,10 @@ fn status_mib(field: &str) -> f64 {
 /// A format name: `as_stored`, `f32`, `q8_0`, `fast`, `auto`, or `fast:` followed
 /// by options separated by `:` (`q8_0`, `q4k`, `q6k`, `f16`, `pad`, `nopad`, `dense`, `own`,
 /// `candle`, `q8` (4-bit matrices re-quantized to Q8_0)) to try
-/// other settings of the fast forward pass.
-fn format_of(name: &str) -> (WeightFormat, FastOptions) {
+/// other settings of the native engine.
+fn format_of(name: &str) -> (Engine, NativeOptions) {
     if let Some(opts) = name.strip_prefix("fast:") {
-        let mut o = FastOptions::default();
+        let mut o = NativeOptions::default();
         for opt in opts.split(':') {
             o = match opt {
                 "q8_0" => o.dtype(GgmlDType::Q8_0),
@@ -106,17 +106,17 @@ fn format_of(name: &str) -> (WeightFormat, FastOptions) {
                 other => panic!("unknown fast option {other}"),
             };
         }
-        return (WeightFormat::Fast, o);
+        return (Engine::Native, o);
     }
     let f = match name {
-        "auto" => WeightFormat::Auto,
-        "as_stored" => WeightFormat::AsStored,
-        "f32" => WeightFormat::F32,
-        "q8_0" => WeightFormat::Q8_0,
-        "fast" => WeightFormat::Fast,
+        "auto" => Engine::Auto,
+        "as_stored" => Engine::Candle(WeightFormat::AsStored),
+        "f32" => Engine::Candle(WeightFormat::F32),
+        "q8_0" => Engine::Candle(WeightFormat::Q8_0),
+        "fast" => Engine::Native,
         other => panic!("unknown format {other}"),
     };
-    (f, FastOptions::default())
+    (f, NativeOptions::default())
 }
 
 fn arg_value(args: &[String], flag: &str) -> Option<String> {
@@ -209,11 +209,11 @@ fn main() {
 
 /// Stores the process's thread settings as [`candle_thread_env`] gives them for `format` as it
 /// resolves for this file on the CPU (what a program does at the top of its `main`).
-fn set_threads(path: &std::path::Path, format: WeightFormat, fast: &FastOptions) {
+fn set_threads(path: &std::path::Path, format: Engine, fast: &NativeOptions) {
     let ct = gguf_tokenizer::read_content(path).expect("gguf");
     let options = LocalOptions::default()
-        .weights(resolve_format(&ct, format, &Device::Cpu))
-        .fast_options(*fast);
+        .engine(resolve_engine(&ct, format, &Device::Cpu))
+        .native_options(*fast);
     for (key, value) in candle_thread_env(&options) {
         if std::env::var_os(key).is_none() {
             std::env::set_var(key, value);
@@ -316,7 +316,7 @@ fn format_child(path: &std::path::Path, name: &str, label_name: &str) {
     // Extractions.
     let backend = LocalBackend::with_options(
         path,
-        LocalOptions::default().weights(format).fast_options(fast),
+        LocalOptions::default().engine(format).native_options(fast),
     )
     .expect("backend");
     let tok = backend.tokenizer().clone();
@@ -331,8 +331,8 @@ fn format_child(path: &std::path::Path, name: &str, label_name: &str) {
     let no_ff_backend = LocalBackend::with_options(
         path,
         LocalOptions::default()
-            .weights(format)
-            .fast_options(fast)
+            .engine(format)
+            .native_options(fast)
             .fast_forward(false),
     )
     .expect("backend");
@@ -370,7 +370,7 @@ fn format_child(path: &std::path::Path, name: &str, label_name: &str) {
 
 /// Time per step of the contract's mask and of llguidance alone, replaying constrained outputs.
 fn mask_child(path: &std::path::Path) {
-    set_threads(path, WeightFormat::Auto, &FastOptions::default());
+    set_threads(path, Engine::Auto, &NativeOptions::default());
     let runs = env_usize("MASK_RUNS", 20);
     let backend = LocalBackend::with_options(path, LocalOptions::default()).expect("backend");
     let tok = backend.tokenizer().clone();
@@ -459,12 +459,7 @@ fn mask_child(path: &std::path::Path) {
 }
 
 /// Prefill, decode, multi-token calls and perplexity of the bare model; returns the row label.
-fn raw_stage(
-    path: &std::path::Path,
-    name: &str,
-    format: WeightFormat,
-    fast: FastOptions,
-) -> String {
+fn raw_stage(path: &std::path::Path, name: &str, format: Engine, fast: NativeOptions) -> String {
     let prefill = env_usize("PREFILL", 256);
     let decode = env_usize("DECODE", 64);
     let runs = env_usize("RUNS", 3);
@@ -477,7 +472,7 @@ fn raw_stage(
     };
     let load_s = t.elapsed().as_secs_f64();
     let rss_load = status_mib("VmRSS:");
-    let label = match model.fast_weights() {
+    let label = match model.native_weights() {
         Some((bytes, o)) => format!(
             "{name} ({}{}, {} threads, {:.0} MiB weights)",
             if o.uses_own_kernel() {

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
-use contract_backends::local::fast::FastOptions;
-use contract_backends::local::{fetch, Model, WeightFormat};
+use contract_backends::local::NativeOptions;
+use contract_backends::local::{fetch, Engine, Model, WeightFormat};
 
 /// CPU time of the whole process (all its threads), in seconds: user + system from
 /// `/proc/self/stat` is too coarse (10 ms), so sum `/proc/self/task/*/schedstat` (ns on a CPU).
@@ -34,7 +34,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn load(path: &std::path::Path, name: &str) -> Model {
     if let Some(opts) = name.strip_prefix("fast:") {
-        let mut o = FastOptions::default();
+        let mut o = NativeOptions::default();
         for opt in opts.split(':') {
             o = match opt {
                 "q8_0" => o.dtype(GgmlDType::Q8_0),
@@ -49,13 +49,13 @@ fn load(path: &std::path::Path, name: &str) -> Model {
                 other => panic!("unknown option {other}"),
             };
         }
-        return Model::load_fast(path, o).expect("load");
+        return Model::load_with(path, Engine::Native, &Device::Cpu, o).expect("load");
     }
     let f = match name {
-        "fast" => WeightFormat::Fast,
-        "f32" => WeightFormat::F32,
-        "q8_0" => WeightFormat::Q8_0,
-        "as_stored" => WeightFormat::AsStored,
+        "fast" => Engine::Native,
+        "f32" => Engine::Candle(WeightFormat::F32),
+        "q8_0" => Engine::Candle(WeightFormat::Q8_0),
+        "as_stored" => Engine::Candle(WeightFormat::AsStored),
         other => panic!("unknown format {other}"),
     };
     Model::load(path, f, &Device::Cpu).expect("load")

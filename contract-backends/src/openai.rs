@@ -71,7 +71,7 @@ use async_openai::types::chat::{
     ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
     CreateChatCompletionRequest, ResponseFormat, ResponseFormatJsonSchema,
 };
-use contract_core::extract::{Backend, BackendError, FinishReason, Request, Response};
+use contract_core::extract::{Backend, BackendError, Decoding, FinishReason, Request, Response};
 use contract_core::prompt::Role;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::StatusCode;
@@ -151,16 +151,17 @@ impl std::str::FromStr for Mode {
 /// contract grounds values, else the plain JSON grammar (`start: %json {..}`).
 fn lark_grammar(req: &Request) -> Result<String, BackendError> {
     let invalid = |message: String| BackendError::InvalidRequest { message };
-    let value = req.grammar.as_ref().ok_or_else(|| {
-        invalid(format!(
-            "mode `vllm_guided_grammar` needs the contract's grammar, the request for `{}` has none",
-            req.contract
-        ))
-    })?;
-    let grammar: contract_core::grammar::Grammar = match serde_json::from_value(value.clone()) {
-        Ok(g) => g,
+    let grammar = match &req.constraint.decoding {
+        Some(Decoding::Grammar(g)) => g,
         // A plain JSON Schema (a runtime contract): llguidance's JSON compiler.
-        Err(_) => return Ok(format!("start: %json {value}")),
+        Some(Decoding::JsonSchema(schema)) => return Ok(format!("start: %json {schema}")),
+        None => {
+            return Err(invalid(format!(
+                "mode `vllm_guided_grammar` needs the contract's grammar, the request for `{}` \
+                 has none",
+                req.contract()
+            )))
+        }
     };
     match &req.source {
         Some(source) if grammar.is_grounded() => grammar
@@ -175,8 +176,7 @@ fn lark_grammar(req: &Request) -> Result<String, BackendError> {
 /// `None` when the request has no document, no contract grammar, or nothing grounded.
 fn grounded_schema(req: &Request) -> Option<Value> {
     let source = req.source.as_ref()?;
-    let grammar: contract_core::grammar::Grammar =
-        serde_json::from_value(req.grammar.clone()?).ok()?;
+    let grammar = req.constraint.grammar()?;
     grammar
         .is_grounded()
         .then(|| grammar.static_grounded_schema(&contract_core::ground::Grounds::new(source)))
@@ -507,14 +507,15 @@ impl OpenAiBackend {
     pub fn request_body(&self, req: &Request) -> Result<Value, BackendError> {
         let messages = chat_messages(&req.messages);
         let strict_schema = || {
-            req.strict_schema
+            req.constraint
+                .strict_schema
                 .clone()
                 .ok_or_else(|| BackendError::InvalidRequest {
                     message: format!(
                         "mode `{}` needs a strict schema and contract `{}` has none \
                      (use json_mode or prompt_only)",
                         self.mode.as_str(),
-                        req.contract
+                        req.contract()
                     ),
                 })
         };
@@ -522,7 +523,7 @@ impl OpenAiBackend {
             Mode::StructuredOutputs => Some(ResponseFormat::JsonSchema {
                 json_schema: ResponseFormatJsonSchema {
                     description: None,
-                    name: schema_name(&req.contract),
+                    name: schema_name(req.contract()),
                     schema: strict_schema()?,
                     strict: Some(true),
                 },
@@ -1310,20 +1311,14 @@ mod tests {
 
     #[test]
     fn schema_modes_send_the_grounded_schema() {
-        use contract_core::Contract;
         use examples::filings::GroundedGuidance;
         let doc = "Acme Reports Second Quarter 2024 Results\n\
                    For the third quarter of 2024, Acme expects revenue of $4,065 to $4,140 million.";
-        let mut req = Request {
-            contract: "GroundedGuidance".into(),
-            messages: contract_core::prompt::Messages::for_contract::<GroundedGuidance>(doc),
-            strict_schema: Some(GroundedGuidance::strict_schema()),
-            signature: GroundedGuidance::signature(),
-            grammar: serde_json::to_value(GroundedGuidance::grammar()).ok(),
-            max_tokens: None,
-            sampling: Default::default(),
-            source: Some(contract_core::Source::from_text(doc)),
-        };
+        let mut req = Request::new(
+            contract_core::Constraint::of::<GroundedGuidance>(),
+            contract_core::prompt::Messages::for_contract::<GroundedGuidance>(doc),
+        );
+        req.source = Some(contract_core::Source::from_text(doc));
         let backend = |mode| {
             OpenAiBackend::builder("m")
                 .mode(mode)
@@ -1355,13 +1350,12 @@ mod tests {
             .expect("body");
         assert_eq!(
             Some(&llama["response_format"]["schema"]),
-            req.strict_schema.as_ref()
+            req.constraint.strict_schema.as_ref()
         );
     }
 
     #[test]
     fn guided_grammar_grounds_values_in_the_document() {
-        use contract_core::Contract;
         use examples::filings::GroundedGuidance;
         let doc = "Acme Reports Second Quarter 2024 Results\n\
                    For the third quarter of 2024, Acme expects revenue of $4,065 to $4,140 million.";
@@ -1370,16 +1364,15 @@ mod tests {
             .base_url("http://127.0.0.1:9")
             .build()
             .expect("backend");
-        let mut req = Request {
-            contract: "GroundedGuidance".into(),
-            messages: contract_core::prompt::Messages::for_contract::<GroundedGuidance>(doc),
-            strict_schema: None,
-            signature: GroundedGuidance::signature(),
-            grammar: serde_json::to_value(GroundedGuidance::grammar()).ok(),
-            max_tokens: None,
-            sampling: Default::default(),
-            source: Some(contract_core::Source::from_text(doc)),
-        };
+        let constraint = contract_core::Constraint::of::<GroundedGuidance>();
+        let mut req = Request::new(
+            std::sync::Arc::new(contract_core::Constraint {
+                strict_schema: None,
+                ..(*constraint).clone()
+            }),
+            contract_core::prompt::Messages::for_contract::<GroundedGuidance>(doc),
+        );
+        req.source = Some(contract_core::Source::from_text(doc));
         let body = backend.request_body(&req).expect("body");
         let lark = body["guided_grammar"].as_str().unwrap_or_default();
         // The quote is one of the document's lines; the numbers are the document's.
@@ -1398,7 +1391,7 @@ mod tests {
         let lark = body["guided_grammar"].as_str().unwrap_or_default();
         assert!(lark.starts_with("start: %json"), "{lark}");
         // Without a grammar the request is refused before anything is sent.
-        req.grammar = None;
+        req.constraint = std::sync::Arc::new(req.constraint.with_decoding(None));
         let err = backend.request_body(&req).expect_err("no grammar");
         assert_eq!(err.kind(), "invalid_request");
     }

@@ -82,16 +82,10 @@ mod tests {
     use contract_core::prompt::Messages;
 
     fn request() -> Request {
-        Request {
-            contract: "T".into(),
-            messages: Messages::default(),
-            strict_schema: None,
-            signature: String::new(),
-            grammar: None,
-            max_tokens: None,
-            sampling: Default::default(),
-            source: None,
-        }
+        Request::new(
+            std::sync::Arc::new(contract_core::Constraint::unconstrained("T")),
+            Messages::default(),
+        )
     }
 
     #[tokio::test(flavor = "current_thread")]

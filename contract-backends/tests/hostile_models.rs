@@ -124,6 +124,11 @@ fn truncated_files_name_the_file_and_the_cut() {
         if problem == "truncated?" {
             assert!(err.to_string().contains("tensor `"), "{err}");
         }
+        if problem.starts_with("cannot read the header") {
+            // The file's error, then Candle's: the cause is kept, not flattened into a message.
+            let candle = std::error::Error::source(&err).and_then(std::error::Error::source);
+            assert!(candle.is_some(), "no cause kept: {err:?}");
+        }
     }
 }
 

@@ -652,16 +652,10 @@ fn local_backend_takes_a_dyn_contract_grammar() {
         "additionalProperties": false
     }))
     .expect("schema");
-    let request = Request {
-        contract: contract.name().to_owned(),
-        messages: Default::default(),
-        strict_schema: None,
-        signature: contract.signature(),
-        grammar: Some(contract.grammar()),
-        max_tokens: None,
-        sampling: Default::default(),
-        source: None,
-    };
+    let request = Request::new(
+        std::sync::Arc::new(contract_core::Constraint::from_dyn(&contract)),
+        Default::default(),
+    );
     let masks = GrammarMasks::new(engine);
     let walk = |text: &str| -> Result<(), String> {
         let mut mask = masks

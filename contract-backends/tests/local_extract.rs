@@ -53,16 +53,16 @@ async fn smollm2_outputs_are_always_valid_guidance() {
     }
 }
 
-/// The fast forward pass (the default) and candle-transformers' model with f32 weights (the
+/// The native engine (the default) and candle-transformers' model with f32 weights (the
 /// file's numbers) extract the same values from the releases.
 #[tokio::test(flavor = "current_thread")]
 async fn fast_and_reference_models_extract_the_same_values() {
-    use contract_backends::local::{LocalOptions, WeightFormat};
+    use contract_backends::local::{Engine, LocalOptions, WeightFormat};
     let path = contract_backends::local::fetch::default_model_path().expect("default model");
     let mut values = Vec::new();
-    for format in [WeightFormat::Fast, WeightFormat::F32] {
+    for format in [Engine::Native, Engine::Candle(WeightFormat::F32)] {
         let backend =
-            LocalBackend::with_options(&path, LocalOptions::default().weights(format)).unwrap();
+            LocalBackend::with_options(&path, LocalOptions::default().engine(format)).unwrap();
         let extractor = Extractor::<Guidance, _>::new(backend)
             .max_attempts(1)
             .max_tokens(120);
@@ -81,7 +81,7 @@ async fn fast_and_reference_models_extract_the_same_values() {
     for (i, (a, b)) in values[0].iter().zip(&values[1]).enumerate() {
         eprintln!("release {i}: fast {a:?}\n           reference {b:?}");
     }
-    // The fast pass quantizes activations to int8, so a greedy near-tie can go the other way
+    // The native engine quantizes activations to int8, so a greedy near-tie can go the other way
     // (the logits' error itself is bounded in `local_model.rs`); after such a flip the rest of
     // the reply may differ too. Allow one release to differ, in one field only.
     assert!(

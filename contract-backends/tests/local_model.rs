@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use contract_backends::local::fast::FastOptions;
 use contract_backends::local::gguf_tokenizer::read_content;
 use contract_backends::local::sample::SplitMix64;
+use contract_backends::local::NativeOptions;
 use contract_backends::local::{
-    fetch, Allowed, LocalBackend, LocalError, LocalOptions, Model, TokenMask, WeightFormat,
+    fetch, Allowed, Engine, LocalBackend, LocalError, LocalOptions, Model, TokenMask, WeightFormat,
 };
-use contract_core::extract::{Backend, FinishReason, Request, Sampling};
+use contract_core::extract::{Backend, Constraint, Decoding, FinishReason, Request, Sampling};
 use contract_core::prompt::{Message, Messages};
 
 const HIDDEN: usize = 64;
@@ -361,12 +361,12 @@ fn the_system_prefix_is_computed_once_and_changes_nothing() {
 
 #[test]
 fn fed_together_or_one_by_one_the_logits_agree() {
-    for format in [WeightFormat::AsStored, WeightFormat::Fast] {
+    for format in [Engine::Candle(WeightFormat::AsStored), Engine::Native] {
         fed_together_or_one_by_one(format);
     }
 }
 
-fn fed_together_or_one_by_one(format: WeightFormat) {
+fn fed_together_or_one_by_one(format: Engine) {
     let path = tiny_model();
     let mut m = Model::load(&path, format, &Device::Cpu).unwrap();
     let prompt: Vec<u32> = (100..140).collect();
@@ -393,11 +393,15 @@ fn fed_together_or_one_by_one(format: WeightFormat) {
 fn weight_formats_load_and_agree_roughly() {
     let path = tiny_model();
     let prompt: Vec<u32> = (100..120).collect();
-    let base = Model::load(&path, WeightFormat::AsStored, &Device::Cpu)
+    let base = Model::load(&path, Engine::Candle(WeightFormat::AsStored), &Device::Cpu)
         .unwrap()
         .forward(&prompt, 0)
         .unwrap();
-    for format in [WeightFormat::F32, WeightFormat::Q8_0, WeightFormat::Fast] {
+    for format in [
+        Engine::Candle(WeightFormat::F32),
+        Engine::Candle(WeightFormat::Q8_0),
+        Engine::Native,
+    ] {
         let other = Model::load(&path, format, &Device::Cpu)
             .unwrap()
             .forward(&prompt, 0)
@@ -429,7 +433,7 @@ fn seeded_sampling_is_reproducible() {
 
 #[test]
 fn qwen2_as_stored_decodes_without_prefix_snapshots() {
-    let opts = LocalOptions::default().weights(WeightFormat::AsStored);
+    let opts = LocalOptions::default().engine(Engine::Candle(WeightFormat::AsStored));
     let cached = LocalBackend::with_options(tiny_qwen2(), opts.clone()).unwrap();
     let plain = LocalBackend::with_options(tiny_qwen2(), opts.prefix_cache(false)).unwrap();
     let g = Sampling::default();
@@ -440,13 +444,18 @@ fn qwen2_as_stored_decodes_without_prefix_snapshots() {
         assert_eq!(a.reused_prefix_tokens, 0);
         assert!(!a.tokens.is_empty());
     }
-    let m = Model::load(&tiny_qwen2(), WeightFormat::Q8_0, &Device::Cpu).unwrap();
+    let m = Model::load(
+        &tiny_qwen2(),
+        Engine::Candle(WeightFormat::Q8_0),
+        &Device::Cpu,
+    )
+    .unwrap();
     assert_eq!(m.arch(), contract_backends::local::model::Arch::Qwen2);
     assert!(m.snapshot().is_none());
 }
 
 #[test]
-fn qwen2_reuses_the_prefix_with_the_fast_model() {
+fn qwen2_reuses_the_prefix_with_the_native_engine() {
     let cached = LocalBackend::with_options(tiny_qwen2(), LocalOptions::default()).unwrap();
     let plain =
         LocalBackend::with_options(tiny_qwen2(), LocalOptions::default().prefix_cache(false))
@@ -487,48 +496,49 @@ fn logit_trace(m: &mut Model) -> Vec<Vec<f32>> {
     out
 }
 
-/// The fast model against candle-transformers' model with f32 weights (the file's numbers):
-/// exact up to rounding when the fast model's matrices are f32 too (padded or not), within the
+/// The native engine against candle-transformers' model with f32 weights (the file's numbers):
+/// exact up to rounding when the native engine's matrices are f32 too (padded or not), within the
 /// noise of int8 activations (and of Q8_0 weights where re-quantized) otherwise; prefill, single
 /// tokens and a multi-token call alike.
 #[test]
-fn the_fast_model_matches_the_reference_model() {
+fn the_native_engine_matches_the_reference_model() {
     for (arch, path) in [("llama", tiny_model()), ("qwen2", tiny_qwen2())] {
-        let reference =
-            logit_trace(&mut Model::load(&path, WeightFormat::F32, &Device::Cpu).unwrap());
+        let reference = logit_trace(
+            &mut Model::load(&path, Engine::Candle(WeightFormat::F32), &Device::Cpu).unwrap(),
+        );
         let scale = reference.iter().map(|l| max_abs(l)).fold(0.0, f32::max);
         assert!(scale > 0.5, "{arch}: degenerate logits");
-        let f32_opts = FastOptions::default().dtype(GgmlDType::F32);
+        let f32_opts = NativeOptions::default().dtype(GgmlDType::F32);
         for (name, opts, tolerance) in [
             ("f32", f32_opts.pad(false), 1e-4),
             ("f32 padded", f32_opts.pad(true), 1e-4),
             (
                 "own kernels, 4-bit as stored",
-                FastOptions::default().own_kernel(true),
+                NativeOptions::default().own_kernel(true),
                 0.05,
             ),
             (
                 "own kernels, re-quantized to Q8_0",
-                FastOptions::default().own_kernel(true).keep_4bit(false),
+                NativeOptions::default().own_kernel(true).keep_4bit(false),
                 0.05,
             ),
             (
                 "Candle's kernels, Q8_0",
-                FastOptions::default().own_kernel(false),
+                NativeOptions::default().own_kernel(false),
                 0.05,
             ),
             (
                 "Candle's kernels, Q8_0 padded",
-                FastOptions::default().own_kernel(false).pad(true),
+                NativeOptions::default().own_kernel(false).pad(true),
                 0.05,
             ),
             (
                 "with f32 copies for prefill",
-                FastOptions::default().dense_from(8),
+                NativeOptions::default().dense_from(8),
                 0.05,
             ),
         ] {
-            let mut fast = Model::load_fast(&path, opts).unwrap();
+            let mut fast = Model::load_with(&path, Engine::Native, &Device::Cpu, opts).unwrap();
             let trace = logit_trace(&mut fast);
             let mut worst = 0f32;
             for (step, (a, b)) in reference.iter().zip(&trace).enumerate() {
@@ -545,9 +555,9 @@ fn the_fast_model_matches_the_reference_model() {
 }
 
 #[test]
-fn fast_snapshots_restore_the_cache() {
+fn native_snapshots_restore_the_cache() {
     for path in [tiny_model(), tiny_qwen2()] {
-        let mut m = Model::load(&path, WeightFormat::Fast, &Device::Cpu).unwrap();
+        let mut m = Model::load(&path, Engine::Native, &Device::Cpu).unwrap();
         let prompt: Vec<u32> = (200..230).collect();
         m.forward(&prompt, 0).unwrap();
         let snap = m.snapshot().unwrap();
@@ -557,7 +567,7 @@ fn fast_snapshots_restore_the_cache() {
         assert_eq!(m.pos(), 30);
         let b = m.feed(&[8]).unwrap();
         // The same from scratch.
-        let mut fresh = Model::load(&path, WeightFormat::Fast, &Device::Cpu).unwrap();
+        let mut fresh = Model::load(&path, Engine::Native, &Device::Cpu).unwrap();
         let b2 = fresh
             .forward(&[prompt.clone(), vec![8]].concat(), 0)
             .unwrap();
@@ -583,7 +593,7 @@ fn unsupported_architectures_are_refused() {
     let arch = Value::String("gpt2".into());
     gguf_file::write(&mut f, &[("general.architecture", &arch)], &[]).unwrap();
     drop(f);
-    let err = Model::load(&path, WeightFormat::AsStored, &Device::Cpu).unwrap_err();
+    let err = Model::load(&path, Engine::Candle(WeightFormat::AsStored), &Device::Cpu).unwrap_err();
     let _ = std::fs::remove_file(&path);
     assert!(
         matches!(
@@ -600,16 +610,13 @@ async fn smollm2_answers_a_short_chat() {
     let b =
         LocalBackend::with_options(real_model(), LocalOptions::default().max_tokens(16)).unwrap();
     let req = Request {
-        contract: "chat".into(),
-        messages: Messages(vec![Message::user(
-            "What is the capital of France? Answer in one word.",
-        )]),
-        strict_schema: None,
-        signature: String::new(),
-        grammar: None,
         max_tokens: Some(16),
-        sampling: Sampling::default(),
-        source: None,
+        ..Request::new(
+            Arc::new(Constraint::unconstrained("chat")),
+            Messages(vec![Message::user(
+                "What is the capital of France? Answer in one word.",
+            )]),
+        )
     };
     let r = b.complete(&req).await.unwrap();
     assert!(!r.text.trim().is_empty());
@@ -633,19 +640,17 @@ async fn smollm2_under_a_schema_mask_writes_valid_json_with_fewer_calls() {
         "required": ["city", "country"],
         "additionalProperties": false
     });
-    let req = Request {
-        contract: "place".into(),
-        messages: Messages(vec![
+    let constraint = Constraint {
+        decoding: Some(Decoding::JsonSchema(Arc::new(schema))),
+        ..Constraint::unconstrained("place")
+    };
+    let req = Request::new(
+        Arc::new(constraint),
+        Messages(vec![
             Message::system("Answer with JSON only."),
             Message::user("Where is the Eiffel Tower? Give the city and the country."),
         ]),
-        strict_schema: None,
-        signature: String::new(),
-        grammar: Some(schema),
-        max_tokens: None,
-        sampling: Sampling::default(),
-        source: None,
-    };
+    );
     let r = b.complete(&req).await.unwrap();
     assert_eq!(r.finish_reason, Some(FinishReason::Stop), "{:?}", r.text);
     let v: serde_json::Value =
@@ -661,18 +666,16 @@ async fn smollm2_under_a_schema_mask_writes_valid_json_with_fewer_calls() {
     assert!(calls < n, "{calls} calls for {n} tokens: {:?}", r.text);
 }
 
-/// Greedy generations of the real SmolLM2: the fast model (Q8_0) against candle-transformers'
+/// Greedy generations of the real SmolLM2: the native engine (Q8_0) against candle-transformers'
 /// model with f32 weights (the file's weights exactly).
 #[test]
-fn smollm2_fast_and_reference_greedy_generations_agree() {
-    let fast = LocalBackend::with_options(
-        real_model(),
-        LocalOptions::default().weights(WeightFormat::Fast),
-    )
-    .unwrap();
+fn smollm2_native_and_reference_greedy_generations_agree() {
+    let fast =
+        LocalBackend::with_options(real_model(), LocalOptions::default().engine(Engine::Native))
+            .unwrap();
     let reference = LocalBackend::with_options(
         real_model(),
-        LocalOptions::default().weights(WeightFormat::F32),
+        LocalOptions::default().engine(Engine::Candle(WeightFormat::F32)),
     )
     .unwrap();
     let g = Sampling::default();
@@ -712,9 +715,9 @@ fn smollm2_fast_and_reference_greedy_generations_agree() {
 #[test]
 fn masked_forward_calls_keep_the_allowed_logits() {
     for (format, path) in [
-        (WeightFormat::Fast, tiny_model()),
-        (WeightFormat::Fast, tiny_qwen2()),
-        (WeightFormat::AsStored, tiny_model()),
+        (Engine::Native, tiny_model()),
+        (Engine::Native, tiny_qwen2()),
+        (Engine::Candle(WeightFormat::AsStored), tiny_model()),
     ] {
         let mut m = Model::load(&path, format, &Device::Cpu).unwrap();
         let prompt: Vec<u32> = (300..340).collect();
@@ -824,7 +827,7 @@ fn smollm2_scores_continuations_from_the_prompt() {
 fn scores_without_snapshots_recompute_the_prompt() {
     let b = LocalBackend::with_options(
         tiny_qwen2(),
-        LocalOptions::default().weights(WeightFormat::AsStored),
+        LocalOptions::default().engine(Engine::Candle(WeightFormat::AsStored)),
     )
     .unwrap();
     let msgs = vec![Message::user("hello there")];
@@ -843,25 +846,26 @@ fn scores_without_snapshots_recompute_the_prompt() {
     assert!(b.score_continuations(&msgs, &[]).unwrap().best().is_none());
 }
 
-/// The weights summary names the stored formats the fast forward pass re-quantised at load.
+/// The weights summary names the stored formats the native engine re-quantised at load.
 #[test]
 fn the_weights_summary_names_what_was_requantised() {
-    let kept = tiny(LocalOptions::default().weights(WeightFormat::Fast)).weights_summary();
+    let kept = tiny(LocalOptions::default().engine(Engine::Native)).weights_summary();
     let converted = tiny(
         LocalOptions::default()
-            .weights(WeightFormat::Fast)
-            .fast_options(FastOptions::default().keep_4bit(false)),
+            .engine(Engine::Native)
+            .native_options(NativeOptions::default().keep_4bit(false)),
     )
     .weights_summary();
     eprintln!("{kept}\n{converted}");
     // Each layer's q, k, v, output, gate, up and down matrices, stored as Q4_1.
     let count = format!("Q4_1 ({} matrices)", LAYERS * 7);
-    if FastOptions::default().uses_own_kernel() {
+    if NativeOptions::default().uses_own_kernel() {
         assert!(converted.contains(&count), "{converted}");
         assert!(converted.contains("re-quantised to Q8_0"), "{converted}");
         assert!(!kept.contains("Q4_1"), "{kept}");
     }
-    let reference = tiny(LocalOptions::default().weights(WeightFormat::F32)).weights_summary();
+    let reference =
+        tiny(LocalOptions::default().engine(Engine::Candle(WeightFormat::F32))).weights_summary();
     assert!(reference.contains("F32"), "{reference}");
 }
 
@@ -934,8 +938,14 @@ impl contract_backends::local::MaskFactory for NoStopMasks {
 /// runs only once the first has ended) then finds that the first decode stopped at that step.
 /// Nothing depends on the machine's speed: the pause is a handshake, and what is checked is how
 /// many steps ran.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_a_local_completion_cancels_its_decode_at_the_next_step() {
+/// A backend whose masks never let the decode stop, the first one pausing at its fifth step
+/// (`reached` says it got there; it goes on once `go` is sent).
+fn paused_backend() -> (
+    LocalBackend,
+    Arc<NoStopMasks>,
+    tokio::sync::oneshot::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
     let stops = tiny(LocalOptions::default())
         .tokenizer()
         .stop_tokens()
@@ -949,15 +959,28 @@ async fn dropping_a_local_completion_cancels_its_decode_at_the_next_step() {
         pause: Mutex::new(Some((reached_tx, go_rx))),
     });
     let b = tiny(LocalOptions::default()).with_masks(factory.clone());
+    (b, factory, reached, go)
+}
+
+/// How many steps each decode of `factory`'s masks ran, in order.
+fn steps_run(factory: &NoStopMasks) -> Vec<usize> {
+    let counters = factory.counters.lock().expect("counters");
+    counters.iter().map(|c| c.load(SeqCst)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_local_completion_cancels_its_decode_at_the_next_step() {
+    let (b, factory, reached, go) = paused_backend();
+    let constraint = Arc::new(Constraint {
+        decoding: Some(Decoding::JsonSchema(Arc::new(serde_json::json!({})))),
+        ..Constraint::unconstrained("long")
+    });
     let request = |max: u32| Request {
-        contract: "long".into(),
-        messages: Messages(messages("Write for as long as you can.")),
-        strict_schema: None,
-        signature: String::new(),
-        grammar: Some(serde_json::json!({})),
         max_tokens: Some(max),
-        sampling: Sampling::default(),
-        source: None,
+        ..Request::new(
+            constraint.clone(),
+            Messages(messages("Write for as long as you can.")),
+        )
     };
     let first = request(900);
     tokio::select! {
@@ -968,11 +991,40 @@ async fn dropping_a_local_completion_cancels_its_decode_at_the_next_step() {
     go.send(()).expect("the decode waits");
     let second = b.complete(&request(3)).await.expect("second request");
     assert_eq!(second.completion_tokens, Some(3));
-    let counters = factory.counters.lock().expect("counters").clone();
-    assert_eq!(counters.len(), 2);
     assert_eq!(
-        counters[0].load(SeqCst),
-        5,
+        steps_run(&factory),
+        [5, 3],
         "the cancelled decode went on past the step it was cancelled at"
     );
+}
+
+/// A `tokio::time::timeout` around a local extraction ends it: the extraction of a generation
+/// of 900 tokens (which nothing but the limit would end) is paused at its fifth step, so the
+/// timeout fires whatever the machine's speed; once let go, the decode stops at its next step
+/// instead of running its 900 tokens, and the backend answers the next extraction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_around_a_local_extraction_interrupts_it() {
+    use contract_core::Extractor;
+    let (b, factory, _reached, go) = paused_backend();
+    let extractor = Extractor::<examples::Guidance, _>::new(&b)
+        .max_tokens(900)
+        .max_attempts(1);
+    let doc = "Acme expects third-quarter revenue of $10 to $12 million.";
+    let timed = tokio::time::timeout(std::time::Duration::from_secs(2), extractor.extract(doc));
+    assert!(timed.await.is_err(), "the paused extraction finished");
+    go.send(()).expect("the decode waits");
+    let next = Extractor::<examples::Guidance, _>::new(&b)
+        .max_tokens(3)
+        .max_attempts(1)
+        .extract(doc)
+        .await;
+    assert_eq!(next.attempts.len(), 1, "{next:?}");
+    let steps = steps_run(&factory);
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert!(
+        steps[0] <= 5,
+        "the timed-out decode ran {} steps after its timeout",
+        steps[0]
+    );
+    assert_eq!(steps[1], 3);
 }

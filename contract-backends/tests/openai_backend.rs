@@ -130,23 +130,20 @@ fn the_shape_checker_catches_bad_requests() {
 async fn a_contract_without_strict_schema_is_refused_in_structured_mode() {
     let server = MockServer::start(Expect::StructuredOutputs, |_, _| Reply::ok(GOOD)).await;
     let backend = backend(&server, Mode::StructuredOutputs, 0);
-    let mut req = contract_core::Request {
-        contract: "Loose".into(),
-        messages: contract_core::prompt::Messages::for_contract::<Guidance>(DOC),
-        strict_schema: None,
-        signature: String::new(),
-        grammar: None,
-        max_tokens: None,
-        sampling: Default::default(),
-        source: None,
-    };
+    let mut req = contract_core::Request::new(
+        std::sync::Arc::new(contract_core::Constraint::unconstrained("Loose")),
+        contract_core::prompt::Messages::for_contract::<Guidance>(DOC),
+    );
     let err = contract_core::Backend::complete(&backend, &req)
         .await
         .unwrap_err();
     assert_eq!(err.kind(), "invalid_request");
     assert!(err.to_string().contains("json_mode"), "{err}");
     assert_eq!(server.request_count(), 0);
-    req.strict_schema = Some(<Guidance as contract_core::Contract>::strict_schema());
+    req.constraint = std::sync::Arc::new(contract_core::Constraint {
+        strict_schema: Some(<Guidance as contract_core::Contract>::strict_schema()),
+        ..contract_core::Constraint::unconstrained("Loose")
+    });
     assert!(contract_core::Backend::complete(&backend, &req)
         .await
         .is_ok());

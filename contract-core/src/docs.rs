@@ -134,11 +134,7 @@ fn constraint_words(ty: &TypeSpec, c: &Constraints) -> String {
             if let Some(len) = len_words(c.min_len, c.max_len) {
                 parts.push(format!("{len} items"));
             }
-            let item_constraints = Constraints {
-                min_len: None,
-                max_len: None,
-                ..c.clone()
-            };
+            let item_constraints = c.for_items();
             let items = constraint_words(item.strip_nullable().0, &item_constraints);
             if !items.is_empty() {
                 parts.push(format!("items: {items}"));

@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::constraint::{Constraint, Decoding};
 use crate::contract::Contract;
 use crate::ground::{check_reply, has_grounding, Grounds};
 use crate::parse::{parse_output_with, Level, ParseOptions, Repair};
@@ -33,22 +34,15 @@ pub struct Sampling {
     pub seed: Option<u64>,
 }
 
-/// One request to a backend. Each backend uses what it supports: a remote API the strict schema,
-/// a local model the grammar, every backend the messages.
+/// One request to a backend. Each backend takes what it supports from the
+/// [`constraint`](Request::constraint): a remote API the strict schema, a local model the
+/// grammar; every backend the messages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Request {
-    /// The contract's name.
-    pub contract: String,
+    /// The contract's renderings for backends, shared by every request of the contract.
+    pub constraint: Arc<Constraint>,
     /// The messages to send.
     pub messages: Messages,
-    /// The OpenAI strict structured-outputs schema, when the contract has one.
-    pub strict_schema: Option<Value>,
-    /// The contract's one-line signature (already in the system message).
-    pub signature: String,
-    /// What a constrained decoder enforces: the contract's serialised
-    /// [`Grammar`](crate::grammar::Grammar) (token-mask spec with its cross-field rules), or a
-    /// plain JSON Schema.
-    pub grammar: Option<Value>,
     /// Most tokens to generate.
     pub max_tokens: Option<u32>,
     /// Sampling settings.
@@ -57,6 +51,25 @@ pub struct Request {
     /// under a mask grounds the contract's grounded values in it; every reply is checked
     /// against it by the extractor.
     pub source: Option<Source>,
+}
+
+impl Request {
+    /// A request for `constraint` with `messages`, the backend's token limit and sampling, and no
+    /// document.
+    pub fn new(constraint: Arc<Constraint>, messages: Messages) -> Request {
+        Request {
+            constraint,
+            messages,
+            max_tokens: None,
+            sampling: Sampling::default(),
+            source: None,
+        }
+    }
+
+    /// The contract's name.
+    pub fn contract(&self) -> &str {
+        &self.constraint.name
+    }
 }
 
 /// Why generation stopped.
@@ -407,6 +420,7 @@ pub struct Extractor<C, B> {
     sampling: Sampling,
     options: ParseOptions,
     parts: PromptParts,
+    constraint: Arc<Constraint>,
     _contract: PhantomData<fn() -> C>,
 }
 
@@ -421,6 +435,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             sampling: Sampling::default(),
             options: ParseOptions::default(),
             parts: PromptParts::for_contract::<C>(),
+            constraint: Constraint::of::<C>(),
             _contract: PhantomData,
         }
     }
@@ -485,9 +500,6 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     pub async fn extract_in(&self, document: &str, source: Source) -> Extraction<C> {
         let started = Instant::now();
         let spec = C::contract_spec();
-        let strict_schema = C::try_strict_schema().ok();
-        let signature = C::signature();
-        let grammar = serde_json::to_value(C::grammar()).ok();
         let grounded = has_grounding(spec);
         let grounds = grounded.then(|| Grounds::new(&source));
 
@@ -554,11 +566,8 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             };
 
             let request = Request {
-                contract: spec.name.clone(),
+                constraint: self.constraint.clone(),
                 messages,
-                strict_schema: strict_schema.clone(),
-                signature: signature.clone(),
-                grammar: grammar.clone(),
                 max_tokens: self.max_tokens,
                 sampling: self.sampling,
                 source: Some(source.clone()),

@@ -28,6 +28,7 @@
 extern crate self as contract_core;
 
 pub mod compute;
+mod constraint;
 mod contract;
 pub mod docs;
 pub mod dynamic;
@@ -45,6 +46,7 @@ pub mod validate;
 pub mod values;
 
 pub use compute::{ComputeError, Converted, Decision, Rates, Threshold};
+pub use constraint::{Constraint, Decoding};
 pub use contract::*;
 pub use contract_derive::Contract;
 pub use dynamic::{DynContract, SchemaError};

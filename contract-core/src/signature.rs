@@ -165,11 +165,7 @@ fn ty_words(ty: &TypeSpec, c: &Constraints, stack: &mut Vec<String>) -> String {
             out
         }
         TypeSpec::List(item) => {
-            let item_constraints = Constraints {
-                min_len: None,
-                max_len: None,
-                ..c.clone()
-            };
+            let item_constraints = c.for_items();
             let mut out = format!("[{}, ...]", ty_words(item, &item_constraints, stack));
             if let Some(len) = len_words(c.min_len, c.max_len) {
                 out.push_str(&format!(" ({len} items)"));

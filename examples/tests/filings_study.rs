@@ -2,7 +2,6 @@
 //! scored (perfect copies are correct; the classic small-model mistakes are not).
 
 use contract_backends::ScriptedBackend;
-use contract_core::grammar::Grammar;
 use contract_core::ground::Numerals;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
@@ -71,13 +70,14 @@ fn perfect_copies_are_valid_and_correct_in_every_mode() {
         // in `constrained`.
         for req in scripted.requests() {
             match mode {
-                Mode::Free | Mode::Retry | Mode::Repair => assert!(req.grammar.is_none()),
+                Mode::Free | Mode::Retry | Mode::Repair => {
+                    assert!(req.constraint.decoding.is_none())
+                }
                 Mode::Grounded | Mode::Routed => {
                     unreachable!("the grounded modes run their own contract")
                 }
                 Mode::Constrained | Mode::Rules => {
-                    let g: Grammar = serde_json::from_value(req.grammar.clone().expect("grammar"))
-                        .expect("a contract grammar");
+                    let g = req.constraint.grammar().expect("a contract grammar");
                     let rules: usize = g.objects.iter().map(|o| o.rules.len()).sum();
                     assert_eq!(rules > 0, mode == Mode::Rules, "{mode:?}");
                 }
@@ -212,8 +212,7 @@ fn grounded_perfect_copies_are_valid_correct_and_in_the_release() {
     assert!(s.values > 0);
     // The grammar keeps its groundings and the request carries the release.
     for req in scripted.requests() {
-        let g: Grammar =
-            serde_json::from_value(req.grammar.clone().expect("grammar")).expect("grammar");
+        let g = req.constraint.grammar().expect("a contract grammar");
         assert!(g.is_grounded());
         assert!(req.source.is_some());
     }

@@ -340,3 +340,49 @@ fn generic_spec() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Groups written as rule strings, in the form a schema's `x-rules` carries them.
+#[derive(Contract, Serialize, Deserialize)]
+#[contract(rule = "both_or_neither(low, high)", rule = "at_least_one(low, note)")]
+struct GroupsByRule {
+    low: Option<f64>,
+    high: Option<f64>,
+    #[serde(rename = "remark")]
+    note: Option<String>,
+}
+
+/// The same groups as attributes.
+#[derive(Contract, Serialize, Deserialize)]
+#[contract(both_or_neither(low, high), at_least_one(low, note))]
+struct GroupsByAttribute {
+    low: Option<f64>,
+    high: Option<f64>,
+    #[serde(rename = "remark")]
+    note: Option<String>,
+}
+
+/// The derive reads `rule = ".."` with the parser runtime contracts read `x-rules` with: a group
+/// written as a rule is the group written as an attribute (JSON names after renames).
+#[test]
+fn rule_strings_and_group_attributes_are_one_language() {
+    let by_rule = &object(GroupsByRule::contract_spec()).rules;
+    let by_attribute = &object(GroupsByAttribute::contract_spec()).rules;
+    assert_eq!(by_rule, by_attribute);
+    assert_eq!(
+        by_rule,
+        &[
+            Rule::BothOrNeither(vec!["low".into(), "high".into()]),
+            Rule::AtLeastOne(vec!["low".into(), "remark".into()]),
+        ]
+    );
+    let half = r#"{"low": 1, "high": null, "remark": null}"#;
+    let kinds = |e: contract_core::Violations| -> Vec<String> {
+        e.iter().map(|v| v.kind.as_str().to_owned()).collect()
+    };
+    assert_eq!(
+        GroupsByRule::from_json(half).map_err(kinds).err(),
+        GroupsByAttribute::from_json(half).map_err(kinds).err()
+    );
+    assert!(GroupsByRule::from_json(half).is_err());
+    assert!(GroupsByRule::from_json(r#"{"low": null, "high": null, "remark": "n/a"}"#).is_ok());
+}

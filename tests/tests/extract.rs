@@ -208,10 +208,21 @@ async fn the_request_and_the_record() {
         .await;
 
     let req = &backend.requests()[0];
-    assert_eq!(req.contract, "Guidance");
-    assert_eq!(req.signature, Guidance::signature());
-    assert_eq!(req.strict_schema, Guidance::try_strict_schema().ok());
-    assert_eq!(req.grammar, serde_json::to_value(Guidance::grammar()).ok());
+    assert_eq!(req.contract(), "Guidance");
+    assert_eq!(req.constraint.signature, Guidance::signature());
+    assert_eq!(
+        req.constraint.strict_schema,
+        Guidance::try_strict_schema().ok()
+    );
+    assert_eq!(
+        req.constraint.grammar().map(|g| g.as_ref()),
+        Some(&Guidance::grammar())
+    );
+    // Every request of the contract shares the one constraint rendered for its type.
+    assert!(std::sync::Arc::ptr_eq(
+        &req.constraint,
+        &contract_core::Constraint::of::<Guidance>()
+    ));
     assert_eq!(req.max_tokens, Some(256));
     let system = &req.messages.0[0];
     assert_eq!(system.role, Role::System);

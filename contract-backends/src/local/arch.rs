@@ -1,5 +1,5 @@
 //! The model architectures the local backend runs (shared by both engines: Candle's quantized
-//! models in [`model`](super::model) and the fast forward pass in [`fast`](super::fast)).
+//! models in [`model`](super::model) and the native forward pass in [`native`](super::native)).
 
 /// The supported architectures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,11 +16,11 @@ use contract_core::extract::{Backend, BackendError, FinishReason, Request, Respo
 use contract_core::prompt::{Message, Role};
 
 use super::chat::ChatTemplate;
-use super::fast::FastOptions;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
-use super::model::Model;
-use super::model::WeightFormat;
+use super::model::{Engine, Model, WeightFormat};
+use super::native::NativeOptions;
+pub use super::sample::apply_mask;
 use super::sample::Sampler;
 use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 
@@ -28,14 +28,13 @@ use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LocalOptions {
-    /// How the weights are held in memory (default [`WeightFormat::Auto`]: the fast forward pass
-    /// on the CPU).
-    pub weights: WeightFormat,
+    /// Which forward pass runs the model (default [`Engine::Auto`]: the native one on the CPU).
+    pub engine: Engine,
     /// Most tokens to generate when the request does not say (default 512).
     pub max_tokens: u32,
-    /// Threads of the fast forward pass's own matmuls (its thread team, process-wide, sized by
+    /// Threads of the native engine's own matmuls (its thread team, process-wide, sized by
     /// the first backend that loads; default: `CANDLE_NUM_THREADS` when set, else the available
-    /// parallelism). Candle's own kernels (the other weight formats, and what the fast pass
+    /// parallelism). Candle's own kernels ([`Engine::Candle`], and what the native engine
     /// leaves to Candle) run on Candle's pools, which read `CANDLE_NUM_THREADS` and
     /// `RAYON_NUM_THREADS` from the environment at their first use: this library never sets
     /// the environment (unsound once other threads run); a program that wants the measured
@@ -50,8 +49,8 @@ pub struct LocalOptions {
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
     pub constrain: bool,
-    /// Options of the fast forward pass, for [`WeightFormat::Fast`] (default: its defaults).
-    pub fast: FastOptions,
+    /// Options of the native engine, for [`Engine::Native`] (default: its defaults).
+    pub native: NativeOptions,
     /// Feed the tokens the mask forces together with the sampled token in one forward call
     /// (default on; off only to measure what it saves: the output is the same).
     pub fast_forward: bool,
@@ -60,7 +59,7 @@ pub struct LocalOptions {
 impl Default for LocalOptions {
     fn default() -> Self {
         LocalOptions {
-            weights: WeightFormat::Auto,
+            engine: Engine::Auto,
             max_tokens: 512,
             threads: None,
             tokenizer_json: None,
@@ -68,15 +67,15 @@ impl Default for LocalOptions {
             device: Device::Cpu,
             constrain: true,
             fast_forward: true,
-            fast: FastOptions::default(),
+            native: NativeOptions::default(),
         }
     }
 }
 
 impl LocalOptions {
-    /// Sets the weight format.
-    pub fn weights(mut self, w: WeightFormat) -> Self {
-        self.weights = w;
+    /// Sets the engine (and, for [`Engine::Candle`], the weight format).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
         self
     }
     /// Sets the default token limit.
@@ -109,9 +108,9 @@ impl LocalOptions {
         self.constrain = on;
         self
     }
-    /// Sets the options of the fast forward pass.
-    pub fn fast_options(mut self, fast: FastOptions) -> Self {
-        self.fast = fast;
+    /// Sets the options of the native engine.
+    pub fn native_options(mut self, native: NativeOptions) -> Self {
+        self.native = native;
         self
     }
     /// Turns fast-forward of forced tokens on or off.
@@ -246,17 +245,17 @@ impl std::fmt::Debug for LocalBackend {
 /// }
 /// ```
 ///
-/// [`WeightFormat::Auto`] counts as the fast forward pass on quantized weights, which is what
-/// it picks for the supported architectures on the CPU.
+/// [`Engine::Auto`] counts as the native engine, which is what it picks for the supported
+/// architectures on the CPU.
 pub fn candle_thread_env(options: &LocalOptions) -> [(&'static str, String); 2] {
     let n = options.threads.filter(|&n| n > 0).unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let dense = match options.weights {
-        WeightFormat::F32 => true,
-        WeightFormat::Fast | WeightFormat::Auto => options.fast.dense_from.is_some(),
+    let dense = match options.engine {
+        Engine::Candle(WeightFormat::F32) => true,
+        Engine::Native | Engine::Auto => options.native.dense_from.is_some(),
         _ => false,
     };
     let rayon = if dense { n } else { 1 };
@@ -296,14 +295,14 @@ impl LocalBackend {
             })
             .map_err(|e| e.in_file(&path))?;
         let mut file = std::fs::File::open(&path).map_err(|e| LocalError::io(&path, e))?;
-        // Before loading: converting the weights may start the fast pass's thread team.
+        // Before loading: converting the weights may start the native engine's thread team.
         super::kernels::team::Team::global_with(options.threads);
         let model = Model::from_content_with(
             ct,
             &mut file,
-            options.weights,
+            options.engine,
             &options.device,
-            options.fast,
+            options.native,
         )
         .map_err(|e| e.in_file(&path))?;
         Ok(LocalBackend {
@@ -470,7 +469,7 @@ impl LocalBackend {
     ///
     /// This is how a choice among a few known answers is made by the model's likelihood instead
     /// of by one greedy token: score `["yes", "no"]` and compare. The prompt is computed once:
-    /// with the fast forward pass, only from where it stops sharing tokens with the last
+    /// with the native engine, only from where it stops sharing tokens with the last
     /// scored prompt (many questions about different lines share the chat template's head);
     /// else its leading system messages come from the prefix cache, as in
     /// [`LocalBackend::generate`];
@@ -640,7 +639,7 @@ impl LocalBackend {
             prompt.len() - start
         };
         // The mask of the first sampled step, computed before the forward call that gives its
-        // logits, so that the fast model skips the disallowed tokens' logits.
+        // logits, so that the native engine skips the disallowed tokens' logits.
         let mut bits = Vec::new();
         let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
         let mut logits = if split < feed.len() {
@@ -802,22 +801,6 @@ fn next_allowed<'b>(
     }
 }
 
-/// Sets the logits of disallowed tokens to -inf.
-pub fn apply_mask(logits: &mut [f32], allowed: Allowed<'_>) {
-    let Allowed::Bits(bits) = allowed else { return };
-    for (w, chunk) in logits.chunks_mut(32).enumerate() {
-        let word = bits.get(w).copied().unwrap_or(0);
-        if word == u32::MAX {
-            continue;
-        }
-        for (b, l) in chunk.iter_mut().enumerate() {
-            if word & (1 << b) == 0 {
-                *l = f32::NEG_INFINITY;
-            }
-        }
-    }
-}
-
 fn backend_error(e: LocalError) -> BackendError {
     match e {
         LocalError::ContextLength { tokens, context } => BackendError::ContextLength {
@@ -827,7 +810,8 @@ fn backend_error(e: LocalError) -> BackendError {
         LocalError::Io { .. }
         | LocalError::Fetch(_)
         | LocalError::Checksum { .. }
-        | LocalError::Gguf(_) => BackendError::Unavailable {
+        | LocalError::Gguf(_)
+        | LocalError::GgufRead { .. } => BackendError::Unavailable {
             message: e.to_string(),
         },
         LocalError::Template(_)
@@ -860,7 +844,7 @@ impl LocalBackend {
 
     /// One request, decoded on the calling thread; stops when `cancel` is set.
     fn complete_now(&self, req: &Request, cancel: &AtomicBool) -> Result<Response, BackendError> {
-        let mut mask = match &req.grammar {
+        let mut mask = match &req.constraint.decoding {
             Some(_) => match self.mask_factory().map_err(backend_error)? {
                 Some(f) => f.mask_for(req).map_err(backend_error)?,
                 None => None,

@@ -144,15 +144,17 @@ pub fn read_content(gguf_path: &Path) -> Result<Content, LocalError> {
 pub fn read_content_from<R: std::io::Read + std::io::Seek>(
     reader: &mut R,
 ) -> Result<Content, LocalError> {
-    let ct = Content::read(reader).map_err(|e| {
-        LocalError::Gguf(format!(
-            "cannot read the header, metadata or tensor index (truncated or not a GGUF file?): {}",
-            super::candle_message(&e)
-        ))
+    let ct = Content::read(reader).map_err(|e| LocalError::GgufRead {
+        what: "cannot read the header, metadata or tensor index (truncated or not a GGUF file?)"
+            .into(),
+        source: super::without_backtrace(e),
     })?;
     let size = reader
         .seek(std::io::SeekFrom::End(0))
-        .map_err(|e| LocalError::Gguf(format!("cannot measure the file: {e}")))?;
+        .map_err(|e| LocalError::Library {
+            what: "gguf: cannot measure the file",
+            source: Box::new(e),
+        })?;
     check_tensor_index(&ct, size)?;
     Ok(ct)
 }

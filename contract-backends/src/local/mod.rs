@@ -4,31 +4,36 @@
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer (and its `tokenizer.json`) built from the GGUF
 //!   metadata, as llama.cpp builds it.
 //! - [`chat`]: the GGUF's chat template, rendered with minijinja (ChatML when absent).
-//! - [`model`]: the model, picked from `general.architecture` (llama or qwen2): our own forward
-//!   pass ([`fast`], the default on the CPU) or Candle's quantized llama / qwen2.
-//! - [`fast`]: the fast forward pass (Q8_0 weights, fused matmuls, in-place KV cache).
+//! - [`model`]: the model, picked from `general.architecture` (llama or qwen2), run by one of two
+//!   engines behind one interface: this crate's own forward pass ([`Engine::Native`], the
+//!   default on the CPU) or candle-transformers' quantized llama / qwen2 ([`Engine::Candle`]).
+//! - [`native`]: the native forward pass (Q8_0 or 4-bit weights, fused matmuls, in-place KV
+//!   cache); its CPU kernels and feature detection are in a private `kernels` module.
+//! - [`mask`]: the contract's token mask (llguidance plus the cross-field value filter,
+//!   [`mask::rules`]).
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
 //! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
 //!   every step and forced tokens fed in one forward call.
 
 mod arch;
 pub mod backend;
+mod candle_models;
+mod causal_lm;
 pub mod chat;
-pub mod fast;
 pub mod fetch;
 pub mod gguf_tokenizer;
 mod kernels;
 pub mod mask;
 pub mod model;
-pub mod rules;
-mod rules_dec;
+pub mod native;
 pub mod sample;
 
 use std::path::PathBuf;
 
 pub use backend::{candle_thread_env, LocalBackend, LocalOptions, Output, Scores};
 pub use chat::ChatTemplate;
-pub use model::{Model, WeightFormat};
+pub use model::{Engine, Model, WeightFormat};
+pub use native::NativeOptions;
 pub use sample::Sampler;
 
 /// Why the local backend failed.
@@ -94,6 +99,19 @@ pub enum LocalError {
     /// The prompt rendered to no token to feed.
     #[error("the prompt has no tokens to feed")]
     EmptyPrompt,
+    /// A call the model's state does not allow: a forward pass with no tokens or at a position
+    /// its cache does not hold, a rewind or a restore its weights cannot do.
+    #[error("model state: {0}")]
+    State(String),
+    /// Candle could not read part of a GGUF file; `source` is its error (without the backtrace
+    /// Candle may attach).
+    #[error("gguf: {what}: {}", crate::local::candle_message(source))]
+    GgufRead {
+        /// What was read (`tensor `blk.0.attn_q.weight``, `the header`).
+        what: String,
+        /// Candle's error.
+        source: candle_core::Error,
+    },
     /// The decode was cancelled (its caller stopped waiting) after `tokens` generated tokens.
     #[error("the decode was cancelled after {tokens} tokens")]
     Cancelled {
@@ -157,6 +175,25 @@ pub(crate) fn candle_message(e: &candle_core::Error) -> String {
         E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
         E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
         other => other.to_string(),
+    }
+}
+
+/// `e` without the backtraces Candle attaches when `RUST_BACKTRACE` is set, to be kept as a
+/// cause ([`LocalError::GgufRead`]): the error's `Debug` then shows the error, not Candle's
+/// frames.
+pub(crate) fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
+    use candle_core::Error as E;
+    match e {
+        E::WithBacktrace { inner, .. } => without_backtrace(*inner),
+        E::Context { inner, context } => E::Context {
+            inner: Box::new(without_backtrace(*inner)),
+            context,
+        },
+        E::WithPath { inner, path } => E::WithPath {
+            inner: Box::new(without_backtrace(*inner)),
+            path,
+        },
+        other => other,
     }
 }
 

@@ -3,6 +3,8 @@
 
 use contract_core::extract::Sampling;
 
+use super::Allowed;
+
 /// The seed used when sampling is asked for without one.
 pub const DEFAULT_SEED: u64 = 0x5EED_C0DE;
 
@@ -109,6 +111,22 @@ impl Sampler {
             }
         }
         self.scratch.last().map(|&(id, _)| id).or(Some(best))
+    }
+}
+
+/// Sets the logits of disallowed tokens to -inf.
+pub fn apply_mask(logits: &mut [f32], allowed: Allowed<'_>) {
+    let Allowed::Bits(bits) = allowed else { return };
+    for (w, chunk) in logits.chunks_mut(32).enumerate() {
+        let word = bits.get(w).copied().unwrap_or(0);
+        if word == u32::MAX {
+            continue;
+        }
+        for (b, l) in chunk.iter_mut().enumerate() {
+            if word & (1 << b) == 0 {
+                *l = f32::NEG_INFINITY;
+            }
+        }
     }
 }
 

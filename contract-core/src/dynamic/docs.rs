@@ -2,7 +2,7 @@
 //! per object schema (the root, then definitions by name and inline objects by their path, in the
 //! order they are met), a table of fields each, its rules; enum definitions as lists of values.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
@@ -62,28 +62,35 @@ const SHOWN: [&str; 44] = [
     "x-guidance",
 ];
 
-pub(super) fn docs_markdown(schema: &Value, name: &str) -> String {
+pub(super) fn docs_markdown<'a>(schema: &'a Value, name: &str) -> String {
     let resolver = Resolver::new(schema);
     let mut d = Docs {
         resolver: &resolver,
         root: schema,
         root_name: name,
-        queue: VecDeque::new(),
-        seen: HashSet::new(),
+        names: Vec::new(),
+        linked: Vec::new(),
         titles: HashSet::new(),
         refs: Vec::new(),
     };
-    d.seen.insert(schema as *const Value);
+    d.names.push((schema as *const Value, name.to_owned()));
     d.titles.insert(name.to_owned());
-    d.queue.push_back((name.to_owned(), schema));
+    // Sections depth first, each at the first place the walk reaches it: the order the derived
+    // contract's docs use (`crate::docs`). An explicit stack, so a long chain of definitions
+    // cannot overflow the call stack.
+    let mut placed: HashSet<*const Value> = HashSet::new();
+    let mut stack: Vec<&'a Value> = vec![schema];
     let mut out = String::new();
-    let mut first = true;
-    while let Some((title, s)) = d.queue.pop_front() {
-        if !first {
+    while let Some(s) = stack.pop() {
+        if !placed.insert(s as *const Value) {
+            continue;
+        }
+        if !out.is_empty() {
             out.push('\n');
         }
-        first = false;
+        let title = d.name_of(s).unwrap_or(name).to_owned();
         d.section(&title, s, &mut out);
+        stack.extend(std::mem::take(&mut d.linked).into_iter().rev());
     }
     out
 }
@@ -92,8 +99,10 @@ struct Docs<'r, 'a> {
     resolver: &'r Resolver<'a>,
     root: &'a Value,
     root_name: &'r str,
-    queue: VecDeque<(String, &'a Value)>,
-    seen: HashSet<*const Value>,
+    /// Every section's schema and its title, in the order first linked.
+    names: Vec<(*const Value, String)>,
+    /// The schemas the section being written links to, in order.
+    linked: Vec<&'a Value>,
     titles: HashSet<String>,
     /// `$ref` targets whose type is being named (a reference to itself ends there).
     refs: Vec<*const Value>,
@@ -306,25 +315,30 @@ impl<'a> Docs<'_, 'a> {
     }
 
     fn link(&mut self, title: &str, target: &'a Value) -> String {
-        let key = target as *const Value;
-        if self.seen.insert(key) {
-            let mut name = title.to_owned();
-            let mut n = 2;
-            while self.titles.contains(&name) {
-                name = format!("{title}{n}");
-                n += 1;
+        self.linked.push(target);
+        let name = match self.name_of(target) {
+            Some(name) => name.to_owned(),
+            None => {
+                let mut name = title.to_owned();
+                let mut n = 2;
+                while self.titles.contains(&name) {
+                    name = format!("{title}{n}");
+                    n += 1;
+                }
+                self.titles.insert(name.clone());
+                self.names.push((target as *const Value, name.clone()));
+                name
             }
-            self.titles.insert(name.clone());
-            self.queue.push_back((name.clone(), target));
-            return format!("[`{name}`](#{})", anchor(&name));
-        }
-        let name = self
-            .queue
-            .iter()
-            .find(|(_, s)| std::ptr::eq(*s, target))
-            .map(|(n, _)| n.clone())
-            .unwrap_or_else(|| title.to_owned());
+        };
         format!("[`{name}`](#{})", anchor(&name))
+    }
+
+    /// The title given to `schema`'s section, once it has one.
+    fn name_of(&self, schema: &Value) -> Option<&str> {
+        self.names
+            .iter()
+            .find(|(s, _)| std::ptr::eq(*s, schema))
+            .map(|(_, n)| n.as_str())
     }
 
     /// The constraint column, `; `-separated.

@@ -317,8 +317,9 @@ impl DynContract {
     }
 
     /// The token-mask grammar with the default whitespace ([`Whitespace::DEFAULT`]): what
-    /// [`Request::grammar`](crate::Request) carries for a runtime contract (the local backend
-    /// compiles it once per schema).
+    /// [`Constraint::from_dyn`](crate::Constraint::from_dyn) gives a constrained decoder for a
+    /// runtime contract ([`Decoding::JsonSchema`](crate::Decoding::JsonSchema); the local
+    /// backend compiles it once per schema).
     ///
     /// It is the schema for llguidance's JSON compiler, with the layout in `x-guidance`, less
     /// what llguidance cannot enforce: the keywords it does not implement (`not`, `if`,

@@ -531,11 +531,7 @@ impl Builder {
                 inner: Box::new(self.ty(inner, c)),
             },
             TypeSpec::List(item) => {
-                let item_constraints = Constraints {
-                    min_len: None,
-                    max_len: None,
-                    ..c.clone()
-                };
+                let item_constraints = c.for_items();
                 let max_items = match (c.max_len, self.options.max_items) {
                     (Some(m), _) => Some(m),
                     (None, Some(cap)) => Some(cap.max(c.min_len.unwrap_or(0))),

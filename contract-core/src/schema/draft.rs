@@ -191,11 +191,7 @@ fn type_schema(
             one_of(&mut map, c);
         }
         TypeSpec::List(item) => {
-            let item_constraints = Constraints {
-                min_len: None,
-                max_len: None,
-                ..c.clone()
-            };
+            let item_constraints = c.for_items();
             map.insert("type".into(), "array".into());
             map.insert(
                 "items".into(),

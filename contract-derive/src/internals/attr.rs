@@ -445,17 +445,13 @@ impl Container {
             } else if meta.path == RULE && !is_enum {
                 let expr: Expr = parse_value(meta)?;
                 if let Some(lit) = lit_str(cx, RULE, &expr) {
-                    match parse_rule(&lit.value()) {
-                        Some((left, op, right)) => rules.push(RuleAttr {
-                            left,
-                            op,
-                            right,
-                            lit,
-                        }),
+                    match rule_attr(&lit) {
+                        Some(RuleText::Compare(rule)) => rules.push(rule),
+                        Some(RuleText::Group(group)) => groups.push(group),
                         None => cx.error_spanned_by(
                             &lit,
                             format!(
-                                "expected `field op field` in rule `{}`, like `low <= high` (operators: `<` `<=` `>` `>=` `==` `!=`)",
+                                "expected `field op field` in rule `{}`, like `low <= high` (operators: `<` `<=` `>` `>=` `==` `!=`), or `both_or_neither(a, b)` / `at_least_one(a, ..)`",
                                 lit.value()
                             ),
                         ),
@@ -564,24 +560,43 @@ impl Container {
     }
 }
 
-/// Splits `left op right`; `None` when it is not exactly that.
-fn parse_rule(text: &str) -> Option<(String, &'static str, String)> {
-    let text = text.trim();
-    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
-    let left_end = text.find(|c: char| !is_ident(c))?;
-    let left = &text[..left_end];
-    let rest = text[left_end..].trim_start();
-    let op = ["<=", ">=", "==", "!=", "<", ">"]
-        .into_iter()
-        .find(|op| rest.starts_with(op))?;
-    let right = rest[op.len()..].trim();
-    let valid = |s: &str| {
-        !s.is_empty() && s.chars().all(is_ident) && !s.starts_with(|c: char| c.is_ascii_digit())
+/// What a `rule = ".."` string says.
+enum RuleText {
+    Compare(RuleAttr),
+    Group(Group),
+}
+
+/// Reads a `rule = ".."` string with the one rule parser ([`contract_rules::Rule::parse`], the
+/// one `x-rules` are read with); `None` when it is no rule, or names something that is not a
+/// field identifier, or a group with too few fields.
+fn rule_attr(lit: &LitStr) -> Option<RuleText> {
+    let ident = |name: &str| {
+        syn::parse_str::<Ident>(name)
+            .ok()
+            .map(|i| Ident::new(&i.to_string(), lit.span()))
     };
-    if valid(left) && valid(right) {
-        Some((left.to_owned(), op, right.to_owned()))
-    } else {
-        None
+    let group = |key: &str, names: Vec<String>, needed: usize| {
+        let fields = names.iter().map(|n| ident(n)).collect::<Option<Vec<_>>>()?;
+        (fields.len() >= needed).then(|| {
+            RuleText::Group(Group {
+                key: Ident::new(key, lit.span()),
+                fields,
+            })
+        })
+    };
+    match contract_rules::Rule::parse(&lit.value())? {
+        contract_rules::Rule::Compare { left, op, right } => {
+            ident(&left)?;
+            ident(&right)?;
+            Some(RuleText::Compare(RuleAttr {
+                left,
+                op: op.as_str(),
+                right,
+                lit: lit.clone(),
+            }))
+        }
+        contract_rules::Rule::BothOrNeither(names) => group("both_or_neither", names, 2),
+        contract_rules::Rule::AtLeastOne(names) => group("at_least_one", names, 1),
     }
 }
 

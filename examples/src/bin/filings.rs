@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use contract_backends::batch::{run_batch, BatchOptions, Doc};
-use contract_backends::local::{LocalBackend, LocalOptions, WeightFormat};
+use contract_backends::local::{Engine, LocalBackend, LocalOptions, WeightFormat};
 use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
@@ -43,13 +43,14 @@ enum BackendKind {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Weights {
-    /// f32 for small models, else as stored.
+    /// This crate's own forward pass on the CPU (its kernels' formats); elsewhere
+    /// candle-transformers' model, f32 for small models, else as stored.
     Auto,
-    /// As stored in the file.
+    /// candle-transformers' model, weights as stored in the file.
     Stored,
-    /// Dequantised to f32.
+    /// candle-transformers' model, weights dequantised to f32.
     F32,
-    /// Re-quantised to Q8_0.
+    /// candle-transformers' model, weights re-quantised to Q8_0.
     Q8,
 }
 
@@ -144,7 +145,7 @@ fn main() -> ExitCode {
     // Candle's thread pools read their sizes from the environment: set the measured best ones
     // here, before any other thread starts (the library never writes the environment).
     if matches!(args.backend, BackendKind::Local) {
-        let options = LocalOptions::default().weights(local_weights(args.weights));
+        let options = LocalOptions::default().engine(local_engine(args.weights));
         for (key, value) in contract_backends::local::candle_thread_env(&options) {
             if std::env::var_os(key).is_none() {
                 std::env::set_var(key, value);
@@ -160,12 +161,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn local_weights(w: Weights) -> WeightFormat {
+fn local_engine(w: Weights) -> Engine {
     match w {
-        Weights::Auto => WeightFormat::Auto,
-        Weights::Stored => WeightFormat::AsStored,
-        Weights::F32 => WeightFormat::F32,
-        Weights::Q8 => WeightFormat::Q8_0,
+        Weights::Auto => Engine::Auto,
+        Weights::Stored => Engine::Candle(WeightFormat::AsStored),
+        Weights::F32 => Engine::Candle(WeightFormat::F32),
+        Weights::Q8 => Engine::Candle(WeightFormat::Q8_0),
     }
 }
 
@@ -265,7 +266,7 @@ fn run(args: Args) -> Result<(), String> {
     match args.backend {
         BackendKind::Local => {
             let options = LocalOptions::default()
-                .weights(local_weights(args.weights))
+                .engine(local_engine(args.weights))
                 .max_tokens(args.max_tokens);
             let path = match &args.model {
                 Some(p) => contract_backends::local::fetch::model_path(&p.to_string_lossy())

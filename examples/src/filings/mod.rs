@@ -7,7 +7,7 @@
 //! quarter "the quarter ending September 30" is; measured here, small models asked to do that
 //! directly got 0-1 of 10 releases right.
 //!
-//! [`generate`] writes synthetic releases with ground truth; [`study`] (feature `local`) runs the
+//! [`generate()`] writes synthetic releases with ground truth; [`study`] (feature `local`) runs the
 //! reliability ladder's modes over them.
 
 pub mod generate;
@@ -52,7 +52,7 @@ pub struct ReleaseGuidance {
 /// backend a reply that does is rejected (`not_in_source`) and retried. Code then reads the
 /// quarter, the year (from the quote when the period leaves it out, from the release's own
 /// reporting period for "the upcoming quarter") and the currency (from the quote's symbol or
-/// word): [`normalize_grounded`].
+/// word): [`normalize_in`] with the quote.
 #[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[contract(both_or_neither(period, low, high))]
 pub struct GroundedGuidance {

@@ -17,8 +17,11 @@
 
 use std::fmt::Write as _;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 
-use contract_core::extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
+use contract_core::extract::{
+    Backend, BackendError, Constraint, Decoding, Extraction, Extractor, Request, Response,
+};
 use contract_core::grammar::{Grammar, Whitespace};
 use contract_core::parse::{parse_output_with, ParseOptions};
 use contract_core::prompt::{system_message_with, Instructions, PromptParts};
@@ -123,6 +126,9 @@ impl Mode {
     }
 }
 
+/// A constraint and its edit for a mode.
+type Edited = (Arc<Constraint>, Arc<Constraint>);
+
 /// Wraps a backend and edits each request for a [`Mode`]: the free modes get no grammar,
 /// `constrained` gets the grammar without its cross-field rules, `rules` gets it whole; a
 /// whitespace layout, when given, replaces the grammar's.
@@ -131,6 +137,8 @@ pub struct ModeBackend<B> {
     inner: B,
     mode: Mode,
     whitespace: Option<Whitespace>,
+    /// The last constraint edited, and its edit.
+    last: Arc<Mutex<Option<Edited>>>,
 }
 
 impl<B> ModeBackend<B> {
@@ -140,47 +148,63 @@ impl<B> ModeBackend<B> {
             inner,
             mode,
             whitespace: None,
+            last: Arc::default(),
         }
     }
 
     /// Forces the grammar's whitespace layout.
     pub fn whitespace(mut self, whitespace: Option<Whitespace>) -> Self {
         self.whitespace = whitespace;
+        self.last = Arc::default();
         self
     }
 
     /// The request `inner` receives.
     pub fn edit(&self, req: &Request) -> Result<Request, BackendError> {
         let mut req = req.clone();
-        if !self.mode.masked() {
-            req.grammar = None;
-            return Ok(req);
-        }
-        let Some(value) = req.grammar.take() else {
-            return Ok(req);
-        };
-        let mut grammar: Grammar =
-            serde_json::from_value(value).map_err(|e| BackendError::InvalidRequest {
-                message: format!("the request's grammar is not a contract grammar: {e}"),
-            })?;
-        if self.mode == Mode::Constrained {
-            for object in &mut grammar.objects {
-                object.rules.clear();
+        req.constraint = self.edited(&req.constraint)?;
+        Ok(req)
+    }
+
+    /// `constraint` edited for the mode, once per constraint: later requests of the contract
+    /// share the edited one (and the local backend's compiled mask with it).
+    fn edited(&self, constraint: &Arc<Constraint>) -> Result<Arc<Constraint>, BackendError> {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((original, edited)) = last.as_ref() {
+            if Arc::ptr_eq(original, constraint) {
+                return Ok(edited.clone());
             }
         }
-        if !self.mode.grounded() {
-            grammar = grammar.without_grounding();
-        }
-        if let Some(ws) = self.whitespace {
-            grammar = grammar.with_whitespace(ws);
-        }
-        req.grammar =
-            Some(
-                serde_json::to_value(&grammar).map_err(|e| BackendError::InvalidRequest {
-                    message: e.to_string(),
-                })?,
-            );
-        Ok(req)
+        let decoding = match &constraint.decoding {
+            _ if !self.mode.masked() => None,
+            None => None,
+            Some(Decoding::JsonSchema(_)) => {
+                return Err(BackendError::InvalidRequest {
+                    message: format!(
+                        "the request for `{}` has a plain JSON Schema, not a contract grammar",
+                        constraint.name
+                    ),
+                })
+            }
+            Some(Decoding::Grammar(grammar)) => {
+                let mut grammar = Grammar::clone(grammar);
+                if self.mode == Mode::Constrained {
+                    for object in &mut grammar.objects {
+                        object.rules.clear();
+                    }
+                }
+                if !self.mode.grounded() {
+                    grammar = grammar.without_grounding();
+                }
+                if let Some(ws) = self.whitespace {
+                    grammar = grammar.with_whitespace(ws);
+                }
+                Some(Decoding::Grammar(Arc::new(grammar)))
+            }
+        };
+        let edited = Arc::new(constraint.with_decoding(decoding));
+        *last = Some((constraint.clone(), edited.clone()));
+        Ok(edited)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The CPU kernels of the fast forward pass: this crate's own int8 and 4-bit matmuls
+//! The CPU kernels of the native forward pass ([`super::native`]): this crate's own int8 and 4-bit matmuls
 //! ([`q8`], [`q4`]), the thread team they run on ([`team`]), and what they share: CPU feature
 //! detection, the f16 conversion, the activation quantizer and the output pointer the workers
 //! of one call write through. Nothing here depends on the model code above it.

@@ -1,4 +1,4 @@
-//! A small thread team for the fast model's own kernels: `for_each` splits a range into chunks
+//! A small thread team for the native engine's own kernels: `for_each` splits a range into chunks
 //! that the calling thread and the helpers claim from a shared cursor.
 //!
 //! Unlike a barrier (Candle's pool waits for every worker at the end of every call), the caller
@@ -80,7 +80,7 @@ impl Team {
         for i in 0..helpers {
             let inner = inner.clone();
             let spawned = std::thread::Builder::new()
-                .name(format!("contract-fast-{i}"))
+                .name(format!("contract-native-{i}"))
                 .spawn(move || helper(&inner, i));
             match spawned {
                 Ok(h) => threads.push(h.thread().clone()),
@@ -171,7 +171,7 @@ impl Team {
         }
         drop(guard);
         if inner.panicked.swap(false, Ordering::Relaxed) {
-            panic!("a helper thread of the fast model panicked");
+            panic!("a helper thread of the native engine panicked");
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The contract's token mask: llguidance for the syntax, the value filter ([`super::rules`]) for
+//! The contract's token mask: llguidance for the syntax, the value filter ([`rules`]) for
 //! cross-field rules.
 //!
 //! Under a grounded mask ([`MaskEngine::grounded_mask`]) the composed grammar holds the
@@ -11,9 +11,13 @@
 //! once per tokenizer and cached ([`MaskEngine::cached`]). Each generation gets a [`ContractMask`]
 //! from [`MaskEngine::mask`], which implements [`TokenMask`] for the decode loop.
 
+pub mod rules;
+mod rules_dec;
+
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use contract_core::extract::Decoding;
 use contract_core::grammar::grounded::GroundedSegment;
 use contract_core::grammar::Grammar;
 use contract_core::ground::{Grounds, Numerals};
@@ -23,7 +27,7 @@ use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 
-use super::rules::{RulePlan, Scanner};
+use self::rules::{RulePlan, Scanner};
 use super::{Allowed, LocalError, MaskFactory, TokenMask};
 
 fn mask_err(e: impl std::fmt::Display) -> LocalError {
@@ -49,7 +53,23 @@ pub struct MaskEngine {
     eos: Vec<u32>,
     /// Compiled grammars (a prototype matcher, whose clones share llguidance's lexer caches,
     /// and the rule plan), by the grammar's text (compared whole, not by a hash).
-    prepared: Mutex<Vec<(String, Arc<Prepared>)>>,
+    prepared: Mutex<Vec<CachedGrammar>>,
+}
+
+/// One compiled grammar of [`MaskEngine`]'s cache.
+struct CachedGrammar {
+    /// The grammar's serialised text: the key.
+    text: String,
+    /// The shared value it was compiled from, when it came as one (a request's
+    /// [`Decoding`]): a later request with the same `Arc` finds the entry by pointer, without
+    /// serialising the grammar again. The entry holds it, so the pointer stays that value's.
+    shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    prepared: Arc<Prepared>,
+}
+
+/// The address an `Arc` points at, for [`CachedGrammar::shared`].
+fn address<T: ?Sized>(a: &Arc<T>) -> *const () {
+    Arc::as_ptr(a).cast()
 }
 
 struct Prepared {
@@ -175,8 +195,26 @@ impl MaskEngine {
     /// A mask for one generation of `grammar`: llguidance plus the value filter. The grammar is
     /// compiled once per engine; later masks start from a clone.
     pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
-        let text = serde_json::to_string(grammar).map_err(llg_err)?;
-        let prepared = self.prepared(&text, || {
+        self.grammar_mask(grammar, None)
+    }
+
+    /// [`MaskEngine::mask`] for a shared grammar (a request's
+    /// [`Decoding::Grammar`]): found again by pointer, without serialising it.
+    pub fn mask_shared(
+        self: &Arc<Self>,
+        grammar: &Arc<Grammar>,
+    ) -> Result<ContractMask, LocalError> {
+        self.grammar_mask(grammar, Some(grammar.clone()))
+    }
+
+    fn grammar_mask(
+        self: &Arc<Self>,
+        grammar: &Grammar,
+        shared: Option<Arc<Grammar>>,
+    ) -> Result<ContractMask, LocalError> {
+        let text = || serde_json::to_string(grammar).map_err(llg_err);
+        let shared = shared.map(|g| g as Arc<dyn std::any::Any + Send + Sync>);
+        let prepared = self.prepared(text, shared, || {
             let first = self.mask_for_schema(grammar.schema(), None)?;
             Ok(Prepared {
                 matcher: Mutex::new(first.matcher),
@@ -193,11 +231,30 @@ impl MaskEngine {
         self: &Arc<Self>,
         schema: &Value,
     ) -> Result<ContractMask, LocalError> {
-        let text = format!(
-            "json_schema {}",
-            serde_json::to_string(schema).map_err(llg_err)?
-        );
-        let prepared = self.prepared(&text, || {
+        self.schema_mask(schema, None)
+    }
+
+    /// [`MaskEngine::mask_for_json_schema`] for a shared schema (a request's
+    /// [`Decoding::JsonSchema`]): found again by pointer, without serialising it.
+    pub fn mask_for_shared_schema(
+        self: &Arc<Self>,
+        schema: &Arc<Value>,
+    ) -> Result<ContractMask, LocalError> {
+        self.schema_mask(schema, Some(schema.clone()))
+    }
+
+    fn schema_mask(
+        self: &Arc<Self>,
+        schema: &Value,
+        shared: Option<Arc<Value>>,
+    ) -> Result<ContractMask, LocalError> {
+        let text = || {
+            serde_json::to_string(schema)
+                .map(|s| format!("json_schema {s}"))
+                .map_err(llg_err)
+        };
+        let shared = shared.map(|s| s as Arc<dyn std::any::Any + Send + Sync>);
+        let prepared = self.prepared(text, shared, || {
             let first = self.mask_for_schema(schema.clone(), None)?;
             Ok(Prepared {
                 matcher: Mutex::new(first.matcher),
@@ -207,26 +264,45 @@ impl MaskEngine {
         Ok(self.start(&prepared))
     }
 
-    /// The compiled grammar cached under `text`, built by `build` on first use.
+    /// The compiled grammar cached under `shared`'s address or else under `text()`, built by
+    /// `build` on first use.
     fn prepared(
         &self,
-        text: &str,
+        text: impl FnOnce() -> Result<String, LocalError>,
+        shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
         build: impl FnOnce() -> Result<Prepared, LocalError>,
     ) -> Result<Arc<Prepared>, LocalError> {
-        let found = {
-            let list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-            list.iter().find(|(k, _)| k == text).map(|(_, p)| p.clone())
-        };
-        if let Some(p) = found {
-            return Ok(p);
+        let lock = || self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = &shared {
+            let list = lock();
+            let by_address = list
+                .iter()
+                .find(|c| c.shared.as_ref().is_some_and(|k| address(k) == address(s)));
+            if let Some(c) = by_address {
+                return Ok(c.prepared.clone());
+            }
         }
-        let p = Arc::new(build()?);
-        let mut list = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        let text = text()?;
+        let found = lock()
+            .iter()
+            .find(|c| c.text == text)
+            .map(|c| c.prepared.clone());
+        let prepared = match (found, &shared) {
+            (Some(p), None) => return Ok(p),
+            // Kept again under the shared value's address.
+            (Some(p), Some(_)) => p,
+            (None, _) => Arc::new(build()?),
+        };
+        let mut list = lock();
         if list.len() >= 64 {
             list.remove(0);
         }
-        list.push((text.to_owned(), p.clone()));
-        Ok(p)
+        list.push(CachedGrammar {
+            text,
+            shared,
+            prepared: prepared.clone(),
+        });
+        Ok(prepared)
     }
 
     /// A fresh mask from a compiled grammar (a clone of its matcher).
@@ -276,10 +352,23 @@ impl MaskEngine {
         if !grammar.is_grounded() {
             return self.mask(grammar);
         }
+        self.grounded_mask_shared(&Arc::new(grammar.clone()), source)
+    }
+
+    /// [`MaskEngine::grounded_mask`] for a shared grammar (a request's
+    /// [`Decoding::Grammar`]), which the mask keeps without copying it.
+    pub fn grounded_mask_shared(
+        self: &Arc<Self>,
+        grammar: &Arc<Grammar>,
+        source: &Source,
+    ) -> Result<ContractMask, LocalError> {
+        if !grammar.is_grounded() {
+            return self.mask_shared(grammar);
+        }
         let t0 = Instant::now();
         let segments = grammar.grounded_segments().map_err(llg_err)?.len();
         let composer = Composer {
-            grammar: Arc::new(grammar.clone()),
+            grammar: grammar.clone(),
             numerals: source.numerals(),
             source: Arc::new(source.clone()),
             segments,
@@ -674,15 +763,15 @@ impl MaskFactory for GrammarMasks {
         &self,
         req: &contract_core::extract::Request,
     ) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
-        let Some(g) = &req.grammar else {
-            return Ok(None);
-        };
-        let mask = match (serde_json::from_value::<Grammar>(g.clone()), &req.source) {
-            (Ok(grammar), Some(source)) if grammar.is_grounded() => {
-                self.engine.grounded_mask(&grammar, source)?
+        let mask = match (&req.constraint.decoding, &req.source) {
+            (None, _) => return Ok(None),
+            (Some(Decoding::Grammar(grammar)), Some(source)) if grammar.is_grounded() => {
+                self.engine.grounded_mask_shared(grammar, source)?
             }
-            (Ok(grammar), _) => self.engine.mask(&grammar)?,
-            (Err(_), _) => self.engine.mask_for_json_schema(g)?,
+            (Some(Decoding::Grammar(grammar)), _) => self.engine.mask_shared(grammar)?,
+            (Some(Decoding::JsonSchema(schema)), _) => {
+                self.engine.mask_for_shared_schema(schema)?
+            }
         };
         Ok(Some(Box::new(mask)))
     }

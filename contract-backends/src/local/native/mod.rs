@@ -1,0 +1,133 @@
+//! This crate's own llama / qwen2 forward pass on the CPU ([`Engine::Native`](super::Engine::Native)),
+//! built for decoding speed.
+//!
+//! Based on candle-transformers' `quantized_llama` and `quantized_qwen2`, with what the measured
+//! recipe in `notes/candle-cpu-speed.md` found to matter:
+//!
+//! - every matrix re-quantised to one format with a SIMD kernel on x86 (Q8_0 by default, from
+//!   whatever the file stores: Q4_1, Q5_0 and Q5_1 have none);
+//! - q/k/v fused into one matmul, gate/up into another;
+//! - a KV cache that grows in place (one buffer per layer, no concatenation per step), shared
+//!   key/value heads read in place (no `repeat_kv`), and a small attention kernel over the cache
+//!   slices, run on Candle's thread pool;
+//! - on CPUs where Candle has its repacked VNNI kernels (AVX-512 VNNI or AVX-VNNI), every inner
+//!   dimension zero-padded to a multiple of 256 so those kernels apply; the hidden state is kept
+//!   padded (zeros) from the embedding to the final norm;
+//! - the token embedding kept as stored, rows dequantised on lookup;
+//! - optionally an f32 copy of every matrix for calls with many tokens (prompt processing), where
+//!   a dense GEMM beats the quantized one on CPUs without those kernels.
+//!
+//! Matmuls call the quantized tensor's CPU kernel directly, without building tensors.
+//!
+//! Laid out as candle-transformers lays out a model: `config` (the dimensions), `linear` (one
+//! matrix in its kernel's layout), `weights` (loading), `layers` (norm, rotary embedding),
+//! `attention` and `forward` (the pass over the KV cache); the CPU kernels themselves are in
+//! `local::kernels`.
+
+use candle_core::quantized::GgmlDType;
+
+use super::kernels;
+
+mod attention;
+mod config;
+mod forward;
+mod layers;
+mod linear;
+mod weights;
+
+pub(crate) use forward::NativeModel;
+pub(crate) use weights::NativeWeights;
+
+/// How the native engine ([`Engine::Native`](super::Engine::Native)) holds its matrices; the
+/// defaults are what it uses unless told otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NativeOptions {
+    /// The quantized format of every matrix (Q8_0 unless measuring something else).
+    pub dtype: GgmlDType,
+    /// Pad inner dimensions to a multiple of 256 (`None`: when Candle's repacked VNNI kernels
+    /// exist on this CPU).
+    pub pad: Option<bool>,
+    /// Keep an f32 copy of every matrix for calls with at least this many tokens (`None`: no
+    /// copy; prompt processing uses the quantized matrices).
+    pub dense_from: Option<usize>,
+    /// Use our own matmuls (int8 and 4-bit, AVX2) instead of Candle's (`None`: on every x86
+    /// CPU with AVX2, FMA and F16C, VNNI or not). They take Q8_0 only as [`NativeOptions::dtype`].
+    ///
+    /// Measured on an AVX-512 VNNI machine (2026-12-01): with Candle's repacked VNNI kernels
+    /// (padded to 256) the native engine's logits on the tiny test model were 0.54 off the
+    /// reference (the test allows 0.5) and SmolLM2's greedy generation left the reference's after
+    /// one token, where our own kernels stay within the tests' bounds; so ours are the default
+    /// wherever they run, and Candle's stay one option away (`own_kernel(false)`).
+    pub own_kernel: Option<bool>,
+    /// With our own kernels, keep matrices stored in Q4_0 / Q4_1 as they are (default): the
+    /// file's numbers, 0.625 bytes per weight; else re-quantize them to Q8_0.
+    pub keep_4bit: bool,
+}
+
+impl NativeOptions {
+    /// Sets the matrices' format (any format Candle quantizes to; those with 256-value blocks
+    /// need padding).
+    pub fn dtype(mut self, dtype: GgmlDType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+    /// Forces padding on or off.
+    pub fn pad(mut self, pad: bool) -> Self {
+        self.pad = Some(pad);
+        self
+    }
+    /// Keeps f32 copies for calls of at least `tokens` tokens.
+    pub fn dense_from(mut self, tokens: usize) -> Self {
+        self.dense_from = Some(tokens);
+        self
+    }
+    /// Forces our own kernels on or off.
+    pub fn own_kernel(mut self, on: bool) -> Self {
+        self.own_kernel = Some(on);
+        self
+    }
+    /// Keeps 4-bit matrices as stored (with our own kernels), or re-quantizes them to Q8_0.
+    pub fn keep_4bit(mut self, on: bool) -> Self {
+        self.keep_4bit = on;
+        self
+    }
+
+    /// Whether Q8_0 matrices go through our own kernel on this CPU.
+    pub fn uses_own_kernel(&self) -> bool {
+        self.dtype == GgmlDType::Q8_0
+            && self
+                .own_kernel
+                .unwrap_or_else(|| kernels::avx2_fma() && kernels::avx2_fma_f16c())
+    }
+
+    /// Whether inner dimensions are padded to 256 on this CPU.
+    pub fn pads(&self) -> bool {
+        self.dtype.block_size() > 32
+            || self
+                .pad
+                .unwrap_or_else(|| vnni_kernels() && !self.uses_own_kernel())
+    }
+}
+
+impl Default for NativeOptions {
+    fn default() -> Self {
+        NativeOptions {
+            dtype: GgmlDType::Q8_0,
+            pad: None,
+            dense_from: None,
+            own_kernel: None,
+            keep_4bit: true,
+        }
+    }
+}
+
+/// Whether Candle 0.11's repacked x86 kernels (`repack_x86::select`) take Q8_0 matrices on this
+/// CPU: AVX-512 VNNI, or AVX-VNNI with AVX2 (plain AVX2 falls back to the per-row dot products).
+pub fn vnni_kernels() -> bool {
+    kernels::vnni()
+}
+
+pub(crate) fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}

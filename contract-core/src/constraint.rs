@@ -1,0 +1,129 @@
+//! What a backend can enforce of a contract: its renderings for backends, computed once per
+//! contract type and shared by every request ([`Request::constraint`](crate::Request)).
+//!
+//! A remote API takes the [strict schema](Constraint::strict_schema), a constrained decoder the
+//! [decoding](Constraint::decoding) (a contract's typed [`Grammar`], or a plain JSON Schema for a
+//! runtime contract), and every backend the messages, which already hold the
+//! [signature](Constraint::signature). Nothing in a request is rendered or parsed again per
+//! attempt: a backend reads the typed value it supports.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::contract::Contract;
+use crate::dynamic::DynContract;
+use crate::grammar::Grammar;
+
+/// How a constrained decoder holds a reply to a contract.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decoding {
+    /// A derived contract's token-mask spec: the syntax, the groundings and the cross-field rules.
+    Grammar(Arc<Grammar>),
+    /// A plain JSON Schema for llguidance's JSON compiler, with no cross-field rules: a runtime
+    /// contract's [`DynContract::grammar`].
+    JsonSchema(Arc<Value>),
+}
+
+/// A contract as backends take it: built once per contract type ([`Constraint::of`]) or per
+/// runtime contract ([`Constraint::from_dyn`]) and shared through an [`Arc`].
+///
+/// ```
+/// use contract_core::{Constraint, Contract};
+///
+/// #[derive(Contract, serde::Serialize, serde::Deserialize)]
+/// struct Weather {
+///     #[contract(range = -90..=60)]
+///     celsius: i32,
+/// }
+///
+/// let c = Constraint::of::<Weather>();
+/// assert_eq!(c.name, "Weather");
+/// assert!(c.grammar().is_some());
+/// assert!(c.strict_schema.is_some());
+/// // The same value for every request of the type.
+/// assert!(std::sync::Arc::ptr_eq(&c, &Constraint::of::<Weather>()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Constraint {
+    /// The contract's name.
+    pub name: String,
+    /// The contract's one-line signature (the system message already holds it).
+    pub signature: String,
+    /// The OpenAI strict structured-outputs schema, when the contract has one.
+    pub strict_schema: Option<Value>,
+    /// What a constrained decoder enforces; `None` leaves the reply unconstrained.
+    pub decoding: Option<Decoding>,
+}
+
+impl Constraint {
+    /// The constraint of contract `C`, rendered on the first call for `C` and shared afterwards.
+    pub fn of<C: Contract>() -> Arc<Constraint> {
+        static CACHE: OnceLock<RwLock<HashMap<TypeId, Arc<Constraint>>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        let id = TypeId::of::<C>();
+        if let Some(c) = cache.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
+            return c.clone();
+        }
+        // Rendered outside the lock: a contract's renderings may ask for a nested contract's.
+        let built = Arc::new(Constraint::for_contract::<C>());
+        cache
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id)
+            .or_insert(built)
+            .clone()
+    }
+
+    /// Renders contract `C`'s constraint (uncached: [`Constraint::of`] keeps one per type).
+    pub fn for_contract<C: Contract>() -> Constraint {
+        Constraint {
+            name: C::contract_spec().name.clone(),
+            signature: C::signature(),
+            strict_schema: C::try_strict_schema().ok(),
+            decoding: Some(Decoding::Grammar(Arc::new(C::grammar()))),
+        }
+    }
+
+    /// A runtime contract's constraint: its strict schema when it has one, and its grammar
+    /// schema ([`DynContract::grammar`]) for a constrained decoder.
+    pub fn from_dyn(contract: &DynContract) -> Constraint {
+        Constraint {
+            name: contract.name().to_owned(),
+            signature: contract.signature(),
+            strict_schema: contract.strict_schema().ok().map(|s| s.schema),
+            decoding: Some(Decoding::JsonSchema(Arc::new(contract.grammar()))),
+        }
+    }
+
+    /// A constraint that constrains nothing: a request with only its messages.
+    pub fn unconstrained(name: impl Into<String>) -> Constraint {
+        Constraint {
+            name: name.into(),
+            signature: String::new(),
+            strict_schema: None,
+            decoding: None,
+        }
+    }
+
+    /// The contract's grammar, when the decoding is one.
+    pub fn grammar(&self) -> Option<&Arc<Grammar>> {
+        match &self.decoding {
+            Some(Decoding::Grammar(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// This constraint with `decoding` instead of its own (an application that edits the
+    /// grammar, such as the study's ablation modes).
+    pub fn with_decoding(&self, decoding: Option<Decoding>) -> Constraint {
+        Constraint {
+            decoding,
+            ..self.clone()
+        }
+    }
+}
