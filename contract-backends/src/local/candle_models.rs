@@ -29,16 +29,58 @@ pub enum WeightFormat {
     Q8_0,
 }
 
-/// candle-transformers' llama on `device`.
-pub(crate) struct CandleLlama {
-    weights: Box<quantized_llama::ModelWeights>,
+/// One of candle-transformers' quantized models on `device`: `quantized_llama` or
+/// `quantized_qwen2` ([`CandleWeights`]).
+pub(crate) struct CandleModel<W> {
+    weights: Box<W>,
     device: Device,
 }
 
-/// candle-transformers' qwen2 on `device` (not `Clone` in Candle 0.11: no snapshots).
-pub(crate) struct CandleQwen2 {
-    weights: Box<quantized_qwen2::ModelWeights>,
-    device: Device,
+/// What the engine needs of a candle-transformers model's weights: the two models have the same
+/// methods but share no trait.
+trait CandleWeights: Send + Sized + 'static {
+    /// candle-transformers' `forward(input, index_pos)`.
+    fn forward(&mut self, input: &Tensor, pos: usize) -> candle_core::Result<Tensor>;
+    /// candle-transformers' `clear_kv_cache`.
+    fn clear_kv_cache(&mut self);
+    /// Whether [`CandleWeights::copy`] gives a copy.
+    const CAN_COPY: bool;
+    /// A copy in the current state sharing the weights; `None` when the model is not `Clone`.
+    fn copy(&self) -> Option<Self>;
+}
+
+impl CandleWeights for quantized_llama::ModelWeights {
+    fn forward(&mut self, input: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+        quantized_llama::ModelWeights::forward(self, input, pos)
+    }
+    fn clear_kv_cache(&mut self) {
+        quantized_llama::ModelWeights::clear_kv_cache(self)
+    }
+    const CAN_COPY: bool = true;
+    fn copy(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+
+/// Not `Clone` in Candle 0.11: no snapshots.
+impl CandleWeights for quantized_qwen2::ModelWeights {
+    fn forward(&mut self, input: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+        quantized_qwen2::ModelWeights::forward(self, input, pos)
+    }
+    fn clear_kv_cache(&mut self) {
+        quantized_qwen2::ModelWeights::clear_kv_cache(self)
+    }
+    const CAN_COPY: bool = false;
+    fn copy(&self) -> Option<Self> {
+        None
+    }
+}
+
+fn boxed<W: CandleWeights>(weights: W, device: Device) -> Box<dyn CausalLm> {
+    Box::new(CandleModel {
+        weights: Box::new(weights),
+        device,
+    })
 }
 
 /// Loads `arch` from `ct` with the weights held as `format`.
@@ -64,18 +106,14 @@ fn load_as_stored<R: Read + Seek>(
 ) -> Result<Box<dyn CausalLm>, LocalError> {
     let device = device.clone();
     Ok(match arch {
-        Arch::Llama => Box::new(CandleLlama {
-            weights: Box::new(quantized_llama::ModelWeights::from_gguf(
-                ct, reader, &device,
-            )?),
+        Arch::Llama => boxed(
+            quantized_llama::ModelWeights::from_gguf(ct, reader, &device)?,
             device,
-        }),
-        Arch::Qwen2 => Box::new(CandleQwen2 {
-            weights: Box::new(quantized_qwen2::ModelWeights::from_gguf(
-                ct, reader, &device,
-            )?),
+        ),
+        Arch::Qwen2 => boxed(
+            quantized_qwen2::ModelWeights::from_gguf(ct, reader, &device)?,
             device,
-        }),
+        ),
     })
 }
 
@@ -143,43 +181,7 @@ fn logits(logits: Tensor, allowed: Option<&[u32]>) -> Result<Vec<f32>, LocalErro
     Ok(logits)
 }
 
-impl CausalLm for CandleLlama {
-    fn forward(
-        &mut self,
-        tokens: &[u32],
-        pos: usize,
-        allowed: Option<&[u32]>,
-    ) -> Result<Vec<f32>, LocalError> {
-        let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
-        logits(self.weights.forward(&input, pos)?, allowed)
-    }
-
-    fn reset(&mut self) {
-        self.weights.clear_kv_cache();
-    }
-
-    fn snapshot(&self) -> Option<Box<dyn CausalLm>> {
-        Some(Box::new(CandleLlama {
-            weights: self.weights.clone(),
-            device: self.device.clone(),
-        }))
-    }
-
-    fn restore_from(&mut self, other: &dyn CausalLm) -> Result<(), LocalError> {
-        let other = other
-            .as_any()
-            .downcast_ref::<CandleLlama>()
-            .ok_or_else(other_engine)?;
-        *self.weights = (*other.weights).clone();
-        Ok(())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-impl CausalLm for CandleQwen2 {
+impl<W: CandleWeights> CausalLm for CandleModel<W> {
     fn forward(
         &mut self,
         tokens: &[u32],
@@ -195,17 +197,22 @@ impl CausalLm for CandleQwen2 {
     }
 
     fn can_snapshot(&self) -> bool {
-        false
+        W::CAN_COPY
     }
 
     fn snapshot(&self) -> Option<Box<dyn CausalLm>> {
-        None
+        Some(boxed(self.weights.copy()?, self.device.clone()))
     }
 
-    fn restore_from(&mut self, _other: &dyn CausalLm) -> Result<(), LocalError> {
-        Err(LocalError::State(
-            "candle-transformers' qwen2 cannot restore a snapshot".into(),
-        ))
+    fn restore_from(&mut self, other: &dyn CausalLm) -> Result<(), LocalError> {
+        let other = other
+            .as_any()
+            .downcast_ref::<CandleModel<W>>()
+            .ok_or_else(other_engine)?;
+        *self.weights = other.weights.copy().ok_or_else(|| {
+            LocalError::State("this candle-transformers model cannot restore a snapshot".into())
+        })?;
+        Ok(())
     }
 
     fn as_any(&self) -> &dyn Any {

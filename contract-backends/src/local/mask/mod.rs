@@ -72,6 +72,35 @@ fn address<T: ?Sized>(a: &Arc<T>) -> *const () {
     Arc::as_ptr(a).cast()
 }
 
+/// The most grammars [`MaskEngine`] keeps compiled (the oldest is dropped first).
+const CACHED_GRAMMARS: usize = 64;
+
+/// Adds an entry to [`MaskEngine`]'s cache, dropping the oldest past [`CACHED_GRAMMARS`].
+fn push_bounded(
+    list: &mut Vec<CachedGrammar>,
+    text: String,
+    shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    prepared: Arc<Prepared>,
+) {
+    if list.len() >= CACHED_GRAMMARS {
+        list.remove(0);
+    }
+    list.push(CachedGrammar {
+        text,
+        shared,
+        prepared,
+    });
+}
+
+/// What a cached mask is compiled from.
+#[derive(Clone, Copy)]
+enum Compiled<'a> {
+    /// A contract's grammar: llguidance over its schema, and its rule plan.
+    Grammar(&'a Grammar),
+    /// A plain JSON Schema: llguidance alone.
+    Schema(&'a Value),
+}
+
 struct Prepared {
     matcher: Mutex<Matcher>,
     plan: Option<Arc<RulePlan>>,
@@ -195,7 +224,7 @@ impl MaskEngine {
     /// A mask for one generation of `grammar`: llguidance plus the value filter. The grammar is
     /// compiled once per engine; later masks start from a clone.
     pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
-        self.grammar_mask(grammar, None)
+        self.cached_mask(Compiled::Grammar(grammar), None)
     }
 
     /// [`MaskEngine::mask`] for a shared grammar (a request's
@@ -204,24 +233,7 @@ impl MaskEngine {
         self: &Arc<Self>,
         grammar: &Arc<Grammar>,
     ) -> Result<ContractMask, LocalError> {
-        self.grammar_mask(grammar, Some(grammar.clone()))
-    }
-
-    fn grammar_mask(
-        self: &Arc<Self>,
-        grammar: &Grammar,
-        shared: Option<Arc<Grammar>>,
-    ) -> Result<ContractMask, LocalError> {
-        let text = || serde_json::to_string(grammar).map_err(llg_err);
-        let shared = shared.map(|g| g as Arc<dyn std::any::Any + Send + Sync>);
-        let prepared = self.prepared(text, shared, || {
-            let first = self.mask_for_schema(grammar.schema(), None)?;
-            Ok(Prepared {
-                matcher: Mutex::new(first.matcher),
-                plan: Some(Arc::new(RulePlan::new(grammar))),
-            })
-        })?;
-        Ok(self.start(&prepared))
+        self.cached_mask(Compiled::Grammar(grammar), Some(grammar.clone()))
     }
 
     /// A mask from a plain JSON Schema (llguidance alone, no cross-field rules), such as
@@ -231,7 +243,7 @@ impl MaskEngine {
         self: &Arc<Self>,
         schema: &Value,
     ) -> Result<ContractMask, LocalError> {
-        self.schema_mask(schema, None)
+        self.cached_mask(Compiled::Schema(schema), None)
     }
 
     /// [`MaskEngine::mask_for_json_schema`] for a shared schema (a request's
@@ -240,25 +252,32 @@ impl MaskEngine {
         self: &Arc<Self>,
         schema: &Arc<Value>,
     ) -> Result<ContractMask, LocalError> {
-        self.schema_mask(schema, Some(schema.clone()))
+        self.cached_mask(Compiled::Schema(schema), Some(schema.clone()))
     }
 
-    fn schema_mask(
+    /// A fresh mask of `what`, compiled on first use and cached under `shared`'s address (when
+    /// it came as a shared value) and its text.
+    fn cached_mask(
         self: &Arc<Self>,
-        schema: &Value,
-        shared: Option<Arc<Value>>,
+        what: Compiled<'_>,
+        shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
     ) -> Result<ContractMask, LocalError> {
         let text = || {
-            serde_json::to_string(schema)
-                .map(|s| format!("json_schema {s}"))
-                .map_err(llg_err)
+            match what {
+                Compiled::Grammar(g) => serde_json::to_string(g),
+                Compiled::Schema(s) => serde_json::to_string(s).map(|s| format!("json_schema {s}")),
+            }
+            .map_err(llg_err)
         };
-        let shared = shared.map(|s| s as Arc<dyn std::any::Any + Send + Sync>);
         let prepared = self.prepared(text, shared, || {
-            let first = self.mask_for_schema(schema.clone(), None)?;
+            let (schema, plan) = match what {
+                Compiled::Grammar(g) => (g.schema(), Some(Arc::new(RulePlan::new(g)))),
+                Compiled::Schema(s) => (s.clone(), None),
+            };
+            let first = self.mask_for_schema(schema, None)?;
             Ok(Prepared {
                 matcher: Mutex::new(first.matcher),
-                plan: None,
+                plan,
             })
         })?;
         Ok(self.start(&prepared))
@@ -273,35 +292,31 @@ impl MaskEngine {
         build: impl FnOnce() -> Result<Prepared, LocalError>,
     ) -> Result<Arc<Prepared>, LocalError> {
         let lock = || self.prepared.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = &shared {
-            let list = lock();
-            let by_address = list
-                .iter()
-                .find(|c| c.shared.as_ref().is_some_and(|k| address(k) == address(s)));
-            if let Some(c) = by_address {
-                return Ok(c.prepared.clone());
+        // One lock on a hit: by address, else by text (serialised under the lock; compiling,
+        // the slow part, runs outside it).
+        let text = {
+            let mut list = lock();
+            if let Some(s) = &shared {
+                let by_address = list
+                    .iter()
+                    .find(|c| c.shared.as_ref().is_some_and(|k| address(k) == address(s)));
+                if let Some(c) = by_address {
+                    return Ok(c.prepared.clone());
+                }
             }
-        }
-        let text = text()?;
-        let found = lock()
-            .iter()
-            .find(|c| c.text == text)
-            .map(|c| c.prepared.clone());
-        let prepared = match (found, &shared) {
-            (Some(p), None) => return Ok(p),
-            // Kept again under the shared value's address.
-            (Some(p), Some(_)) => p,
-            (None, _) => Arc::new(build()?),
+            let text = text()?;
+            if let Some(found) = list.iter().find(|c| c.text == text) {
+                let prepared = found.prepared.clone();
+                if shared.is_some() {
+                    // Kept again under the shared value's address.
+                    push_bounded(&mut list, text, shared, prepared.clone());
+                }
+                return Ok(prepared);
+            }
+            text
         };
-        let mut list = lock();
-        if list.len() >= 64 {
-            list.remove(0);
-        }
-        list.push(CachedGrammar {
-            text,
-            shared,
-            prepared: prepared.clone(),
-        });
+        let prepared = Arc::new(build()?);
+        push_bounded(&mut lock(), text, shared, prepared.clone());
         Ok(prepared)
     }
 
