@@ -15,9 +15,10 @@ pub use std::sync::OnceLock as Lazy;
 pub use std::vec::Vec;
 
 pub use crate::contract::*;
+pub use crate::ir::{FieldSpec, JsonType, Node, ObjectNode};
 pub use crate::validate::{join_pointer, Violation, Violations};
 
-/// An object contract's IR.
+/// An object contract's IR: a closed object, every field required.
 pub fn object_spec(
     name: &str,
     description: Option<&str>,
@@ -26,19 +27,29 @@ pub fn object_spec(
     checks: &[&str],
     skipped: &[&str],
 ) -> ContractSpec {
+    let object = ObjectNode {
+        required: fields.iter().map(|f| f.name.clone()).collect(),
+        properties: fields,
+        additional_properties: Some(Box::new(Node::boolean(false))),
+        has_shape: true,
+        rules,
+        checks: checks.iter().map(|s| (*s).to_owned()).collect(),
+        skipped: skipped.iter().map(|s| (*s).to_owned()).collect(),
+        ..ObjectNode::default()
+    };
     ContractSpec {
         name: name.to_owned(),
-        description: description.map(str::to_owned),
-        kind: SpecKind::Object(ObjectSpec {
-            fields,
-            rules,
-            checks: checks.iter().map(|s| (*s).to_owned()).collect(),
-            skipped: skipped.iter().map(|s| (*s).to_owned()).collect(),
-        }),
+        node: Node {
+            types: vec![JsonType::Object],
+            description: description.map(str::to_owned),
+            object: Some(Box::new(object)),
+            ..Node::default()
+        },
     }
 }
 
-/// An enum contract's IR; `variants` are (JSON name, description).
+/// An enum contract's IR: a string with one of the variants' names; `variants` are (JSON name,
+/// description).
 pub fn enum_spec(
     name: &str,
     description: Option<&str>,
@@ -46,20 +57,22 @@ pub fn enum_spec(
 ) -> ContractSpec {
     ContractSpec {
         name: name.to_owned(),
-        description: description.map(str::to_owned),
-        kind: SpecKind::Enum(EnumSpec {
-            variants: variants
-                .iter()
-                .map(|(n, d)| VariantSpec {
-                    name: (*n).to_owned(),
-                    description: d.map(str::to_owned),
-                })
-                .collect(),
-        }),
+        node: Node {
+            types: vec![JsonType::String],
+            description: description.map(str::to_owned),
+            enumeration: Some(
+                variants
+                    .iter()
+                    .map(|(n, _)| serde_json::Value::String((*n).to_owned()))
+                    .collect(),
+            ),
+            enum_descriptions: variants.iter().map(|(_, d)| d.map(str::to_owned)).collect(),
+            ..Node::default()
+        },
     }
 }
 
-/// One field's IR.
+/// One field's IR: the node of its Rust type with the attributes placed where they apply.
 pub fn field(
     name: &str,
     rust_name: &str,
@@ -71,10 +84,7 @@ pub fn field(
     FieldSpec {
         name: name.to_owned(),
         rust_name: rust_name.to_owned(),
-        ty,
-        description: description.map(str::to_owned),
-        constraints,
-        unit: unit.map(str::to_owned),
+        node: Node::field(&ty, &constraints, description, unit),
     }
 }
 

@@ -1,8 +1,9 @@
-//! The [`Contract`] trait and the intermediate representation ([`ContractSpec`]) that every
-//! rendering is computed from.
+//! The [`Contract`] trait, the [`ContractSpec`] the derive builds per type (its name and its IR
+//! node, [`crate::ir`]), and what the derive reads from Rust types and attributes to build it
+//! ([`TypeSpec`], [`Constraints`]).
 //!
-//! `#[derive(Contract)]` builds one [`ContractSpec`] per type; `json_schema()`, `strict_schema()`,
-//! `signature()`, `docs_markdown()` and the validators are plain functions of it.
+//! `json_schema()`, `strict_schema()`, `signature()`, `grammar()`, `docs_markdown()` and the
+//! validators are plain functions of the IR.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -11,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Number, Value};
 
+use crate::ir::{FieldSpec, Node, ObjectNode};
 use crate::schema::StrictSchemaError;
 use crate::validate::{Violation, Violations};
 
@@ -113,73 +115,20 @@ pub trait FieldType {
     }
 }
 
-/// The IR of one contract: a closed object with fields and rules, or a string enum.
+/// One contract as the derive declares it: its name and its IR node (a closed object with
+/// fields and rules, or a string enum).
 #[derive(Debug, Clone)]
 pub struct ContractSpec {
     /// The Rust type name, also the schema name (`Guidance`, `Evidenced_for_Amount`).
     pub name: String,
-    /// From the doc comment or `#[contract(description = "..")]`.
-    pub description: Option<String>,
-    /// Object or enum.
-    pub kind: SpecKind,
+    /// The contract's IR: an object node (fields, rules, custom checks, skipped fields) or a
+    /// string node with an `enum`; its description is the doc comment or
+    /// `#[contract(description = "..")]`.
+    pub node: Node,
 }
 
-/// What a contract is.
-#[derive(Debug, Clone)]
-pub enum SpecKind {
-    /// A closed JSON object.
-    Object(ObjectSpec),
-    /// A JSON string with one of a fixed set of values.
-    Enum(EnumSpec),
-}
-
-/// The fields and rules of an object contract.
-#[derive(Debug, Clone, Default)]
-pub struct ObjectSpec {
-    /// Fields in declaration order (the order keys are asked in).
-    pub fields: Vec<FieldSpec>,
-    /// Cross-field rules, checked after decoding (and during it, by the local backend).
-    pub rules: Vec<Rule>,
-    /// Names of the custom `check` functions, for the docs.
-    pub checks: Vec<String>,
-    /// JSON names of fields present in the Rust type but not asked of the model.
-    pub skipped: Vec<String>,
-}
-
-/// The values of an enum contract.
-#[derive(Debug, Clone, Default)]
-pub struct EnumSpec {
-    /// Variants in declaration order.
-    pub variants: Vec<VariantSpec>,
-}
-
-/// One value of an enum contract.
-#[derive(Debug, Clone)]
-pub struct VariantSpec {
-    /// The JSON string (after serde renames).
-    pub name: String,
-    /// From the variant's doc comment.
-    pub description: Option<String>,
-}
-
-/// One field of an object contract.
-#[derive(Debug, Clone)]
-pub struct FieldSpec {
-    /// The JSON key (after serde renames).
-    pub name: String,
-    /// The Rust field name.
-    pub rust_name: String,
-    /// The field's type.
-    pub ty: TypeSpec,
-    /// From the doc comment.
-    pub description: Option<String>,
-    /// Value constraints.
-    pub constraints: Constraints,
-    /// The unit the value is written in (`USD millions`).
-    pub unit: Option<String>,
-}
-
-/// A field type in the IR.
+/// A field's Rust type as [`FieldType`] describes it: what [`Node::field`] builds the field's
+/// IR node from.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum TypeSpec {
@@ -204,32 +153,6 @@ pub enum TypeSpec {
     Contract(ContractRef),
     /// Any other `schemars::JsonSchema` type, used through its own schema.
     External(ExternalRef),
-}
-
-impl TypeSpec {
-    /// The type with `Nullable` peeled off, and whether it was there.
-    pub fn strip_nullable(&self) -> (&TypeSpec, bool) {
-        match self {
-            TypeSpec::Nullable(inner) => (inner.strip_nullable().0, true),
-            other => (other, false),
-        }
-    }
-
-    /// The scalar at the bottom of `Nullable` and `List` wrappers.
-    pub fn innermost(&self) -> &TypeSpec {
-        match self {
-            TypeSpec::Nullable(inner) | TypeSpec::List(inner) => inner.innermost(),
-            other => other,
-        }
-    }
-
-    /// Whether values of this type (after `Nullable`) are numbers.
-    pub fn is_numeric(&self) -> bool {
-        matches!(
-            self.strip_nullable().0,
-            TypeSpec::Integer { .. } | TypeSpec::Number
-        )
-    }
 }
 
 /// A reference to a nested contract, resolved lazily so recursive contracts work.
@@ -318,10 +241,11 @@ impl fmt::Debug for ExternalRef {
     }
 }
 
-/// Value constraints of a field.
+/// A field's constraint attributes, as the derive reads them.
 ///
 /// Numeric bounds, `pattern`, `format` and `one_of` apply to the scalar inside `Option` and
-/// `Vec`; `len` applies to the string or list itself.
+/// `Vec`; `len` applies to the string or list itself: [`Node::field`] places each on the IR node
+/// it applies to, once, and nothing downstream reads this again.
 #[derive(Debug, Clone, Default)]
 pub struct Constraints {
     /// `value >= minimum`.
@@ -428,17 +352,6 @@ impl Grounding {
 }
 
 impl Constraints {
-    /// The constraints that apply to a list's items: every one but the length, which is the
-    /// list's own. The one place the rule is written; every rendering and the validator take a
-    /// list's item constraints from here.
-    pub fn for_items(&self) -> Constraints {
-        Constraints {
-            min_len: None,
-            max_len: None,
-            ..self.clone()
-        }
-    }
-
     /// Whether no constraint is set.
     pub fn is_empty(&self) -> bool {
         self.minimum.is_none()
@@ -458,7 +371,7 @@ impl Constraints {
 #[derive(Clone)]
 pub struct Pattern {
     source: String,
-    regex: regex::Regex,
+    regex: Option<regex::Regex>,
 }
 
 impl Pattern {
@@ -466,8 +379,23 @@ impl Pattern {
     pub fn new(source: &str) -> Result<Self, regex::Error> {
         Ok(Pattern {
             source: source.to_owned(),
-            regex: regex::Regex::new(source)?,
+            regex: Some(regex::Regex::new(source)?),
         })
+    }
+
+    /// A pattern kept as text only: a runtime schema's pattern in a dialect the `regex` crate
+    /// does not compile (lookaround, backreferences). The renderings show it; the runtime
+    /// contract's validator (the `jsonschema` crate) enforces it; [`Pattern::is_match`] does not.
+    pub fn uncompiled(source: &str) -> Self {
+        Pattern {
+            source: source.to_owned(),
+            regex: None,
+        }
+    }
+
+    /// Whether the pattern compiled (always, for a derived contract's: the derive checks them).
+    pub fn is_compiled(&self) -> bool {
+        self.regex.is_some()
     }
 
     /// The pattern as written.
@@ -475,9 +403,10 @@ impl Pattern {
         &self.source
     }
 
-    /// Whether `text` contains a match.
+    /// Whether `text` contains a match (`true` for an [uncompiled](Pattern::uncompiled)
+    /// pattern, which this crate does not check).
     pub fn is_match(&self, text: &str) -> bool {
-        self.regex.is_match(text)
+        self.regex.as_ref().is_none_or(|r| r.is_match(text))
     }
 }
 
@@ -545,17 +474,29 @@ impl Format {
 pub use contract_rules::{CmpOp, Rule};
 
 impl ContractSpec {
-    /// The object part, when this is an object contract.
-    pub fn object(&self) -> Option<&ObjectSpec> {
-        match &self.kind {
-            SpecKind::Object(o) => Some(o),
-            SpecKind::Enum(_) => None,
-        }
+    /// The contract's IR node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The contract's description.
+    pub fn description(&self) -> Option<&str> {
+        self.node.description.as_deref()
+    }
+
+    /// The object part (fields, rules, checks), when this is an object contract.
+    pub fn object(&self) -> Option<&ObjectNode> {
+        self.node.object.as_deref()
     }
 
     /// The field with JSON name `name`.
     pub fn field(&self, name: &str) -> Option<&FieldSpec> {
-        self.object()?.fields.iter().find(|f| f.name == name)
+        self.object()?.field(name)
+    }
+
+    /// The values of an enum contract.
+    pub fn variants(&self) -> Option<&[Value]> {
+        self.node.enumeration.as_deref()
     }
 }
 

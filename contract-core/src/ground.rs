@@ -24,8 +24,9 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::contract::{ContractSpec, Grounding, SpecKind, TypeSpec};
+use crate::contract::{ContractSpec, Grounding};
 use crate::evidence::find_spans;
+use crate::ir::Node;
 use crate::source::Source;
 use crate::validate::{join_pointer, Violation, ViolationKind, Violations};
 
@@ -603,41 +604,44 @@ impl Walker<'_, '_, '_> {
         path: &str,
         inherited: Option<&GroundText>,
     ) {
-        let (SpecKind::Object(object), Value::Object(map)) = (&spec.kind, value) else {
+        let (Some(object), Value::Object(map)) = (spec.object(), value) else {
             return;
         };
-        for field in &object.fields {
+        for field in &object.properties {
             let Some(v) = map.get(&field.name) else {
                 continue;
             };
             let p = join_pointer(path, &field.name);
-            match &field.constraints.grounded {
-                None => self.ungrounded(&field.ty, v, &p),
+            match &field.node.grounded {
+                None => self.ungrounded(&field.node, v, &p),
                 Some(g) => match self.grounds.resolve(g, map, inherited) {
-                    None => self.ungrounded(&field.ty, v, &p),
-                    Some(text) => self.grounded(&field.ty, v, &p, text.as_ref(), g),
+                    None => self.ungrounded(&field.node, v, &p),
+                    Some(text) => self.grounded(&field.node, v, &p, text.as_ref(), g),
                 },
             }
         }
     }
 
     /// A value not grounded itself: nested contracts may still ground their own fields.
-    fn ungrounded(&mut self, ty: &TypeSpec, value: &Value, path: &str) {
-        match (ty, value) {
-            (TypeSpec::Nullable(inner), v) => self.ungrounded(inner, v, path),
-            (TypeSpec::List(item), Value::Array(items)) => {
+    fn ungrounded(&mut self, node: &Node, value: &Value, path: &str) {
+        let node = node.non_null();
+        match (node.items(), value) {
+            (Some(item), Value::Array(items)) => {
                 for (i, v) in items.iter().enumerate() {
                     self.ungrounded(item, v, &join_pointer(path, &i.to_string()));
                 }
             }
-            (TypeSpec::Contract(r), v) => self.contract(r.spec(), v, path, None),
-            _ => {}
+            _ => {
+                if let Some(spec) = node.contract() {
+                    self.contract(spec, value, path, None);
+                }
+            }
         }
     }
 
     fn grounded(
         &mut self,
-        ty: &TypeSpec,
+        node: &Node,
         value: &Value,
         path: &str,
         text: Option<&GroundText>,
@@ -661,15 +665,19 @@ impl Walker<'_, '_, '_> {
             ));
             return;
         };
-        match (ty, value) {
-            (TypeSpec::Nullable(inner), v) => self.grounded(inner, v, path, Some(text), g),
-            (TypeSpec::List(item), Value::Array(items)) => {
-                for (i, v) in items.iter().enumerate() {
-                    self.grounded(item, v, &join_pointer(path, &i.to_string()), Some(text), g);
-                }
+        let node = node.non_null();
+        if let (Some(item), Value::Array(items)) = (node.items(), value) {
+            for (i, v) in items.iter().enumerate() {
+                self.grounded(item, v, &join_pointer(path, &i.to_string()), Some(text), g);
             }
-            (TypeSpec::Contract(r), v) => self.contract(r.spec(), v, path, Some(text)),
-            (_, Value::String(s)) if !text.contains_str(s) => {
+            return;
+        }
+        if let Some(spec) = node.contract() {
+            self.contract(spec, value, path, Some(text));
+            return;
+        }
+        match value {
+            Value::String(s) if !text.contains_str(s) => {
                 self.out.push(Violation::new(
                     path,
                     ViolationKind::NotInSource,
@@ -679,7 +687,7 @@ impl Walker<'_, '_, '_> {
                     ),
                 ));
             }
-            (_, Value::Number(n)) => {
+            Value::Number(n) => {
                 let literal = self
                     .literals
                     .and_then(|l| l.get(path))
@@ -765,14 +773,11 @@ pub fn has_grounding(spec: &ContractSpec) -> bool {
         let Some(object) = spec.object() else {
             return false;
         };
-        object.fields.iter().any(|f| {
+        object.properties.iter().any(|f| {
             matches!(
-                &f.constraints.grounded,
+                &f.node.grounded,
                 Some(g) if *g != Grounding::WithContainer
-            ) || match f.ty.innermost() {
-                TypeSpec::Contract(r) => walk(r.spec(), seen),
-                _ => false,
-            }
+            ) || f.node.innermost_contract().is_some_and(|c| walk(c, seen))
         })
     }
     walk(spec, &mut Vec::new())

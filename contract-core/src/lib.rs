@@ -1,8 +1,10 @@
 //! `contract`: make a language model fill a typed contract instead of writing an answer.
 //!
 //! `#[derive(Contract)]` on an annotated struct gives a JSON Schema, the OpenAI strict subset, a
-//! one-line prompt signature, field docs and validators, all computed from one IR
-//! ([`ContractSpec`]).
+//! one-line prompt signature, field docs and validators, all computed from one IR: a tree of
+//! [`ir::Node`]s (a typed JSON Schema, every constraint on the node it applies to) that the
+//! derive builds per contract ([`ContractSpec::node`]) and [`DynContract::from_schema`] reads
+//! from a schema received at run time.
 //!
 //! ```
 //! use contract_core::Contract;
@@ -37,6 +39,7 @@ pub mod extract;
 mod field;
 pub mod grammar;
 pub mod ground;
+pub mod ir;
 pub mod parse;
 pub mod prompt;
 pub mod schema;
@@ -52,6 +55,7 @@ pub use contract_derive::Contract;
 pub use dynamic::{DynContract, SchemaError};
 pub use evidence::{extract_pages, Audit, PageExtraction};
 pub use extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
+pub use ir::{FieldSpec, ObjectNode};
 pub use parse::{parse_output, Level, Parsed};
 pub use schema::{StrictSchema, StrictSchemaError};
 pub use source::{completeness, Completeness, Source};

@@ -1,6 +1,7 @@
 //! `#[derive(Contract)]` builds the IR the attributes describe.
 
-use contract_core::{CmpOp, Contract, Format, Rule, SpecKind, TypeSpec, Violation};
+use contract_core::ir::{JsonType, Node};
+use contract_core::{CmpOp, Contract, Rule, Violation};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -104,7 +105,7 @@ struct UsesWrapper {
     b: Wrapper<Guidance>,
 }
 
-fn object(spec: &contract_core::ContractSpec) -> &contract_core::ObjectSpec {
+fn object(spec: &contract_core::ContractSpec) -> &contract_core::ObjectNode {
     spec.object().expect("object contract")
 }
 
@@ -113,24 +114,23 @@ fn guidance_spec() {
     let spec = Guidance::contract_spec();
     assert_eq!(spec.name, "Guidance");
     assert_eq!(
-        spec.description.as_deref(),
+        spec.description(),
         Some("Next-quarter revenue guidance stated in an earnings release.")
     );
     let obj = object(spec);
-    let names: Vec<&str> = obj.fields.iter().map(|f| f.name.as_str()).collect();
+    let names: Vec<&str> = obj.properties.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["quarter", "year", "low", "high"]);
     let quarter = spec.field("quarter").unwrap();
-    assert_eq!(quarter.constraints.minimum, Some(1.into()));
-    assert_eq!(quarter.constraints.maximum, Some(4.into()));
-    assert!(matches!(
-        &quarter.ty,
-        TypeSpec::Nullable(inner) if matches!(**inner, TypeSpec::Integer { min: 0, max: 255 })
-    ));
+    assert_eq!(quarter.node.number.minimum, Some(1.into()));
+    assert_eq!(quarter.node.number.maximum, Some(4.into()));
+    // `Option<u8>`: an integer of `u8`'s range, or null.
+    assert_eq!(quarter.node.types, [JsonType::Integer, JsonType::Null]);
+    assert_eq!(quarter.node.number.integer_type, Some((0, 255)));
     let low = spec.field("low").unwrap();
-    assert_eq!(low.description.as_deref(), Some("Low end of the range."));
-    assert_eq!(low.unit.as_deref(), Some("USD millions"));
-    assert_eq!(low.constraints.exclusive_minimum, Some(0.into()));
-    assert!(low.constraints.minimum.is_none());
+    assert_eq!(low.description(), Some("Low end of the range."));
+    assert_eq!(low.unit(), Some("USD millions"));
+    assert_eq!(low.node.number.exclusive_minimum, Some(0.into()));
+    assert!(low.node.number.minimum.is_none());
     assert_eq!(
         obj.rules,
         vec![
@@ -151,14 +151,13 @@ fn guidance_spec() {
 #[test]
 fn enum_spec() {
     let spec = Currency::contract_spec();
-    assert_eq!(spec.description.as_deref(), Some("A currency."));
-    let SpecKind::Enum(e) = &spec.kind else {
-        panic!("enum contract")
-    };
-    let names: Vec<&str> = e.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(spec.description(), Some("A currency."));
+    let variants = spec.variants().expect("enum contract");
+    let names: Vec<&str> = variants.iter().filter_map(|v| v.as_str()).collect();
     assert_eq!(names, ["USD", "EUR", "JPY"]);
-    assert_eq!(e.variants[0].description.as_deref(), Some("US dollar."));
-    assert_eq!(e.variants[1].description, None);
+    let docs = &spec.node.enum_descriptions;
+    assert_eq!(docs[0].as_deref(), Some("US dollar."));
+    assert_eq!(docs[1], None);
     assert_eq!(serde_json::to_value(Currency::Yen).unwrap(), json!("JPY"));
 }
 
@@ -166,11 +165,11 @@ fn enum_spec() {
 fn order_spec() {
     let spec = Order::contract_spec();
     assert_eq!(
-        spec.description.as_deref(),
+        spec.description(),
         Some("An order over several lines.\n\nSecond paragraph.")
     );
     let obj = object(spec);
-    let names: Vec<&str> = obj.fields.iter().map(|f| f.name.as_str()).collect();
+    let names: Vec<&str> = obj.properties.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -193,72 +192,71 @@ fn order_spec() {
     let code = spec.field("orderCode").unwrap();
     assert_eq!(code.rust_name, "order_code");
     assert_eq!(
-        code.constraints.pattern.as_ref().unwrap().as_str(),
+        code.node.string.pattern.as_ref().unwrap().as_str(),
         "^[A-Z]{3}-[0-9]+$"
     );
     assert_eq!(
-        (code.constraints.min_len, code.constraints.max_len),
+        (code.node.string.min_length, code.node.string.max_length),
         (Some(5), Some(20))
     );
     assert_eq!(
-        spec.field("email").unwrap().constraints.format,
-        Some(Format::Email)
+        spec.field("email").unwrap().node.string.format.as_deref(),
+        Some("email")
     );
-    let discount = &spec.field("discount").unwrap().constraints;
+    let discount = &spec.field("discount").unwrap().node.number;
     assert_eq!(discount.minimum.as_ref().unwrap().as_f64(), Some(0.0));
     assert_eq!(
         discount.exclusive_maximum.as_ref().unwrap().as_f64(),
         Some(1.0)
     );
     assert!(discount.maximum.is_none());
-    let total = &spec.field("totalAmount").unwrap().constraints;
+    let total = &spec.field("totalAmount").unwrap().node.number;
     assert_eq!(total.minimum, Some((-10).into()));
     assert_eq!(total.maximum, Some(1_000_000.into()));
     assert_eq!(
         spec.field("minTotal")
             .unwrap()
-            .constraints
+            .node
+            .number
             .exclusive_maximum
             .as_ref()
             .unwrap()
             .as_f64(),
         Some(1.5)
     );
-    let tags = &spec.field("tags").unwrap();
-    assert_eq!(tags.constraints.one_of, Some(vec![json!("a"), json!("b")]));
-    assert_eq!(tags.constraints.max_len, Some(3));
-    assert!(matches!(&tags.ty, TypeSpec::List(inner) if matches!(**inner, TypeSpec::String)));
+    // A list of strings: the length on the list, `one_of` on its items.
+    let tags = &spec.field("tags").unwrap().node;
+    assert_eq!(tags.types, [JsonType::Array]);
+    let items = tags.items().unwrap();
+    assert_eq!(items.types, [JsonType::String]);
+    assert_eq!(items.enumeration, Some(vec![json!("a"), json!("b")]));
+    assert_eq!(tags.array.as_ref().unwrap().max_items, Some(3));
     assert_eq!(
-        spec.field("priority").unwrap().constraints.one_of,
+        spec.field("priority").unwrap().node.enumeration,
         Some(vec![json!(1), json!(2), json!(3)])
     );
     let id = spec.field("ID").unwrap();
     assert_eq!(
-        (id.constraints.min_len, id.constraints.max_len),
+        (id.node.string.min_length, id.node.string.max_length),
         (Some(3), Some(3))
     );
 
-    match &spec.field("currency").unwrap().ty {
-        TypeSpec::Contract(c) => assert_eq!(c.spec().name, "Currency"),
-        other => panic!("{other:?}"),
-    }
-    match &spec.field("history").unwrap().ty {
-        TypeSpec::List(inner) => match &**inner {
-            TypeSpec::Contract(c) => assert_eq!(c.spec().name, "Guidance"),
-            other => panic!("{other:?}"),
-        },
-        other => panic!("{other:?}"),
-    }
-    match &spec.field("extra").unwrap().ty {
-        TypeSpec::Nullable(inner) => match &**inner {
-            TypeSpec::List(inner) => match &**inner {
-                TypeSpec::External(e) => assert_eq!(e.name(), "Plain"),
-                other => panic!("{other:?}"),
-            },
-            other => panic!("{other:?}"),
-        },
-        other => panic!("{other:?}"),
-    }
+    let contract_name = |node: &Node| node.contract().map(|c| c.name.as_str());
+    let currency = &spec.field("currency").unwrap().node;
+    assert_eq!(contract_name(currency), Some("Currency"));
+    assert!(currency.types.is_empty() && !currency.is_nullable());
+    let history = &spec.field("history").unwrap().node;
+    assert_eq!(history.types, [JsonType::Array]);
+    assert_eq!(contract_name(history.items().unwrap()), Some("Guidance"));
+    let extra = &spec.field("extra").unwrap().node;
+    assert_eq!(extra.types, [JsonType::Array, JsonType::Null]);
+    let plain = extra
+        .items()
+        .unwrap()
+        .external
+        .as_ref()
+        .expect("an external type");
+    assert_eq!(plain.name(), "Plain");
 
     assert_eq!(
         obj.rules,
@@ -317,13 +315,12 @@ fn custom_checks_run_with_pointer() {
 fn generic_spec() {
     let spec = <Wrapper<u8> as Contract>::contract_spec();
     assert_eq!(spec.name, "Wrapper_for_uint8");
-    assert_eq!(spec.description.as_deref(), Some("A wrapped value."));
-    assert!(matches!(
-        spec.field("value").unwrap().ty,
-        TypeSpec::Integer { min: 0, max: 255 }
-    ));
+    assert_eq!(spec.description(), Some("A wrapped value."));
+    let value = &spec.field("value").unwrap().node;
+    assert_eq!(value.types, [JsonType::Integer]);
+    assert_eq!(value.number.integer_type, Some((0, 255)));
     assert_eq!(
-        spec.field("count").unwrap().constraints.minimum,
+        spec.field("count").unwrap().node.number.minimum,
         Some(0.into())
     );
     let other = <Wrapper<Guidance> as Contract>::contract_spec();
@@ -334,11 +331,15 @@ fn generic_spec() {
         <Wrapper<Guidance> as Contract>::contract_spec()
     ));
     let uses = UsesWrapper::contract_spec();
-    assert_eq!(uses.description.as_deref(), Some("Uses generics."));
-    match &uses.field("b").unwrap().ty {
-        TypeSpec::Contract(c) => assert_eq!(c.spec().name, "Wrapper_for_Guidance"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(uses.description(), Some("Uses generics."));
+    assert_eq!(
+        uses.field("b")
+            .unwrap()
+            .node
+            .contract()
+            .map(|c| c.name.as_str()),
+        Some("Wrapper_for_Guidance")
+    );
 }
 
 /// Groups written as rule strings, in the form a schema's `x-rules` carries them.

@@ -1,12 +1,11 @@
 //! One pass over a schema: which keyword each rendering carries, the `$ref`s, and the schema
 //! llguidance compiles (without the keywords it does not implement).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::resolve::Resolver;
 use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
 use crate::contract::Rule;
-use crate::schema::pointer::decode_ref;
 use crate::validate::join_pointer;
 
 /// The `format`s llguidance's mask enforces (others are left to the validator).
@@ -69,16 +68,6 @@ const ANNOTATIONS: [&str; 23] = [
     "contentSchema",
     "x-unit",
     "x-grounded",
-    "x-guidance",
-];
-
-/// Annotations llguidance does not know: left out of the grammar (silently: no meaning lost).
-const GRAMMAR_DROPS: [&str; 6] = [
-    "$dynamicAnchor",
-    "$recursiveAnchor",
-    "$vocabulary",
-    "deprecated",
-    "contentSchema",
     "x-guidance",
 ];
 
@@ -189,65 +178,11 @@ fn missing(key: &str, value: &Value) -> Option<(Vec<Rendering>, String)> {
     })
 }
 
-/// Whether the grammar leaves `key` (of the subschema `map`) out: keywords llguidance knows but
-/// does not implement (unknown keywords it ignores by itself), formats it does not know, and
-/// `minProperties` / `maxProperties` where llguidance cannot enforce them (every listed property
-/// must be required; otherwise, even in lenient mode, it closes such objects too early).
-fn grammar_drops(key: &str, value: &Value, map: &Map<String, Value>) -> bool {
-    if GRAMMAR_DROPS.contains(&key) {
-        return true;
-    }
-    match key {
-        "format" => !GRAMMAR_FORMATS.contains(&value.as_str().unwrap_or_default()),
-        "uniqueItems" | "$dynamicRef" | "$recursiveRef" => true,
-        k if VALIDATOR_KEYWORDS.contains(&k) => true,
-        "minProperties" | "maxProperties" => {
-            let Some(Value::Object(properties)) = map.get("properties") else {
-                return false;
-            };
-            let required: Vec<&str> = map
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            !properties.keys().all(|k| required.contains(&k.as_str()))
-        }
-        _ => false,
-    }
-}
-
-/// The JSON pointers local `$ref`s point at (anywhere in the document).
-fn ref_targets(schema: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![schema];
-    while let Some(value) = stack.pop() {
-        match value {
-            Value::Object(map) => {
-                if let Some(r) = map.get("$ref").and_then(Value::as_str) {
-                    if let Some(segments) = decode_ref(r) {
-                        out.push(
-                            segments
-                                .iter()
-                                .fold(String::new(), |p, s| join_pointer(&p, s)),
-                        );
-                    }
-                }
-                stack.extend(map.values());
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// What the scan found.
 pub(super) struct Scan {
     pub gaps: Vec<Gap>,
     /// Every `$ref` (and `$dynamicRef`, `$recursiveRef`): JSON pointer of its subschema, value.
     pub refs: Vec<(String, String)>,
-    /// The schema llguidance compiles.
-    pub grammar: Value,
 }
 
 pub(super) fn kind_of(value: &Value) -> &'static str {
@@ -266,22 +201,18 @@ pub(super) fn scan(schema: &Value) -> Result<Scan, SchemaError> {
     let resolver = Resolver::new(schema);
     let mut s = Scanner {
         resolver: &resolver,
-        targets: ref_targets(schema),
         gaps: Vec::new(),
         refs: Vec::new(),
     };
-    let grammar = s.schema(schema, "", 0, false)?;
+    s.schema(schema, "", 0)?;
     Ok(Scan {
         gaps: s.gaps,
         refs: s.refs,
-        grammar,
     })
 }
 
 struct Scanner<'r, 'a> {
     resolver: &'r Resolver<'a>,
-    /// Where local `$ref`s point: a keyword holding a target stays in the grammar.
-    targets: Vec<String>,
     gaps: Vec<Gap>,
     refs: Vec<(String, String)>,
 }
@@ -320,14 +251,8 @@ pub(super) fn holds(key: &str) -> Holds {
 }
 
 impl Scanner<'_, '_> {
-    /// Scans the subschema at `path`; returns its grammar rendering.
-    fn schema(
-        &mut self,
-        schema: &Value,
-        path: &str,
-        depth: usize,
-        old_draft: bool,
-    ) -> Result<Value, SchemaError> {
+    /// Scans the subschema at `path`.
+    fn schema(&mut self, schema: &Value, path: &str, depth: usize) -> Result<(), SchemaError> {
         if depth > MAX_SCHEMA_DEPTH {
             return Err(SchemaError::TooDeep {
                 path: path.to_owned(),
@@ -336,18 +261,8 @@ impl Scanner<'_, '_> {
         }
         let Value::Object(map) = schema else {
             // Booleans are schemas; anything else is for the validator's meta-schema check.
-            return Ok(schema.clone());
+            return Ok(());
         };
-        // Drafts 4 to 7 ignore the keywords beside a `$ref`; so does the grammar (llguidance
-        // would intersect them, and cannot when the reference is recursive).
-        let old = match map.get("$schema").and_then(Value::as_str) {
-            Some(uri) => ["draft-03", "draft-04", "draft-06", "draft-07"]
-                .iter()
-                .any(|d| uri.contains(d)),
-            None => old_draft,
-        };
-        let ref_only = old && map.contains_key("$ref");
-        let mut out = Map::new();
         for (key, value) in map {
             let key_path = join_pointer(path, key);
             if let Some((missing, note)) = missing(key, value) {
@@ -380,50 +295,29 @@ impl Scanner<'_, '_> {
                 "x-rules" => self.rules(value, &key_path)?,
                 _ => {}
             }
-            let converted = match (holds(key), value) {
-                (Holds::One, v) => self.schema(v, &key_path, depth + 1, old)?,
+            match (holds(key), value) {
+                (Holds::One, v) => self.schema(v, &key_path, depth + 1)?,
                 // `items` as one schema (a list of schemas in drafts before 2020-12).
                 (Holds::Either, v) if key == "items" && !v.is_array() => {
-                    self.schema(v, &key_path, depth + 1, old)?
+                    self.schema(v, &key_path, depth + 1)?
                 }
                 (Holds::Map | Holds::Either, Value::Object(children)) => {
-                    let mut m = Map::new();
                     for (name, child) in children {
-                        let c = match child {
-                            // `dependencies` lists of property names.
-                            Value::Array(_) => child.clone(),
-                            _ => {
-                                let child_path = join_pointer(&key_path, name);
-                                self.schema(child, &child_path, depth + 1, old)?
-                            }
-                        };
-                        m.insert(name.clone(), c);
+                        // `dependencies` lists of property names are not schemas.
+                        if !child.is_array() {
+                            self.schema(child, &join_pointer(&key_path, name), depth + 1)?;
+                        }
                     }
-                    Value::Object(m)
                 }
                 (Holds::List | Holds::Either, Value::Array(children)) => {
-                    let mut list = Vec::with_capacity(children.len());
                     for (i, child) in children.iter().enumerate() {
-                        let child_path = join_pointer(&key_path, &i.to_string());
-                        list.push(self.schema(child, &child_path, depth + 1, old)?);
+                        self.schema(child, &join_pointer(&key_path, &i.to_string()), depth + 1)?;
                     }
-                    Value::Array(list)
                 }
-                _ => value.clone(),
-            };
-            let referenced = || {
-                self.targets.iter().any(|t| {
-                    t == &key_path
-                        || t.strip_prefix(key_path.as_str())
-                            .is_some_and(|rest| rest.starts_with('/'))
-                })
-            };
-            let ignored = ref_only && !matches!(key.as_str(), "$ref" | "$defs" | "definitions");
-            if !(ignored || grammar_drops(key, value, map)) || referenced() {
-                out.insert(key.clone(), converted);
+                _ => {}
             }
         }
-        Ok(Value::Object(out))
+        Ok(())
     }
 
     fn rules(&mut self, value: &Value, path: &str) -> Result<(), SchemaError> {

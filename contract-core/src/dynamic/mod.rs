@@ -23,10 +23,9 @@ use crate::grammar::Whitespace;
 use crate::schema::{StrictSchema, StrictSchemaError};
 use crate::validate::{Violation, ViolationKind, Violations};
 
-mod docs;
+mod convert;
 mod keywords;
 mod resolve;
-mod signature;
 mod validator;
 
 #[cfg(test)]
@@ -66,16 +65,15 @@ pub use keywords::{GRAMMAR_FORMATS, VALIDATOR_FORMATS};
 #[derive(Clone)]
 pub struct DynContract {
     schema: Value,
-    name: String,
+    document: crate::ir::Document,
     gaps: Vec<Gap>,
-    grammar_schema: Value,
     validator: jsonschema::Validator,
 }
 
 impl fmt::Debug for DynContract {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DynContract")
-            .field("name", &self.name)
+            .field("name", &self.document.name)
             .field("gaps", &self.gaps.len())
             .finish_non_exhaustive()
     }
@@ -261,18 +259,23 @@ impl DynContract {
             .filter(|t| !t.is_empty())
             .unwrap_or("Root")
             .to_owned();
+        let document = convert::document(&schema, &name);
         Ok(DynContract {
             schema,
-            name,
+            document,
             gaps: scan.gaps,
-            grammar_schema: scan.grammar,
             validator,
         })
     }
 
     /// The contract's name: the schema's `title`, else `Root`.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.document.name
+    }
+
+    /// The schema in the IR: what the signature and the docs are written from.
+    pub fn document(&self) -> &crate::ir::Document {
+        &self.document
     }
 
     /// The schema as given.
@@ -302,7 +305,7 @@ impl DynContract {
     /// after the root as `; Name = ..`). The keywords it leaves out are in
     /// [`DynContract::gaps_in`]`(Rendering::Signature)`.
     pub fn signature(&self) -> String {
-        signature::signature(&self.schema, &self.name)
+        crate::signature::document_signature(&self.document)
     }
 
     /// The OpenAI strict structured-outputs subset of the schema, with every keyword the subset
@@ -321,12 +324,13 @@ impl DynContract {
     /// runtime contract ([`Decoding::JsonSchema`](crate::Decoding::JsonSchema); the local
     /// backend compiles it once per schema).
     ///
-    /// It is the schema for llguidance's JSON compiler, with the layout in `x-guidance`, less
-    /// what llguidance cannot enforce: the keywords it does not implement (`not`, `if`,
+    /// It is written from the schema's IR ([`DynContract::document`]) for llguidance's JSON
+    /// compiler, with the layout in `x-guidance` and every `$ref` target in `$defs`, less what
+    /// llguidance cannot enforce: the keywords it does not implement (`not`, `if`,
     /// `uniqueItems`, ...) and `format`s it does not know, listed in
     /// [`DynContract::gaps_in`]`(Rendering::Grammar)`; `minProperties` / `maxProperties` on an
     /// object with optional properties; in drafts 4 to 7, the keywords beside a `$ref` (those
-    /// drafts ignore them). A keyword a `$ref` points into stays. `oneOf` is read as `anyOf`, and
+    /// drafts ignore them, and so does the IR). `oneOf` is read as `anyOf`, and
     /// `lenient` is set, so what llguidance still cannot compile is left to the validator rather
     /// than failing the mask. The mask therefore accepts a superset of the schema's values;
     /// [`DynContract::validate`] checks the rest. As llguidance does, the mask writes an object's
@@ -337,25 +341,14 @@ impl DynContract {
 
     /// [`DynContract::grammar`] with another whitespace layout ([`Whitespace::Compact`]: none).
     pub fn grammar_with(&self, whitespace: Whitespace) -> Value {
-        let mut options = whitespace.x_guidance();
-        if let Value::Object(o) = &mut options {
-            o.insert("coerce_one_of".into(), true.into());
-            o.insert("lenient".into(), true.into());
-        }
-        let mut schema = match &self.grammar_schema {
-            Value::Object(map) => map.clone(),
-            // `true`: any value.
-            _ => serde_json::Map::new(),
-        };
-        schema.insert("x-guidance".into(), options);
-        Value::Object(schema)
+        crate::grammar::document_schema(&self.document, whitespace)
     }
 
     /// A Markdown reference for humans: the root and every object schema in it (definitions by
     /// name, inline objects by their JSON pointer), a table of fields each, with every constraint
     /// (also those the signature and the mask leave out).
     pub fn docs_markdown(&self) -> String {
-        docs::docs_markdown(&self.schema, &self.name)
+        crate::docs::document_docs(&self.document)
     }
 
     /// Checks `value` against the whole schema (formats enforced, `x-rules` included); every

@@ -88,23 +88,6 @@ impl<'a> Resolver<'a> {
     }
 }
 
-/// A short name for what `reference` points at: its last segment (`#/$defs/Amount` → `Amount`).
-pub(super) fn ref_name(reference: &str) -> String {
-    let tail = reference
-        .rsplit(['/', '#'])
-        .find(|s| !s.is_empty())
-        .unwrap_or(reference);
-    let decoded = decode_ref(&format!("#/{tail}"))
-        .and_then(|mut v| v.pop())
-        .unwrap_or_else(|| tail.to_owned());
-    let decoded = decoded.trim_end_matches(".json");
-    if decoded.is_empty() {
-        "Root".to_owned()
-    } else {
-        decoded.to_owned()
-    }
-}
-
 fn id_of(schema: &Value) -> Option<&str> {
     let map = schema.as_object()?;
     map.get("$id")

@@ -673,3 +673,69 @@ fn ref_siblings_follow_the_draft() {
         assert_eq!(c.is_valid(&json!({"x": "abc"})), !kept, "{draft}");
     }
 }
+
+/// The grammar is written from the IR, and keeps the order the schema wrote `properties` and
+/// the parts it is intersected with: llguidance writes an intersection's properties in the
+/// order it meets them, so a schema's own order is the order the mask asks the keys in.
+#[test]
+fn the_grammar_keeps_the_order_of_an_intersection() {
+    let keys = |grammar: &Value| -> Vec<String> {
+        grammar
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| ["properties", "oneOf", "allOf", "$ref"].contains(&k.as_str()))
+            .cloned()
+            .collect()
+    };
+    let branches = json!([{"required": ["a"]}, {"required": ["b"]}]);
+    let first = contract(json!({
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        "oneOf": branches
+    }));
+    assert_eq!(keys(&first.grammar()), ["properties", "oneOf"]);
+    let second = contract(json!({
+        "oneOf": branches,
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}}
+    }));
+    assert_eq!(keys(&second.grammar()), ["oneOf", "properties"]);
+    // A reference target is one definition, however often it is referenced.
+    let refs = contract(json!({
+        "$defs": {"p": {"type": "integer", "minimum": 1}},
+        "properties": {"x": {"$ref": "#/$defs/p"}, "y": {"$ref": "#/$defs/p"}},
+        "allOf": [{"$ref": "#/$defs/p"}]
+    }));
+    let grammar = refs.grammar();
+    assert_eq!(keys(&grammar), ["properties", "allOf"]);
+    assert_eq!(grammar["properties"]["x"], json!({"$ref": "#/$defs/d1"}));
+    assert_eq!(grammar["properties"]["y"], json!({"$ref": "#/$defs/d1"}));
+    assert_eq!(
+        grammar["$defs"],
+        json!({"d1": {"type": "integer", "minimum": 1}})
+    );
+}
+
+/// In drafts 4 to 7 the keywords beside a `$ref` mean nothing: the IR leaves them out (so the
+/// signature does not show them), keeping only the title and description for the docs.
+#[test]
+fn old_drafts_ignore_what_stands_beside_a_ref() {
+    for (draft, signature) in [
+        (
+            "http://json-schema.org/draft-04/schema#",
+            r#"{"x"?: string}"#,
+        ),
+        (
+            "https://json-schema.org/draft/2020-12/schema",
+            r#"{"x"?: string & string (<= 2 chars)}"#,
+        ),
+    ] {
+        let c = contract(json!({
+            "$schema": draft,
+            "definitions": {"a": {"type": "string"}},
+            "properties": {"x": {"$ref": "#/definitions/a", "maxLength": 2, "description": "X."}}
+        }));
+        assert_eq!(c.signature(), signature, "{draft}");
+        let x = &c.document().root().object.as_ref().unwrap().properties[0].node;
+        assert_eq!(x.description.as_deref(), Some("X."), "{draft}");
+    }
+}

@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Number, Value};
 
-use crate::contract::{
-    CmpOp, Constraints, ContractSpec, Format, Grounding, Rule, SpecKind, TypeSpec,
-};
+use crate::contract::{CmpOp, ContractSpec, Format, Grounding, Rule};
+use crate::dynamic::GRAMMAR_FORMATS;
+use crate::ir::{Document, JsonType, Node, Structure, Target};
 use crate::schema::bounds::{integer_lower, integer_upper};
 
 pub mod grounded;
@@ -447,107 +447,125 @@ struct Builder {
 
 impl Builder {
     fn contract(&mut self, spec: &'static ContractSpec) -> Shape {
-        match &spec.kind {
-            SpecKind::Enum(e) => Shape::Enum {
-                values: e
-                    .variants
-                    .iter()
-                    .map(|v| Value::String(v.name.clone()))
-                    .collect(),
-            },
-            SpecKind::Object(object) => {
-                let key = spec as *const ContractSpec;
-                if let Some(&index) = self.index.get(&key) {
-                    return Shape::Object { index };
-                }
-                let index = self.objects.len();
-                self.index.insert(key, index);
-                self.objects.push(ObjectShape {
-                    name: spec.name.clone(),
-                    fields: Vec::new(),
-                    rules: object.rules.iter().map(GrammarRule::from).collect(),
-                    paths: Vec::new(),
-                });
-                let fields = object
-                    .fields
-                    .iter()
-                    .map(|f| FieldShape {
-                        name: f.name.clone(),
-                        shape: self.ty(&f.ty, &f.constraints),
-                        grounded: f.constraints.grounded.clone(),
-                    })
-                    .collect();
-                self.objects[index].fields = fields;
-                Shape::Object { index }
-            }
+        let Some(object) = spec.object() else {
+            return Shape::Enum {
+                values: spec.variants().map(<[Value]>::to_vec).unwrap_or_default(),
+            };
+        };
+        let key = spec as *const ContractSpec;
+        if let Some(&index) = self.index.get(&key) {
+            return Shape::Object { index };
         }
+        let index = self.objects.len();
+        self.index.insert(key, index);
+        self.objects.push(ObjectShape {
+            name: spec.name.clone(),
+            fields: Vec::new(),
+            rules: object.rules.iter().map(GrammarRule::from).collect(),
+            paths: Vec::new(),
+        });
+        let fields = object
+            .properties
+            .iter()
+            .map(|f| FieldShape {
+                name: f.name.clone(),
+                shape: self.shape(&f.node),
+                grounded: f.node.grounded.clone(),
+            })
+            .collect();
+        self.objects[index].fields = fields;
+        Shape::Object { index }
     }
 
-    fn ty(&mut self, ty: &TypeSpec, c: &Constraints) -> Shape {
-        if let Some(values) = &c.one_of {
-            if !matches!(ty, TypeSpec::Nullable(_) | TypeSpec::List(_)) {
-                return Shape::Enum {
-                    values: values.clone(),
-                };
+    /// The shape of a derived value node.
+    fn shape(&mut self, node: &Node) -> Shape {
+        if node.is_nullable() {
+            let inner = match node.non_null() {
+                same if std::ptr::eq(same, node) => self.shape_of_type(node),
+                inner => self.shape(inner),
+            };
+            return Shape::Nullable {
+                inner: Box::new(inner),
+            };
+        }
+        self.shape_of_type(node)
+    }
+
+    /// The shape of `node`'s own (non-null) type.
+    fn shape_of_type(&mut self, node: &Node) -> Shape {
+        if let Some(r) = &node.external {
+            return Shape::External {
+                schema: r.standalone_schema(),
+            };
+        }
+        if let Some(spec) = node.contract() {
+            return self.contract(spec);
+        }
+        if let Some(values) = &node.enumeration {
+            let values = values.iter().filter(|v| !v.is_null()).cloned().collect();
+            if node.array.is_none() {
+                return Shape::Enum { values };
             }
         }
-        match ty {
-            TypeSpec::Bool => Shape::Bool,
-            TypeSpec::Integer { min, max } => Shape::Integer {
-                min: integer_lower(*min, c).0,
-                max: integer_upper(*max, c).0,
+        let n = &node.number;
+        let s = &node.string;
+        match node.value_types().next() {
+            Some(JsonType::Boolean) => Shape::Bool,
+            Some(JsonType::Integer) => {
+                let (min, max) = n.integer_type.unwrap_or((i128::MIN, i128::MAX));
+                let c = n.bounds();
+                Shape::Integer {
+                    min: integer_lower(min, &c).0,
+                    max: integer_upper(max, &c).0,
+                }
+            }
+            Some(JsonType::Number) => Shape::Number {
+                minimum: n.minimum.clone(),
+                exclusive_minimum: n.exclusive_minimum.clone(),
+                maximum: n.maximum.clone(),
+                exclusive_maximum: n.exclusive_maximum.clone(),
             },
-            TypeSpec::Number => Shape::Number {
-                minimum: c.minimum.clone(),
-                exclusive_minimum: c.exclusive_minimum.clone(),
-                maximum: c.maximum.clone(),
-                exclusive_maximum: c.exclusive_maximum.clone(),
-            },
-            TypeSpec::String => {
+            Some(JsonType::String) => {
                 let mut patterns = Vec::new();
-                if let Some(p) = &c.pattern {
+                if let Some(p) = &s.pattern {
                     patterns.push(p.as_str().to_owned());
                 }
                 let mut format = None;
-                if let Some(f) = c.format {
-                    match format_regex(f) {
+                if let Some(name) = &s.format {
+                    match Format::from_name(name).and_then(format_regex) {
                         Some(rx) => patterns.push(format!("^(?:{rx})$")),
-                        None => format = Some(f.as_str().to_owned()),
+                        None => format = Some(name.clone()),
                     }
                 }
-                let max_len = match (c.max_len, self.options.max_string_len) {
+                let max_len = match (s.max_length, self.options.max_string_len) {
                     (Some(m), _) => Some(m),
-                    (None, Some(cap)) => Some(cap.max(c.min_len.unwrap_or(0))),
+                    (None, Some(cap)) => Some(cap.max(s.min_length.unwrap_or(0))),
                     (None, None) => None,
                 };
                 Shape::String {
-                    min_len: c.min_len,
+                    min_len: s.min_length,
                     max_len,
                     patterns,
                     format,
                 }
             }
-            TypeSpec::Nullable(inner) => Shape::Nullable {
-                inner: Box::new(self.ty(inner, c)),
-            },
-            TypeSpec::List(item) => {
-                let item_constraints = c.for_items();
-                let max_items = match (c.max_len, self.options.max_items) {
+            Some(JsonType::Array) => {
+                let a = node.array.as_deref().cloned().unwrap_or_default();
+                let max_items = match (a.max_items, self.options.max_items) {
                     (Some(m), _) => Some(m),
-                    (None, Some(cap)) => Some(cap.max(c.min_len.unwrap_or(0))),
+                    (None, Some(cap)) => Some(cap.max(a.min_items.unwrap_or(0))),
                     (None, None) => None,
                 };
+                let items = match &a.items {
+                    Some(items) => self.shape(items),
+                    None => Shape::External { schema: json!({}) },
+                };
                 Shape::List {
-                    items: Box::new(self.ty(item, &item_constraints)),
-                    min_items: c.min_len,
+                    items: Box::new(items),
+                    min_items: a.min_items,
                     max_items,
                 }
             }
-            TypeSpec::Contract(r) => self.contract(r.spec()),
-            TypeSpec::External(r) => Shape::External {
-                schema: r.standalone_schema(),
-            },
-            #[allow(unreachable_patterns)]
             _ => Shape::External { schema: json!({}) },
         }
     }
@@ -655,6 +673,183 @@ pub(crate) fn shape_schema(
             json!({"$ref": format!("#/$defs/{}", def_name(*index, &objects[*index].name))})
         }
         Shape::External { schema } => external_schema(schema, defs),
+    }
+}
+
+/// The JSON Schema llguidance compiles for a runtime schema document
+/// ([`DynContract::grammar`](crate::DynContract::grammar)): every node in llguidance's dialect,
+/// reference targets in `$defs` (`d1`, `d2`, ..; `#` for the root), the layout and the options
+/// in `x-guidance`. Left out, since llguidance does not enforce them (the validator does): the
+/// keywords the IR keeps as written (`not`, `if`, ...), dynamic references, `uniqueItems`,
+/// `format`s it does not know, and `minProperties` / `maxProperties` on an object with optional
+/// properties (llguidance closes such objects too early); a reference the renderings cannot
+/// follow accepts any value.
+pub(crate) fn document_schema(doc: &Document, whitespace: Whitespace) -> Value {
+    let mut options = whitespace.x_guidance();
+    if let Value::Object(o) = &mut options {
+        o.insert("coerce_one_of".into(), true.into());
+        o.insert("lenient".into(), true.into());
+    }
+    let mut root = match llguidance_node(doc.root()) {
+        Value::Object(map) => map,
+        // `true` (any value) or `false` (none).
+        Value::Bool(false) => {
+            let mut map = Map::new();
+            map.insert("not".into(), json!({}));
+            map
+        }
+        _ => Map::new(),
+    };
+    if doc.nodes.len() > 1 {
+        let defs: Map<String, Value> = doc
+            .nodes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, node)| (format!("d{i}"), llguidance_node(node)))
+            .collect();
+        root.insert("$defs".into(), Value::Object(defs));
+    }
+    root.insert("x-guidance".into(), options);
+    Value::Object(root)
+}
+
+/// One node in llguidance's JSON Schema dialect.
+fn llguidance_node(node: &Node) -> Value {
+    if let Some(b) = node.boolean {
+        return Value::Bool(b);
+    }
+    let mut map = Map::new();
+    match node.types.as_slice() {
+        [] => {}
+        [one] => {
+            map.insert("type".into(), one.as_str().into());
+        }
+        many => {
+            let names: Vec<Value> = many.iter().map(|t| t.as_str().into()).collect();
+            map.insert("type".into(), names.into());
+        }
+    }
+    if let Some(values) = &node.enumeration {
+        map.insert("enum".into(), values.clone().into());
+    }
+    if let Some(value) = &node.constant {
+        map.insert("const".into(), value.clone());
+    }
+    // llguidance writes the properties of an intersection (`properties` beside `$ref`, `allOf`,
+    // `anyOf`, `oneOf`) in the order it meets them: the order the schema wrote them in.
+    let unwritten = Structure::DEFAULT_ORDER
+        .into_iter()
+        .filter(|p| !node.structure.contains(p));
+    for part in node.structure.iter().copied().chain(unwritten) {
+        write_part(part, node, &mut map);
+    }
+    let n = &node.number;
+    for (key, bound) in [
+        ("minimum", &n.minimum),
+        ("maximum", &n.maximum),
+        ("exclusiveMinimum", &n.exclusive_minimum),
+        ("exclusiveMaximum", &n.exclusive_maximum),
+        ("multipleOf", &n.multiple_of),
+    ] {
+        if let Some(v) = bound {
+            map.insert(key.into(), Value::Number(v.clone()));
+        }
+    }
+    let s = &node.string;
+    if let Some(v) = s.min_length {
+        map.insert("minLength".into(), v.into());
+    }
+    if let Some(v) = s.max_length {
+        map.insert("maxLength".into(), v.into());
+    }
+    if let Some(p) = &s.pattern {
+        map.insert("pattern".into(), p.as_str().into());
+    }
+    if let Some(f) = s.format.as_deref().filter(|f| GRAMMAR_FORMATS.contains(f)) {
+        map.insert("format".into(), f.into());
+    }
+    if let Some(a) = node.array.as_deref() {
+        if let Some(prefix) = &a.prefix_items {
+            map.insert("prefixItems".into(), list(prefix));
+        }
+        if let Some(items) = &a.items {
+            map.insert("items".into(), llguidance_node(items));
+        }
+        if let Some(v) = a.min_items {
+            map.insert("minItems".into(), v.into());
+        }
+        if let Some(v) = a.max_items {
+            map.insert("maxItems".into(), v.into());
+        }
+    }
+    Value::Object(map)
+}
+
+fn list(nodes: &[Node]) -> Value {
+    Value::Array(nodes.iter().map(llguidance_node).collect())
+}
+
+/// Writes one of the keywords whose order llguidance reads.
+fn write_part(part: Structure, node: &Node, map: &mut Map<String, Value>) {
+    match part {
+        Structure::Ref => {
+            if let Some(target) = node.reference.as_ref().and_then(|r| r.target.as_ref()) {
+                let pointer = match target {
+                    Target::Def(0) => "#".to_owned(),
+                    Target::Def(i) => format!("#/$defs/d{i}"),
+                    Target::Contract(c) => format!("#/$defs/{}", c.spec().name),
+                };
+                map.insert("$ref".into(), pointer.into());
+            }
+        }
+        Structure::AllOf | Structure::AnyOf | Structure::OneOf => {
+            let (key, branches) = match part {
+                Structure::AllOf => ("allOf", &node.all_of),
+                Structure::AnyOf => ("anyOf", &node.any_of),
+                _ => ("oneOf", &node.one_of),
+            };
+            if let Some(branches) = branches {
+                map.insert(key.into(), list(branches));
+            }
+        }
+        Structure::Properties => {
+            let Some(o) = node.object.as_deref() else {
+                return;
+            };
+            if !o.properties.is_empty() {
+                let properties: Map<String, Value> = o
+                    .properties
+                    .iter()
+                    .map(|f| (f.name.clone(), llguidance_node(&f.node)))
+                    .collect();
+                map.insert("properties".into(), properties.into());
+            }
+            if !o.required.is_empty() {
+                map.insert("required".into(), o.required.clone().into());
+            }
+            if !o.pattern_properties.is_empty() {
+                let patterns: Map<String, Value> = o
+                    .pattern_properties
+                    .iter()
+                    .map(|(p, n)| (p.clone(), llguidance_node(n)))
+                    .collect();
+                map.insert("patternProperties".into(), patterns.into());
+            }
+            if let Some(extra) = &o.additional_properties {
+                map.insert("additionalProperties".into(), llguidance_node(extra));
+            }
+            // llguidance bounds an object's key count only when every listed property is
+            // required (otherwise it closes the object too early).
+            if o.properties.iter().all(|f| o.is_required(&f.name)) {
+                if let Some(v) = o.min_properties {
+                    map.insert("minProperties".into(), v.into());
+                }
+                if let Some(v) = o.max_properties {
+                    map.insert("maxProperties".into(), v.into());
+                }
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{Contract, SpecKind};
+use crate::contract::Contract;
 use crate::validate::Violations;
 pub use budget::{fit, BudgetError, Fitted, Part, Tokenizer};
 
@@ -147,7 +147,7 @@ pub fn system_message_with<C: Contract>(style: Instructions) -> String {
          one JSON object.\n\n",
     );
     let _ = write!(s, "Task: fill `{}`", spec.name);
-    match spec.description.as_deref().map(str::trim) {
+    match spec.description().map(str::trim) {
         Some(d) if !d.is_empty() => {
             let _ = writeln!(s, ": {d}");
         }
@@ -185,17 +185,12 @@ pub fn system_message_with<C: Contract>(style: Instructions) -> String {
 /// say what each value is.
 pub fn field_notes<C: Contract>() -> String {
     let spec = C::contract_spec();
-    let SpecKind::Object(object) = &spec.kind else {
+    let Some(object) = spec.object() else {
         return String::new();
     };
     let mut s = String::new();
-    for f in &object.fields {
-        let Some(d) = f
-            .description
-            .as_deref()
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-        else {
+    for f in &object.properties {
+        let Some(d) = f.description().map(str::trim).filter(|d| !d.is_empty()) else {
             continue;
         };
         if s.is_empty() {

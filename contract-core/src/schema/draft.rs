@@ -5,7 +5,8 @@ use serde_json::{json, Map, Value};
 use super::bounds::{int_number, integer_lower, integer_upper, Source};
 use super::pointer::def_ref;
 use super::DRAFT_2020_12;
-use crate::contract::{Constraints, ContractSpec, FieldSpec, SpecKind, TypeSpec};
+use crate::contract::{Constraints, ContractSpec};
+use crate::ir::{Node, Target};
 
 pub(super) fn root_schema(spec: &ContractSpec) -> Value {
     let mut generator = schemars::generate::SchemaSettings::draft2020_12()
@@ -66,65 +67,60 @@ pub(super) fn contract_schema(
     spec: &ContractSpec,
     generator: &mut schemars::SchemaGenerator,
 ) -> schemars::Schema {
+    let node = spec.node();
     let mut map = Map::new();
-    match &spec.kind {
-        SpecKind::Object(object) => {
-            map.insert("type".into(), "object".into());
-            if let Some(description) = &spec.description {
-                map.insert("description".into(), description.clone().into());
-            }
-            let properties: Map<String, Value> = object
-                .fields
-                .iter()
-                .map(|f| (f.name.clone(), field_schema(f, generator)))
-                .collect();
-            let required: Vec<Value> = object
-                .fields
-                .iter()
-                .map(|f| f.name.clone().into())
-                .collect();
-            map.insert("properties".into(), properties.into());
-            map.insert("required".into(), required.into());
-            map.insert("additionalProperties".into(), false.into());
-            if !object.rules.is_empty() {
-                let rules: Vec<Value> = object.rules.iter().map(|r| r.to_string().into()).collect();
-                map.insert("x-rules".into(), rules.into());
-            }
+    if let Some(object) = node.object.as_deref() {
+        map.insert("type".into(), "object".into());
+        if let Some(description) = &node.description {
+            map.insert("description".into(), description.clone().into());
         }
-        SpecKind::Enum(e) => {
-            map.insert("type".into(), "string".into());
-            let values: Vec<Value> = e.variants.iter().map(|v| v.name.clone().into()).collect();
-            map.insert("enum".into(), values.into());
-            let documented: Vec<String> = e
-                .variants
-                .iter()
-                .filter_map(|v| Some(format!("`{}`: {}", v.name, v.description.as_deref()?)))
-                .collect();
-            let mut description = spec.description.clone().unwrap_or_default();
-            if !documented.is_empty() {
-                if !description.is_empty() {
-                    description.push(' ');
-                }
-                description.push_str(&documented.join("; "));
-            }
+        let properties: Map<String, Value> = object
+            .properties
+            .iter()
+            .map(|f| (f.name.clone(), field_schema(&f.node, generator)))
+            .collect();
+        let required: Vec<Value> = object.required.iter().map(|f| f.clone().into()).collect();
+        map.insert("properties".into(), properties.into());
+        map.insert("required".into(), required.into());
+        map.insert("additionalProperties".into(), false.into());
+        if !object.rules.is_empty() {
+            let rules: Vec<Value> = object.rules.iter().map(|r| r.to_string().into()).collect();
+            map.insert("x-rules".into(), rules.into());
+        }
+    } else {
+        map.insert("type".into(), "string".into());
+        let values = node.enumeration.clone().unwrap_or_default();
+        let documented: Vec<String> = values
+            .iter()
+            .zip(&node.enum_descriptions)
+            .filter_map(|(v, d)| Some(format!("`{}`", v.as_str()?) + ": " + d.as_deref()?))
+            .collect();
+        map.insert("enum".into(), values.into());
+        let mut description = node.description.clone().unwrap_or_default();
+        if !documented.is_empty() {
             if !description.is_empty() {
-                map.insert("description".into(), description.into());
+                description.push(' ');
             }
+            description.push_str(&documented.join("; "));
+        }
+        if !description.is_empty() {
+            map.insert("description".into(), description.into());
         }
     }
     schemars::Schema::from(map)
 }
 
-fn field_schema(field: &FieldSpec, generator: &mut schemars::SchemaGenerator) -> Value {
+/// A field's schema: description, the value's keywords, unit, grounding.
+fn field_schema(node: &Node, generator: &mut schemars::SchemaGenerator) -> Value {
     let mut map = Map::new();
-    if let Some(description) = &field.description {
+    if let Some(description) = &node.description {
         map.insert("description".into(), description.clone().into());
     }
-    map.extend(type_schema(&field.ty, &field.constraints, generator));
-    if let Some(unit) = &field.unit {
+    map.extend(value_schema(node, generator));
+    if let Some(unit) = &node.unit {
         map.insert("x-unit".into(), unit.clone().into());
     }
-    if let Some(grounded) = &field.constraints.grounded {
+    if let Some(grounded) = &node.grounded {
         map.insert("x-grounded".into(), grounded_keyword(grounded));
     }
     Value::Object(map)
@@ -143,73 +139,77 @@ pub(crate) fn grounded_keyword(grounded: &crate::contract::Grounding) -> Value {
     }
 }
 
-fn type_schema(
-    ty: &TypeSpec,
-    c: &Constraints,
-    generator: &mut schemars::SchemaGenerator,
-) -> Map<String, Value> {
+/// The keywords of a derived value node (without its description, unit and grounding), in the
+/// order schemas have always written them.
+fn value_schema(node: &Node, generator: &mut schemars::SchemaGenerator) -> Map<String, Value> {
+    if let Some(r) = &node.external {
+        return into_map(r.subschema(generator).to_value());
+    }
+    if let Some(Target::Contract(r)) = node.reference.as_ref().and_then(|r| r.target.as_ref()) {
+        return into_map(r.subschema(generator).to_value());
+    }
+    if let Some(branches) = &node.any_of {
+        let list: Vec<Value> = branches
+            .iter()
+            .map(|b| Value::Object(value_schema(b, generator)))
+            .collect();
+        let mut map = Map::new();
+        map.insert("anyOf".into(), list.into());
+        return map;
+    }
     let mut map = Map::new();
-    match ty {
-        TypeSpec::Bool => {
-            map.insert("type".into(), "boolean".into());
-            one_of(&mut map, c);
+    let names: Vec<Value> = node.types.iter().map(|t| t.as_str().into()).collect();
+    match names.as_slice() {
+        [] => {}
+        [one] => {
+            map.insert("type".into(), one.clone());
         }
-        TypeSpec::Integer { min, max } => {
-            map.insert("type".into(), "integer".into());
-            integer_bounds(&mut map, *min, *max, c);
-            one_of(&mut map, c);
+        _ => {
+            map.insert("type".into(), names.into());
         }
-        TypeSpec::Number => {
-            map.insert("type".into(), "number".into());
-            let bounds = [
-                ("minimum", &c.minimum),
-                ("exclusiveMinimum", &c.exclusive_minimum),
-                ("maximum", &c.maximum),
-                ("exclusiveMaximum", &c.exclusive_maximum),
-            ];
-            for (key, bound) in bounds {
-                if let Some(n) = bound {
-                    map.insert(key.into(), n.clone().into());
-                }
-            }
-            one_of(&mut map, c);
-        }
-        TypeSpec::String => {
-            map.insert("type".into(), "string".into());
-            if let Some(n) = c.min_len {
-                map.insert("minLength".into(), n.into());
-            }
-            if let Some(n) = c.max_len {
-                map.insert("maxLength".into(), n.into());
-            }
-            if let Some(p) = &c.pattern {
-                map.insert("pattern".into(), p.as_str().into());
-            }
-            if let Some(f) = c.format {
-                map.insert("format".into(), f.as_str().into());
-            }
-            one_of(&mut map, c);
-        }
-        TypeSpec::List(item) => {
-            let item_constraints = c.for_items();
-            map.insert("type".into(), "array".into());
-            map.insert(
-                "items".into(),
-                type_schema(item, &item_constraints, generator).into(),
-            );
-            if let Some(n) = c.min_len {
-                map.insert("minItems".into(), n.into());
-            }
-            if let Some(n) = c.max_len {
-                map.insert("maxItems".into(), n.into());
+    }
+    let n = &node.number;
+    if let Some((type_min, type_max)) = n.integer_type {
+        integer_bounds(&mut map, type_min, type_max, &n.bounds());
+    } else {
+        let bounds = [
+            ("minimum", &n.minimum),
+            ("exclusiveMinimum", &n.exclusive_minimum),
+            ("maximum", &n.maximum),
+            ("exclusiveMaximum", &n.exclusive_maximum),
+        ];
+        for (key, bound) in bounds {
+            if let Some(n) = bound {
+                map.insert(key.into(), n.clone().into());
             }
         }
-        TypeSpec::Nullable(inner) => {
-            let schema = type_schema(inner, c, generator);
-            return nullable(schema, inner);
+    }
+    let s = &node.string;
+    if let Some(n) = s.min_length {
+        map.insert("minLength".into(), n.into());
+    }
+    if let Some(n) = s.max_length {
+        map.insert("maxLength".into(), n.into());
+    }
+    if let Some(p) = &s.pattern {
+        map.insert("pattern".into(), p.as_str().into());
+    }
+    if let Some(f) = &s.format {
+        map.insert("format".into(), f.clone().into());
+    }
+    if let Some(a) = node.array.as_deref() {
+        if let Some(items) = &a.items {
+            map.insert("items".into(), value_schema(items, generator).into());
         }
-        TypeSpec::Contract(r) => return into_map(r.subschema(generator).to_value()),
-        TypeSpec::External(r) => return into_map(r.subschema(generator).to_value()),
+        if let Some(n) = a.min_items {
+            map.insert("minItems".into(), n.into());
+        }
+        if let Some(n) = a.max_items {
+            map.insert("maxItems".into(), n.into());
+        }
+    }
+    if let Some(values) = &node.enumeration {
+        map.insert("enum".into(), values.clone().into());
     }
     map
 }
@@ -225,34 +225,6 @@ fn into_map(value: Value) -> Map<String, Value> {
             debug_assert_eq!(other, Value::Bool(false));
             map
         }
-    }
-}
-
-fn nullable(mut schema: Map<String, Value>, inner: &TypeSpec) -> Map<String, Value> {
-    let scalar_or_list = !matches!(inner, TypeSpec::Contract(_) | TypeSpec::External(_));
-    if scalar_or_list {
-        if let Some(Value::String(t)) = schema.get("type") {
-            let t = t.clone();
-            schema.insert("type".into(), json!([t, "null"]));
-            if let Some(Value::Array(values)) = schema.get_mut("enum") {
-                if !values.contains(&Value::Null) {
-                    values.push(Value::Null);
-                }
-            }
-            return schema;
-        }
-    }
-    let mut map = Map::new();
-    map.insert(
-        "anyOf".into(),
-        json!([Value::Object(schema), {"type": "null"}]),
-    );
-    map
-}
-
-fn one_of(map: &mut Map<String, Value>, c: &Constraints) {
-    if let Some(values) = &c.one_of {
-        map.insert("enum".into(), values.clone().into());
     }
 }
 

@@ -13,9 +13,8 @@ use serde_json::{Number, Value};
 use super::doc::{Doc, Json, JsonMap, View};
 use super::format::format_ok;
 use super::{join_pointer, Violation, ViolationKind, Violations};
-use crate::contract::{
-    Constraints, Contract, ContractSpec, FieldSpec, ObjectSpec, Rule, SpecKind, TypeSpec,
-};
+use crate::contract::{Contract, ContractSpec, Format, Rule};
+use crate::ir::{JsonType, Node, NumberKeywords, ObjectNode};
 
 /// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
 ///
@@ -106,7 +105,7 @@ fn finish<C: Contract, E: Display>(
 ///
 /// The value is serialized with `serde_json::to_value` (a failure is one `type_mismatch`) and
 /// checked like model output, except that the keys of fields marked `skip` (listed in
-/// [`ObjectSpec::skipped`]) are ignored at every level, in nested contracts too: code fills
+/// [`ObjectNode::skipped`](crate::ir::ObjectNode::skipped)) are ignored at every level, in nested contracts too: code fills
 /// them, so they are not extra here.
 pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
     let mut out = Violations::new();
@@ -127,7 +126,7 @@ pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
 ///
 /// This is the check of model output: keys of skipped fields are `extra_field`.
 pub fn check_value(spec: &ContractSpec, value: &Value, pointer: &str, out: &mut Violations) {
-    Checker::new(out, false).check_spec(spec, value, &Path::Root(pointer, &spec.name), false);
+    Checker::new(out, false).check_contract(spec, value, &Path::Root(pointer, &spec.name), false);
 }
 
 /// Where a value sits, kept on the stack; turned into a JSON pointer or a display name only
@@ -346,43 +345,42 @@ impl<'o> Checker<'o> {
     }
 
     fn check_root<J: Json>(&mut self, spec: &ContractSpec, value: &J) {
-        self.check_spec(spec, value, &Path::Root("", &spec.name), false);
+        self.check_contract(spec, value, &Path::Root("", &spec.name), false);
     }
 
-    fn check_spec<J: Json>(
+    fn check_contract<J: Json>(
         &mut self,
         spec: &ContractSpec,
         value: &J,
         path: &Path<'_>,
         nullable: bool,
     ) {
-        match (&spec.kind, value.view()) {
-            (SpecKind::Object(object), View::Object(map)) => {
-                self.check_object::<J>(object, map, path)
-            }
-            (SpecKind::Object(_), _) => self.mismatch(path, "an object", nullable, value),
-            (SpecKind::Enum(e), View::String(s)) => {
-                if !e.variants.iter().any(|v| v.name == s) {
+        match (spec.object(), value.view()) {
+            (Some(object), View::Object(map)) => self.check_object::<J>(object, map, path),
+            (Some(_), _) => self.mismatch(path, "an object", nullable, value),
+            (None, View::String(s)) => {
+                let variants = spec.variants().unwrap_or_default();
+                if !variants.iter().any(|v| v.as_str() == Some(s)) {
                     let message = format!(
                         "`{}` must be one of {}, got {}",
                         path.label(),
-                        list_names(e.variants.iter().map(|v| v.name.as_str())),
+                        list_names(variants.iter().filter_map(Value::as_str)),
                         quoted(s)
                     );
                     self.push(path, ViolationKind::EnumMismatch, message);
                 }
             }
-            (SpecKind::Enum(_), _) => self.mismatch(path, "a string", nullable, value),
+            (None, _) => self.mismatch(path, "a string", nullable, value),
         }
     }
 
-    fn check_object<J: Json>(&mut self, object: &ObjectSpec, map: &J::Map, path: &Path<'_>) {
-        let fields = &object.fields;
+    fn check_object<J: Json>(&mut self, object: &ObjectNode, map: &J::Map, path: &Path<'_>) {
+        let fields = &object.properties;
         let mut seen = Seen::new(fields.len());
         for (key, value) in map.entries() {
             let child = Path::Key(path, key);
             match fields.iter().position(|f| f.name == key) {
-                Some(i) if seen.set(i) => self.check_field(&fields[i], value, &child),
+                Some(i) if seen.set(i) => self.check_node(&fields[i].node, value, &child, false),
                 Some(_) => {
                     let message = format!("field `{key}` is given more than once");
                     self.push(&child, ViolationKind::ExtraField, message);
@@ -406,7 +404,7 @@ impl<'o> Checker<'o> {
         }
         for (i, field) in fields.iter().enumerate() {
             if !seen.get(i) {
-                let hint = if matches!(field.ty, TypeSpec::Nullable(_)) {
+                let hint = if field.node.is_nullable() {
                     " (give null when there is no value)"
                 } else {
                     ""
@@ -424,69 +422,63 @@ impl<'o> Checker<'o> {
         }
     }
 
-    fn check_field<J: Json>(&mut self, field: &FieldSpec, value: &J, path: &Path<'_>) {
-        self.check_type(&field.ty, &field.constraints, value, path, true, false);
-    }
-
-    /// `len_applies`: `len` is about this value (false for list items); `nullable`: the type
-    /// was wrapped in `Option` (for messages).
-    fn check_type<J: Json>(
-        &mut self,
-        ty: &TypeSpec,
-        c: &Constraints,
-        value: &J,
-        path: &Path<'_>,
-        len_applies: bool,
-        nullable: bool,
-    ) {
+    /// Checks `value` against a derived value node; `nullable`: the node was reached through
+    /// a nullable wrapper (for messages).
+    fn check_node<J: Json>(&mut self, node: &Node, value: &J, path: &Path<'_>, nullable: bool) {
+        let nullable = nullable || node.is_nullable();
+        if nullable && matches!(value.view(), View::Null) {
+            return;
+        }
+        let inner = node.non_null();
+        if !std::ptr::eq(inner, node) {
+            return self.check_node(inner, value, path, true);
+        }
+        if node.external.is_some() {
+            return;
+        }
+        if let Some(spec) = node.contract() {
+            return self.check_contract(spec, value, path, nullable);
+        }
+        let Some(ty) = node.value_types().next() else {
+            return;
+        };
         match (ty, value.view()) {
-            (TypeSpec::Nullable(_), View::Null) => {}
-            (TypeSpec::Nullable(inner), _) => {
-                self.check_type(inner, c, value, path, len_applies, true);
-            }
-            (TypeSpec::Bool, View::Bool(_)) => self.check_one_of(c, value, path),
-            (TypeSpec::Bool, _) => self.mismatch(path, "a boolean", nullable, value),
-            (TypeSpec::Integer { min, max }, View::Number(n)) if Num::of(n).is_integral() => {
+            (JsonType::Boolean, View::Bool(_)) => self.check_one_of(node, value, path),
+            (JsonType::Boolean, _) => self.mismatch(path, "a boolean", nullable, value),
+            (JsonType::Integer, View::Number(n)) if Num::of(n).is_integral() => {
                 let num = Num::of(n);
                 if let Num::Float(_) = num {
                     self.normalise = true;
                 }
-                self.check_bounds(num, Some((*min, *max)), c, n, path);
-                self.check_one_of(c, value, path);
+                self.check_bounds(num, &node.number, n, path);
+                self.check_one_of(node, value, path);
             }
-            (TypeSpec::Integer { .. }, _) => self.mismatch(path, "an integer", nullable, value),
-            (TypeSpec::Number, View::Number(n)) => {
-                self.check_bounds(Num::of(n), None, c, n, path);
-                self.check_one_of(c, value, path);
+            (JsonType::Integer, _) => self.mismatch(path, "an integer", nullable, value),
+            (JsonType::Number, View::Number(n)) => {
+                self.check_bounds(Num::of(n), &node.number, n, path);
+                self.check_one_of(node, value, path);
             }
-            (TypeSpec::Number, _) => self.mismatch(path, "a number", nullable, value),
-            (TypeSpec::String, View::String(s)) => {
-                self.check_string(c, s, value, path, len_applies);
-            }
-            (TypeSpec::String, _) => self.mismatch(path, "a string", nullable, value),
-            (TypeSpec::List(inner), View::Array(items)) => {
-                if len_applies {
-                    self.check_len(c, items.len() as u64, "items", path);
+            (JsonType::Number, _) => self.mismatch(path, "a number", nullable, value),
+            (JsonType::String, View::String(s)) => self.check_string(node, s, value, path),
+            (JsonType::String, _) => self.mismatch(path, "a string", nullable, value),
+            (JsonType::Array, View::Array(items)) => {
+                let array = node.array.as_deref();
+                if let Some(a) = array {
+                    self.check_len(a.min_items, a.max_items, items.len() as u64, "items", path);
                 }
-                for (i, item) in items.iter().enumerate() {
-                    self.check_type(inner, c, item, &Path::Index(path, i), false, false);
+                if let Some(item_node) = array.and_then(|a| a.items.as_ref()) {
+                    for (i, item) in items.iter().enumerate() {
+                        self.check_node(item_node, item, &Path::Index(path, i), false);
+                    }
                 }
             }
-            (TypeSpec::List(_), _) => self.mismatch(path, "an array", nullable, value),
-            (TypeSpec::Contract(r), _) => self.check_spec(r.spec(), value, path, nullable),
-            (TypeSpec::External(_), _) => {}
+            (JsonType::Array, _) => self.mismatch(path, "an array", nullable, value),
+            (JsonType::Null | JsonType::Object, _) => {}
         }
     }
 
-    fn check_bounds(
-        &mut self,
-        num: Num,
-        type_bounds: Option<(i128, i128)>,
-        c: &Constraints,
-        value: &Number,
-        path: &Path<'_>,
-    ) {
-        if let Some((min, max)) = type_bounds {
+    fn check_bounds(&mut self, num: Num, n: &NumberKeywords, value: &Number, path: &Path<'_>) {
+        if let Some((min, max)) = n.integer_type {
             let (op, bound, which) = if num.cmp(Num::Int(min)) == Some(Ordering::Less) {
                 (">=", min, "smallest")
             } else if num.cmp(Num::Int(max)) == Some(Ordering::Greater) {
@@ -505,10 +497,10 @@ impl<'o> Checker<'o> {
             }
         }
         let bounds = [
-            (&c.minimum, ">=", Ordering::Less, true),
-            (&c.maximum, "<=", Ordering::Greater, true),
-            (&c.exclusive_minimum, ">", Ordering::Less, false),
-            (&c.exclusive_maximum, "<", Ordering::Greater, false),
+            (&n.minimum, ">=", Ordering::Less, true),
+            (&n.maximum, "<=", Ordering::Greater, true),
+            (&n.exclusive_minimum, ">", Ordering::Less, false),
+            (&n.exclusive_maximum, "<", Ordering::Greater, false),
         ];
         for (bound, op, bad, inclusive) in bounds {
             let Some(bound) = bound else { continue };
@@ -523,8 +515,15 @@ impl<'o> Checker<'o> {
         }
     }
 
-    fn check_len(&mut self, c: &Constraints, len: u64, unit: &str, path: &Path<'_>) {
-        let (least, bound) = match (c.min_len, c.max_len) {
+    fn check_len(
+        &mut self,
+        min: Option<u64>,
+        max: Option<u64>,
+        len: u64,
+        unit: &str,
+        path: &Path<'_>,
+    ) {
+        let (least, bound) = match (min, max) {
             (Some(min), _) if len < min => (true, min),
             (_, Some(max)) if len > max => (false, max),
             _ => return,
@@ -537,18 +536,13 @@ impl<'o> Checker<'o> {
         self.push(path, ViolationKind::Length, message);
     }
 
-    fn check_string<J: Json>(
-        &mut self,
-        c: &Constraints,
-        s: &str,
-        value: &J,
-        path: &Path<'_>,
-        len_applies: bool,
-    ) {
-        if len_applies && (c.min_len.is_some() || c.max_len.is_some()) {
-            self.check_len(c, s.chars().count() as u64, "characters", path);
+    fn check_string<J: Json>(&mut self, node: &Node, s: &str, value: &J, path: &Path<'_>) {
+        let k = &node.string;
+        if k.min_length.is_some() || k.max_length.is_some() {
+            let len = s.chars().count() as u64;
+            self.check_len(k.min_length, k.max_length, len, "characters", path);
         }
-        if let Some(pattern) = &c.pattern {
+        if let Some(pattern) = &k.pattern {
             if !pattern.is_match(s) {
                 let message = format!(
                     "`{}` ({}) must match the pattern `{}`",
@@ -559,7 +553,7 @@ impl<'o> Checker<'o> {
                 self.push(path, ViolationKind::PatternMismatch, message);
             }
         }
-        if let Some(format) = c.format {
+        if let Some(format) = k.format.as_deref().and_then(Format::from_name) {
             if !format_ok(format, s) {
                 let message = format!(
                     "`{}` ({}) is not a valid `{}`",
@@ -570,17 +564,21 @@ impl<'o> Checker<'o> {
                 self.push(path, ViolationKind::FormatMismatch, message);
             }
         }
-        self.check_one_of(c, value, path);
+        self.check_one_of(node, value, path);
     }
 
-    fn check_one_of<J: Json>(&mut self, c: &Constraints, value: &J, path: &Path<'_>) {
-        let Some(allowed) = &c.one_of else { return };
+    /// `enum`, for a value that is not `null` (a nullable field's `null` was accepted before).
+    fn check_one_of<J: Json>(&mut self, node: &Node, value: &J, path: &Path<'_>) {
+        let Some(allowed) = &node.enumeration else {
+            return;
+        };
         if !allowed.iter().any(|a| json_eq(a, value)) {
+            let shown: Vec<Value> = allowed.iter().filter(|v| !v.is_null()).cloned().collect();
             let message = format!(
                 "`{}` ({}) must be one of {}",
                 path.label(),
                 scalar(value),
-                list_values(allowed)
+                list_values(&shown)
             );
             self.push(path, ViolationKind::EnumMismatch, message);
         }
@@ -590,17 +588,15 @@ impl<'o> Checker<'o> {
     /// a comparison also when a side is null or not of its field's type.
     fn check_rule<J: Json>(
         &mut self,
-        object: &ObjectSpec,
+        object: &ObjectNode,
         map: &J::Map,
         rule: &Rule,
         path: &Path<'_>,
     ) {
         let of_its_type = |name: &str, v: &J| {
             object
-                .fields
-                .iter()
-                .find(|f| f.name == name)
-                .is_some_and(|f| fits(f.ty.strip_nullable().0, v))
+                .field(name)
+                .is_some_and(|f| fits(f.node.non_null(), v))
         };
         for (key, message) in rule_violations(rule, map, of_its_type) {
             match key {
@@ -707,13 +703,16 @@ pub(crate) fn rule_violations<'r, J: Json>(
     out
 }
 
-/// Whether `value` has the JSON type of scalar field type `ty`.
-fn fits<J: Json>(ty: &TypeSpec, value: &J) -> bool {
-    match (ty, value.view()) {
-        (TypeSpec::Integer { .. }, View::Number(n)) => Num::of(n).is_integral(),
-        (TypeSpec::Number, View::Number(_))
-        | (TypeSpec::String, View::String(_))
-        | (TypeSpec::Bool, View::Bool(_)) => true,
+/// Whether `value` has the JSON type of scalar node `node` (a derived field's, `null` peeled).
+fn fits<J: Json>(node: &Node, value: &J) -> bool {
+    if node.reference.is_some() || node.external.is_some() {
+        return false;
+    }
+    match (node.value_types().next(), value.view()) {
+        (Some(JsonType::Integer), View::Number(n)) => Num::of(n).is_integral(),
+        (Some(JsonType::Number), View::Number(_))
+        | (Some(JsonType::String), View::String(_))
+        | (Some(JsonType::Boolean), View::Bool(_)) => true,
         _ => false,
     }
 }
@@ -757,25 +756,29 @@ fn as_integer(n: &Number) -> Option<Number> {
 
 /// Rewrites floats with a zero fraction in integer fields as integers, so serde accepts them.
 fn normalise_value(spec: &ContractSpec, value: &mut Value) {
-    fn walk(ty: &TypeSpec, value: &mut Value) {
-        match (ty, value) {
-            (TypeSpec::Nullable(inner), value) => walk(inner, value),
-            (TypeSpec::Integer { .. }, Value::Number(n)) => {
+    fn walk(node: &Node, value: &mut Value) {
+        let node = node.non_null();
+        if let Some(spec) = node.contract() {
+            return normalise_value(spec, value);
+        }
+        match value {
+            Value::Number(n) if node.has_type(JsonType::Integer) => {
                 if let Some(int) = as_integer(n) {
                     *n = int;
                 }
             }
-            (TypeSpec::List(inner), Value::Array(items)) => {
-                items.iter_mut().for_each(|item| walk(inner, item));
+            Value::Array(items) => {
+                if let Some(item) = node.items() {
+                    items.iter_mut().for_each(|v| walk(item, v));
+                }
             }
-            (TypeSpec::Contract(r), value) => normalise_value(r.spec(), value),
             _ => {}
         }
     }
-    if let (SpecKind::Object(object), Value::Object(map)) = (&spec.kind, value) {
-        for field in &object.fields {
+    if let (Some(object), Value::Object(map)) = (spec.object(), value) {
+        for field in &object.properties {
             if let Some(v) = map.get_mut(&field.name) {
-                walk(&field.ty, v);
+                walk(&field.node, v);
             }
         }
     }
@@ -783,25 +786,29 @@ fn normalise_value(spec: &ContractSpec, value: &mut Value) {
 
 /// [`normalise_value`] for a parsed document.
 fn normalise_doc(spec: &ContractSpec, doc: &mut Doc<'_>) {
-    fn walk(ty: &TypeSpec, doc: &mut Doc<'_>) {
-        match (ty, doc) {
-            (TypeSpec::Nullable(inner), doc) => walk(inner, doc),
-            (TypeSpec::Integer { .. }, Doc::Number(n)) => {
+    fn walk(node: &Node, doc: &mut Doc<'_>) {
+        let node = node.non_null();
+        if let Some(spec) = node.contract() {
+            return normalise_doc(spec, doc);
+        }
+        match doc {
+            Doc::Number(n) if node.has_type(JsonType::Integer) => {
                 if let Some(int) = as_integer(n) {
                     *n = int;
                 }
             }
-            (TypeSpec::List(inner), Doc::Array(items)) => {
-                items.iter_mut().for_each(|item| walk(inner, item));
+            Doc::Array(items) => {
+                if let Some(item) = node.items() {
+                    items.iter_mut().for_each(|v| walk(item, v));
+                }
             }
-            (TypeSpec::Contract(r), doc) => normalise_doc(r.spec(), doc),
             _ => {}
         }
     }
-    if let (SpecKind::Object(object), Doc::Object(entries)) = (&spec.kind, doc) {
+    if let (Some(object), Doc::Object(entries)) = (spec.object(), doc) {
         for (key, value) in entries.iter_mut() {
-            if let Some(field) = object.fields.iter().find(|f| f.name == *key) {
-                walk(&field.ty, value);
+            if let Some(field) = object.field(key) {
+                walk(&field.node, value);
             }
         }
     }
