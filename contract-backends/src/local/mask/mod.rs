@@ -54,6 +54,17 @@ pub struct MaskEngine {
     /// Compiled grammars (a prototype matcher, whose clones share llguidance's lexer caches,
     /// and the rule plan), by the grammar's text (compared whole, not by a hash).
     prepared: Mutex<Vec<CachedGrammar>>,
+    /// What a grounded grammar's masks share whatever the document (its segment count and rule
+    /// plan), by the shared grammar; at most [`CACHED_GRAMMARS`].
+    grounded: Mutex<Vec<GroundedParts>>,
+}
+
+/// The document-independent parts of a grounded grammar's masks.
+struct GroundedParts {
+    /// The grammar (held, so its address stays this entry's key).
+    grammar: Arc<Grammar>,
+    segments: usize,
+    plan: Option<Arc<RulePlan>>,
 }
 
 /// One compiled grammar of [`MaskEngine`]'s cache.
@@ -165,6 +176,7 @@ impl MaskEngine {
             blank,
             eos,
             prepared: Mutex::new(Vec::new()),
+            grounded: Mutex::new(Vec::new()),
         })
     }
 
@@ -381,7 +393,7 @@ impl MaskEngine {
             return self.mask_shared(grammar);
         }
         let t0 = Instant::now();
-        let segments = grammar.grounded_segments().map_err(llg_err)?.len();
+        let (segments, plan) = self.grounded_parts(grammar)?;
         let composer = Composer {
             grammar: grammar.clone(),
             numerals: source.numerals(),
@@ -391,9 +403,6 @@ impl MaskEngine {
         };
         let first = composer.segment(0, &[])?;
         let matcher = self.lark_matcher(first.lark)?;
-        let plan = grammar
-            .has_rules()
-            .then(|| Arc::new(RulePlan::new(grammar)));
         let filter_on = plan.is_some() && !first.rules_enforced;
         let mut stats = MaskStats::default();
         stats.compile_ns.push(t0.elapsed().as_nanos() as u64);
@@ -409,6 +418,32 @@ impl MaskEngine {
             stats,
             timing: false,
         })
+    }
+
+    /// A grounded grammar's segment count and rule plan, computed once per shared grammar (a
+    /// request's [`Decoding::Grammar`] is one `Arc` per contract type).
+    fn grounded_parts(
+        &self,
+        grammar: &Arc<Grammar>,
+    ) -> Result<(usize, Option<Arc<RulePlan>>), LocalError> {
+        let lock = || self.grounded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = lock().iter().find(|p| Arc::ptr_eq(&p.grammar, grammar)) {
+            return Ok((p.segments, p.plan.clone()));
+        }
+        let segments = grammar.grounded_segments().map_err(llg_err)?.len();
+        let plan = grammar
+            .has_rules()
+            .then(|| Arc::new(RulePlan::new(grammar)));
+        let mut list = lock();
+        if list.len() >= CACHED_GRAMMARS {
+            list.remove(0);
+        }
+        list.push(GroundedParts {
+            grammar: grammar.clone(),
+            segments,
+            plan: plan.clone(),
+        });
+        Ok((segments, plan))
     }
 
     /// A mask from an llguidance JSON Schema, with an optional rule plan.
