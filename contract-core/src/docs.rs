@@ -14,7 +14,8 @@ use crate::contract::{ContractSpec, Rule};
 use crate::ir::{Document, JsonType, Node, Ref, Target};
 use crate::schema::bounds::{len_words, number_range};
 use crate::signature::{
-    external_words, integer_words, json, multiple_of, ref_name, types_of, ObjectView, Writer,
+    external_words, fresh_name, integer_words, json, multiple_of, ref_name, types_of, ObjectView,
+    Writer,
 };
 
 /// A Markdown field reference for `spec` and the contracts nested in it.
@@ -304,13 +305,7 @@ impl<'a> Docs<'a> {
         let name = match self.name_of(target) {
             Some(name) => name.to_owned(),
             None => {
-                let mut name = title.to_owned();
-                let mut n = 2;
-                while self.titles.contains(&name) {
-                    name = format!("{title}{n}");
-                    n += 1;
-                }
-                self.titles.insert(name.clone());
+                let name = fresh_name(title, &mut self.titles);
                 self.names.push((target as Key, name.clone()));
                 name
             }

@@ -197,14 +197,7 @@ impl<'a> Writer<'a> {
         if let Some(name) = self.names.get(&key) {
             return name.clone();
         }
-        let base = ref_name(reference);
-        let mut name = base.clone();
-        let mut n = 2;
-        while self.used_names.contains(&name) {
-            name = format!("{base}{n}");
-            n += 1;
-        }
-        self.used_names.insert(name.clone());
+        let name = fresh_name(&ref_name(reference), &mut self.used_names);
         self.names.insert(key, name.clone());
         name
     }
@@ -714,6 +707,18 @@ fn push_notes(out: &mut String, notes: Vec<String>) {
     if !notes.is_empty() {
         out.push_str(&format!(" ({})", notes.join(", ")));
     }
+}
+
+/// `base`, or `base2`, `base3`, .. when taken; recorded in `used`.
+pub(crate) fn fresh_name(base: &str, used: &mut HashSet<String>) -> String {
+    let mut name = base.to_owned();
+    let mut n = 2;
+    while used.contains(&name) {
+        name = format!("{base}{n}");
+        n += 1;
+    }
+    used.insert(name.clone());
+    name
 }
 
 /// A short name for what `reference` points at: its last segment (`#/$defs/Amount` → `Amount`).

@@ -12,42 +12,22 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+use super::keywords::FULL;
 use super::resolve::Resolver;
 use crate::contract::{Grounding, Pattern, Rule};
 use crate::ir::{
     ArrayNode, Document, FieldSpec, JsonType, Node, ObjectNode, Ref, Structure, Target,
 };
 
-/// Keywords converted into typed fields of a [`Node`], and annotations with no meaning for any
-/// rendering; every other key goes to [`Node::other`].
-const READ: [&str; 44] = [
+/// Keywords converted into typed fields of a [`Node`] besides those every rendering carries
+/// ([`FULL`]), and annotations with no meaning for any rendering; every other key goes to
+/// [`Node::other`].
+const READ: [&str; 22] = [
     "x-grounded",
-    "type",
-    "enum",
-    "const",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minLength",
-    "maxLength",
-    "pattern",
     "format",
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
     "uniqueItems",
-    "properties",
-    "required",
-    "additionalProperties",
-    "patternProperties",
     "$ref",
-    "anyOf",
     "oneOf",
-    "allOf",
     "x-unit",
     "x-rules",
     "$schema",
@@ -194,7 +174,8 @@ impl<'a> Converter<'_, 'a> {
         node.other = map
             .iter()
             .filter(|(k, _)| {
-                !READ.contains(&k.as_str())
+                !FULL.contains(&k.as_str())
+                    && !READ.contains(&k.as_str())
                     && !matches!(k.as_str(), "$dynamicRef" | "$recursiveRef")
             })
             .map(|(k, v)| (k.clone(), v.clone()))

@@ -72,7 +72,7 @@ const ANNOTATIONS: [&str; 23] = [
 ];
 
 /// Keywords every rendering carries.
-const FULL: [&str; 22] = [
+pub(super) const FULL: [&str; 22] = [
     "type",
     "enum",
     "const",
