@@ -44,7 +44,10 @@ pub struct LocalOptions {
     pub tokenizer_json: Option<PathBuf>,
     /// Reuse the KV cache of the leading system messages across requests (default on).
     pub prefix_cache: bool,
-    /// Where to run (default CPU).
+    /// Where the forward pass runs (default the CPU). On a GPU
+    /// ([`parse_device`](super::parse_device)`("cuda:0")`, feature `cuda`) [`Engine::Auto`] is
+    /// candle-transformers' model with the weights as stored; the mask and the sampler stay on
+    /// the CPU.
     pub device: Device,
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
@@ -378,6 +381,11 @@ impl LocalBackend {
     /// The options.
     pub fn options(&self) -> &LocalOptions {
         &self.inner.options
+    }
+
+    /// The device the model runs on.
+    pub fn device(&self) -> Device {
+        self.state().model.device().clone()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -811,7 +819,8 @@ fn backend_error(e: LocalError) -> BackendError {
         | LocalError::Fetch(_)
         | LocalError::Checksum { .. }
         | LocalError::Gguf(_)
-        | LocalError::GgufRead { .. } => BackendError::Unavailable {
+        | LocalError::GgufRead { .. }
+        | LocalError::Device(_) => BackendError::Unavailable {
             message: e.to_string(),
         },
         LocalError::Template(_)
