@@ -15,7 +15,8 @@
 //!   [`mask::rules`]).
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
 //! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
-//!   every step and forced tokens fed in one forward call.
+//!   every step and forced tokens fed in one forward call; on a GPU the next step's mask is
+//!   computed on the CPU while the forward call runs.
 
 mod arch;
 pub mod backend;
@@ -33,7 +34,7 @@ pub mod sample;
 
 use std::path::PathBuf;
 
-pub use backend::{candle_thread_env, LocalBackend, LocalOptions, Output, Scores};
+pub use backend::{candle_thread_env, DecodeStats, LocalBackend, LocalOptions, Output, Scores};
 /// Candle's device type, for [`LocalOptions::device`] (re-exported so that a program need not
 /// depend on `candle-core` itself).
 pub use candle_core::Device;
