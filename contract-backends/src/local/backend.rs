@@ -467,9 +467,9 @@ impl LocalBackend {
         &self.inner.options
     }
 
-    /// The device the model runs on.
-    pub fn device(&self) -> Device {
-        self.state().model.device().clone()
+    /// The device the model runs on ([`LocalOptions::device`]).
+    pub fn device(&self) -> &Device {
+        &self.inner.options.device
     }
 
     /// Totals over the generations of this backend and its clones so far.
