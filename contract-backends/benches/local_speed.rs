@@ -208,11 +208,10 @@ fn main() {
 }
 
 /// Stores the process's thread settings as [`candle_thread_env`] gives them for `format` as it
-/// resolves for this file on the CPU (what a program does at the top of its `main`).
-fn set_threads(path: &std::path::Path, format: Engine, fast: &NativeOptions) {
-    let ct = gguf_tokenizer::read_content(path).expect("gguf");
+/// resolves on the CPU (what a program does at the top of its `main`).
+fn set_threads(format: Engine, fast: &NativeOptions) {
     let options = LocalOptions::default()
-        .engine(resolve_engine(&ct, format, &Device::Cpu))
+        .engine(resolve_engine(format, &Device::Cpu))
         .native_options(*fast);
     for (key, value) in candle_thread_env(&options) {
         if std::env::var_os(key).is_none() {
@@ -302,7 +301,7 @@ fn run_e2e(
 
 fn format_child(path: &std::path::Path, name: &str, label_name: &str) {
     let (format, fast) = format_of(name);
-    set_threads(path, format, &fast);
+    set_threads(format, &fast);
     let e2e_runs = env_usize("E2E_RUNS", 2);
     let stages = std::env::var("STAGES").unwrap_or_else(|_| "raw,e2e,mask".into());
 
@@ -370,7 +369,7 @@ fn format_child(path: &std::path::Path, name: &str, label_name: &str) {
 
 /// Time per step of the contract's mask and of llguidance alone, replaying constrained outputs.
 fn mask_child(path: &std::path::Path) {
-    set_threads(path, Engine::Auto, &NativeOptions::default());
+    set_threads(Engine::Auto, &NativeOptions::default());
     let runs = env_usize("MASK_RUNS", 20);
     let backend = LocalBackend::with_options(path, LocalOptions::default()).expect("backend");
     let tok = backend.tokenizer().clone();

@@ -869,6 +869,160 @@ fn the_weights_summary_names_what_was_requantised() {
     assert!(reference.contains("F32"), "{reference}");
 }
 
+/// Allows, at step `n`, the tokens whose id is `n` modulo 3 (the stop tokens too, when they
+/// are), for `steps` steps; then it is done. The model chooses among thousands of tokens each
+/// step, so an output depends on its logits and on the right mask reaching the right step.
+struct ModuloMask {
+    bits: Vec<u32>,
+    step: u32,
+    steps: u32,
+    consumed: Vec<u32>,
+}
+
+impl ModuloMask {
+    fn new(steps: u32) -> Self {
+        ModuloMask {
+            bits: vec![0; 49152 / 32],
+            step: 0,
+            steps,
+            consumed: Vec::new(),
+        }
+    }
+}
+
+impl TokenMask for ModuloMask {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        for (w, word) in self.bits.iter_mut().enumerate() {
+            *word = (0..32)
+                .filter(|b| (w as u32 * 32 + b) % 3 == self.step % 3)
+                .fold(0, |acc, b| acc | 1 << b);
+        }
+        Ok(Allowed::Bits(&self.bits))
+    }
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        Ok(Vec::new())
+    }
+    fn consume(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
+        self.step += tokens.len() as u32;
+        self.consumed.extend_from_slice(tokens);
+        Ok(())
+    }
+    fn is_done(&self) -> bool {
+        self.step >= self.steps
+    }
+}
+
+/// The next step's mask computed while the forward call runs on another thread
+/// (`overlap_mask`) gives the outputs of the mask computed first, for both engines, greedy and
+/// sampled, under a mask that leaves the model a choice among a third of the vocabulary at every
+/// step (too many for the native engine to compute only the allowed logits: the same logits
+/// either way); and every token is one its step allowed.
+#[test]
+fn overlapping_the_mask_with_the_forward_pass_changes_no_output() {
+    let seeded = Sampling {
+        temperature: Some(1.0),
+        top_p: Some(0.9),
+        seed: Some(7),
+    };
+    for engine in [Engine::Native, Engine::Candle(WeightFormat::AsStored)] {
+        let options = LocalOptions::default().engine(engine).prefix_cache(false);
+        let serial = tiny(options.clone().overlap_mask(false));
+        let overlapped = tiny(options.overlap_mask(true));
+        for sampling in [Sampling::default(), seeded] {
+            let mut outputs = Vec::new();
+            for b in [&serial, &overlapped] {
+                let mut m = ModuloMask::new(10);
+                let out = b
+                    .generate(&messages("Ana paid 12."), 16, &sampling, Some(&mut m))
+                    .unwrap();
+                for (i, &t) in m.consumed.iter().enumerate() {
+                    assert_eq!(t % 3, i as u32 % 3, "{engine:?}: token {i} is {t}");
+                }
+                assert!(out.mask_overlapped_ms <= out.mask_ms, "{out:?}");
+                outputs.push(out);
+            }
+            let (a, b) = (&outputs[0], &outputs[1]);
+            assert_eq!(
+                (&a.tokens, &a.text, a.finish_reason, a.forward_calls),
+                (&b.tokens, &b.text, b.finish_reason, b.forward_calls),
+                "{engine:?} {sampling:?}"
+            );
+            assert_eq!(a.sampled_tokens, b.sampled_tokens);
+            // Only the overlapped backend computed masks while a forward call ran.
+            assert_eq!(a.mask_overlapped_ms, 0.0, "{engine:?}");
+            assert!(b.mask_overlapped_ms > 0.0, "{engine:?}: nothing overlapped");
+        }
+    }
+}
+
+/// The same under the contract's own grammar mask (forced tokens included), on
+/// candle-transformers' model, the GPU's engine (the native engine, given the mask first,
+/// computes only the allowed logits on steps with few of them: equal to rounding only).
+#[tokio::test(flavor = "current_thread")]
+async fn overlapping_the_contract_mask_changes_no_reply() {
+    let req = Request {
+        max_tokens: Some(48),
+        ..Request::new(
+            Constraint::of::<examples::Guidance>(),
+            Messages(messages("Acme expects revenue of $10 to $12 million.")),
+        )
+    };
+    let options = LocalOptions::default().engine(Engine::Candle(WeightFormat::AsStored));
+    let a = tiny(options.clone().overlap_mask(false))
+        .complete(&req)
+        .await
+        .unwrap();
+    let b = tiny(options.overlap_mask(true))
+        .complete(&req)
+        .await
+        .unwrap();
+    assert_eq!(a, b);
+    assert!(a.text.starts_with('{'), "{:?}", a.text);
+}
+
+/// `decode_stats` adds up the outputs of the generations (not the scoring calls), across
+/// clones.
+#[test]
+fn decode_stats_add_up_the_generations() {
+    let b = tiny(LocalOptions::default().prefix_cache(false));
+    let clone = b.clone();
+    assert_eq!(b.decode_stats().generations, 0);
+    let g = Sampling::default();
+    let target = b
+        .tokenizer()
+        .encode("{\"name\": \"Ana\", \"total\": 12}")
+        .unwrap();
+    let mut m = ScriptMask::new(target.clone(), [3usize, 7], true);
+    let one = b.generate(&messages("x"), 64, &g, Some(&mut m)).unwrap();
+    let two = clone.generate(&messages("y"), 5, &g, None).unwrap();
+    b.score_continuations(&messages("z"), &["yes", "no"])
+        .unwrap();
+    let s = b.decode_stats();
+    assert_eq!(s, clone.decode_stats());
+    assert_eq!(s.generations, 2);
+    assert_eq!(s.tokens, (one.tokens.len() + two.tokens.len()) as u64);
+    assert_eq!(
+        s.forward_calls,
+        u64::from(one.forward_calls + two.forward_calls)
+    );
+    // The mask forces all but the two free tokens; without a mask every token is sampled (the
+    // limit ends the generation before a sixth is).
+    assert_eq!(one.sampled_tokens, 2);
+    assert_eq!(one.forced_tokens as usize, target.len() - 2);
+    if two.finish_reason == FinishReason::Length {
+        assert_eq!(two.sampled_tokens, 5);
+    }
+    assert_eq!(
+        s.sampled_tokens,
+        u64::from(one.sampled_tokens + two.sampled_tokens)
+    );
+    assert_eq!(s.mask_ms, one.mask_ms + two.mask_ms);
+    assert_eq!(two.mask_ms, 0.0);
+    assert!(one.forward_ms <= one.prefill_ms + one.decode_ms, "{one:?}");
+    let (work, exposed) = s.mask_share().unwrap();
+    assert!((0.0..=1.0).contains(&work) && exposed == work, "{s:?}");
+}
+
 /// Allows every token but the stop tokens and counts the steps it was asked about; at step
 /// `pause_at` it says so and waits to be told to go on.
 struct NoStop {
@@ -946,6 +1100,17 @@ fn paused_backend() -> (
     tokio::sync::oneshot::Receiver<()>,
     std::sync::mpsc::Sender<()>,
 ) {
+    paused_backend_with(LocalOptions::default())
+}
+
+fn paused_backend_with(
+    options: LocalOptions,
+) -> (
+    LocalBackend,
+    Arc<NoStopMasks>,
+    tokio::sync::oneshot::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
     let stops = tiny(LocalOptions::default())
         .tokenizer()
         .stop_tokens()
@@ -958,7 +1123,7 @@ fn paused_backend() -> (
         counters: Mutex::new(Vec::new()),
         pause: Mutex::new(Some((reached_tx, go_rx))),
     });
-    let b = tiny(LocalOptions::default()).with_masks(factory.clone());
+    let b = tiny(options).with_masks(factory.clone());
     (b, factory, reached, go)
 }
 
@@ -970,7 +1135,18 @@ fn steps_run(factory: &NoStopMasks) -> Vec<usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_local_completion_cancels_its_decode_at_the_next_step() {
-    let (b, factory, reached, go) = paused_backend();
+    cancel_at_the_fifth_step(LocalOptions::default()).await;
+}
+
+/// The same with the mask computed while the forward call runs on another thread: the step
+/// paused in the mask still ends the decode there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_with_the_mask_overlapped_stops_at_the_same_step() {
+    cancel_at_the_fifth_step(LocalOptions::default().overlap_mask(true)).await;
+}
+
+async fn cancel_at_the_fifth_step(options: LocalOptions) {
+    let (b, factory, reached, go) = paused_backend_with(options);
     let constraint = Arc::new(Constraint {
         decoding: Some(Decoding::JsonSchema(Arc::new(serde_json::json!({})))),
         ..Constraint::unconstrained("long")

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use candle_core::Device;
 use contract_core::extract::{Backend, BackendError, FinishReason, Request, Response, Sampling};
@@ -44,7 +44,10 @@ pub struct LocalOptions {
     pub tokenizer_json: Option<PathBuf>,
     /// Reuse the KV cache of the leading system messages across requests (default on).
     pub prefix_cache: bool,
-    /// Where to run (default CPU).
+    /// Where the forward pass runs (default the CPU). On a GPU
+    /// ([`parse_device`](super::parse_device)`("cuda:0")`, feature `cuda`) [`Engine::Auto`] is
+    /// candle-transformers' model with the weights as stored; the mask and the sampler stay on
+    /// the CPU.
     pub device: Device,
     /// Constrain requests that carry a grammar with the contract's token mask (default on; the
     /// mask engine is built on the first such request).
@@ -54,6 +57,14 @@ pub struct LocalOptions {
     /// Feed the tokens the mask forces together with the sampled token in one forward call
     /// (default on; off only to measure what it saves: the output is the same).
     pub fast_forward: bool,
+    /// Compute the next step's mask on the decode thread while another thread runs the forward
+    /// call, instead of before it (`None`, the default: when the model is not on the CPU, where
+    /// the forward pass leaves the CPU mostly idle). The mask of step `n + 1` depends on the
+    /// tokens of step `n`, not on its logits, so candle-transformers' models give the same
+    /// output either way. The native engine, given the mask first, computes only the allowed
+    /// tokens' logits on steps with few of them (equal to the full computation to rounding);
+    /// overlapped, it computes them all.
+    pub overlap_mask: Option<bool>,
 }
 
 impl Default for LocalOptions {
@@ -68,6 +79,7 @@ impl Default for LocalOptions {
             constrain: true,
             fast_forward: true,
             native: NativeOptions::default(),
+            overlap_mask: None,
         }
     }
 }
@@ -118,6 +130,12 @@ impl LocalOptions {
         self.fast_forward = on;
         self
     }
+    /// Computes the next step's mask while the forward call runs, or before it, whatever the
+    /// device ([`LocalOptions::overlap_mask`]).
+    pub fn overlap_mask(mut self, on: bool) -> Self {
+        self.overlap_mask = Some(on);
+        self
+    }
 }
 
 /// One generation's result.
@@ -141,6 +159,73 @@ pub struct Output {
     pub prefill_ms: f64,
     /// Wall time of the decode loop, in milliseconds.
     pub decode_ms: f64,
+    /// Tokens chosen by the sampler (a sampled stop token included): the decode loop's steps.
+    pub sampled_tokens: u32,
+    /// Wall time of the forward calls (prompt and decode, the logits' copy to the CPU
+    /// included), in milliseconds.
+    pub forward_ms: f64,
+    /// Wall time of the mask's work (the allowed tokens, forced tokens and advancing it), in
+    /// milliseconds.
+    pub mask_ms: f64,
+    /// The part of `mask_ms` computed while a forward call ran on another thread
+    /// ([`LocalOptions::overlap_mask`]), which adds nothing to the generation's time.
+    pub mask_overlapped_ms: f64,
+}
+
+/// Totals over the generations of a [`LocalBackend`] and its clones
+/// ([`LocalBackend::decode_stats`]; [`LocalBackend::score_continuations`] is not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct DecodeStats {
+    /// Generations that ended with an output.
+    pub generations: u64,
+    /// Generated tokens, sampled and forced ([`Output::tokens`]).
+    pub tokens: u64,
+    /// Sampled tokens ([`Output::sampled_tokens`]).
+    pub sampled_tokens: u64,
+    /// Forward calls ([`Output::forward_calls`]).
+    pub forward_calls: u64,
+    /// [`Output::prefill_ms`], summed.
+    pub prefill_ms: f64,
+    /// [`Output::decode_ms`], summed.
+    pub decode_ms: f64,
+    /// [`Output::forward_ms`], summed.
+    pub forward_ms: f64,
+    /// [`Output::mask_ms`], summed.
+    pub mask_ms: f64,
+    /// [`Output::mask_overlapped_ms`], summed.
+    pub mask_overlapped_ms: f64,
+}
+
+impl DecodeStats {
+    fn add(&mut self, o: &Output) {
+        self.generations += 1;
+        self.tokens += o.tokens.len() as u64;
+        self.sampled_tokens += u64::from(o.sampled_tokens);
+        self.forward_calls += u64::from(o.forward_calls);
+        self.prefill_ms += o.prefill_ms;
+        self.decode_ms += o.decode_ms;
+        self.forward_ms += o.forward_ms;
+        self.mask_ms += o.mask_ms;
+        self.mask_overlapped_ms += o.mask_overlapped_ms;
+    }
+
+    /// Generated tokens per second of the decode loops (`None` before any decode time).
+    pub fn tokens_per_second(&self) -> Option<f64> {
+        (self.decode_ms > 0.0).then(|| self.tokens as f64 / (self.decode_ms / 1e3))
+    }
+
+    /// The mask's share of the generations' wall time (prompt and decode): its work, and the
+    /// part of it not overlapped with a forward call (what it adds to the time).
+    pub fn mask_share(&self) -> Option<(f64, f64)> {
+        let total = self.prefill_ms + self.decode_ms;
+        (total > 0.0).then(|| {
+            (
+                self.mask_ms / total,
+                (self.mask_ms - self.mask_overlapped_ms).max(0.0) / total,
+            )
+        })
+    }
 }
 
 struct Prefix {
@@ -186,6 +271,7 @@ struct Inner {
     options: LocalOptions,
     contract_masks: OnceLock<Result<Arc<dyn MaskFactory>, String>>,
     state: Mutex<State>,
+    stats: Mutex<DecodeStats>,
     /// The worker thread's queue, once started (or why it could not start).
     worker: OnceLock<Result<Sender<Job>, String>>,
 }
@@ -317,6 +403,7 @@ impl LocalBackend {
                     prefix: None,
                     scored: Vec::new(),
                 }),
+                stats: Mutex::new(DecodeStats::default()),
                 worker: OnceLock::new(),
             }),
             masks: None,
@@ -378,6 +465,16 @@ impl LocalBackend {
     /// The options.
     pub fn options(&self) -> &LocalOptions {
         &self.inner.options
+    }
+
+    /// The device the model runs on ([`LocalOptions::device`]).
+    pub fn device(&self) -> &Device {
+        &self.inner.options.device
+    }
+
+    /// Totals over the generations of this backend and its clones so far.
+    pub fn decode_stats(&self) -> DecodeStats {
+        *self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -610,16 +707,24 @@ impl LocalBackend {
         let (start, reused) = Self::start_from_prefix(state, prefix, &mut calls)?;
         let model = &mut state.model;
         let fast_forward = self.inner.options.fast_forward;
+        let overlap = self
+            .inner
+            .options
+            .overlap_mask
+            .unwrap_or_else(|| !model.device().is_cpu());
 
         let stops = self.inner.tokenizer.stop_tokens();
         let mut sampler = Sampler::from_sampling(sampling);
         let mut mask = mask;
         let mut out: Vec<u32> = Vec::new();
         let mut forced_count = 0u32;
+        let mut sampled = 0u32;
+        let mut timing = Timing::default();
 
         // Tokens forced before anything is sampled go in with the prompt.
         let mut feed: Vec<u32> = prompt[start..].to_vec();
         if let Some(m) = mask.as_deref_mut() {
+            let t = Instant::now();
             let forced = m.forced()?;
             if !forced.is_empty() {
                 m.consume(&forced)?;
@@ -627,6 +732,7 @@ impl LocalBackend {
                 out.extend_from_slice(&forced);
                 feed.extend_from_slice(&forced);
             }
+            timing.mask += t.elapsed();
         }
         if feed.is_empty() {
             // The cached prefix was the whole prompt (cannot happen: the prefix is shorter).
@@ -639,15 +745,23 @@ impl LocalBackend {
             prompt.len() - start
         };
         // The mask of the first sampled step, computed before the forward call that gives its
-        // logits, so that the native engine skips the disallowed tokens' logits.
+        // logits (so that the native engine skips the disallowed tokens' logits) or while it
+        // runs.
         let mut bits = Vec::new();
-        let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
-        let mut logits = if split < feed.len() {
-            feed_tokens(model, &feed[..split], &mut calls, true, None)?;
-            feed_tokens(model, &feed[split..], &mut calls, false, allowed)?
-        } else {
-            feed_tokens(model, &feed, &mut calls, true, allowed)?
-        };
+        let mut logits = forward_and_mask(
+            |allowed| {
+                if split < feed.len() {
+                    feed_tokens(model, &feed[..split], &mut calls, true, None)?;
+                    feed_tokens(model, &feed[split..], &mut calls, false, allowed)
+                } else {
+                    feed_tokens(model, &feed, &mut calls, true, allowed)
+                }
+            },
+            mask.as_deref_mut(),
+            &mut bits,
+            overlap,
+            &mut timing,
+        )?;
         let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t1 = Instant::now();
 
@@ -666,7 +780,8 @@ impl LocalBackend {
             if model.pos() + 1 > model.context_length() {
                 break FinishReason::Length;
             }
-            // The logits are masked already (`next_allowed` before the forward call).
+            // The logits are masked already (`forward_and_mask`).
+            sampled += 1;
             let Some(token) = sampler.sample(&logits) else {
                 return Err(LocalError::Mask(format!(
                     "no token allowed after {} generated tokens (output so far: {:?})",
@@ -680,6 +795,7 @@ impl LocalBackend {
             let mut step = vec![token];
             out.push(token);
             if let Some(m) = mask.as_deref_mut() {
+                let t = Instant::now();
                 m.consume(&[token])?;
                 if !m.is_done() {
                     let forced = m.forced()?;
@@ -692,6 +808,7 @@ impl LocalBackend {
                         step.extend_from_slice(forced);
                     }
                 }
+                timing.mask += t.elapsed();
                 if m.is_done() {
                     break FinishReason::Stop;
                 }
@@ -702,11 +819,16 @@ impl LocalBackend {
             if model.pos() + step.len() > model.context_length() {
                 break FinishReason::Length;
             }
-            let allowed = next_allowed(mask.as_deref_mut(), &mut bits)?;
-            logits = feed_tokens(model, &step, &mut calls, fast_forward, allowed)?;
+            logits = forward_and_mask(
+                |allowed| feed_tokens(model, &step, &mut calls, fast_forward, allowed),
+                mask.as_deref_mut(),
+                &mut bits,
+                overlap,
+                &mut timing,
+            )?;
         };
 
-        Ok(Output {
+        let output = Output {
             text: self.inner.tokenizer.decode(&out)?,
             tokens: out,
             finish_reason: finish,
@@ -716,7 +838,17 @@ impl LocalBackend {
             forced_tokens: forced_count,
             prefill_ms,
             decode_ms: t1.elapsed().as_secs_f64() * 1e3,
-        })
+            sampled_tokens: sampled,
+            forward_ms: timing.forward.as_secs_f64() * 1e3,
+            mask_ms: timing.mask.as_secs_f64() * 1e3,
+            mask_overlapped_ms: timing.mask_overlapped.as_secs_f64() * 1e3,
+        };
+        self.inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(&output);
+        Ok(output)
     }
 }
 
@@ -801,6 +933,89 @@ fn next_allowed<'b>(
     }
 }
 
+/// Where a generation's time went ([`Output::forward_ms`], [`Output::mask_ms`],
+/// [`Output::mask_overlapped_ms`]).
+#[derive(Default)]
+struct Timing {
+    forward: Duration,
+    mask: Duration,
+    mask_overlapped: Duration,
+}
+
+/// Runs a step's forward calls (`forward`, given the allowed tokens when they are known before
+/// it runs) and computes the mask of the step after it, and returns the logits masked with it.
+///
+/// With `overlap` (and a mask to compute), `forward` runs on a scoped thread while this thread
+/// computes the mask: the mask of the next step depends on the tokens fed, not on their logits,
+/// so the two are independent and the result is the same as computing the mask first. Without
+/// it, the mask comes first and goes into the forward call (the native engine then computes
+/// only the allowed tokens' logits).
+fn forward_and_mask<F>(
+    forward: F,
+    mask: Option<&mut (dyn TokenMask + '_)>,
+    bits: &mut Vec<u32>,
+    overlap: bool,
+    timing: &mut Timing,
+) -> Result<Vec<f32>, LocalError>
+where
+    F: FnOnce(Option<&[u32]>) -> Result<Vec<f32>, LocalError> + Send,
+{
+    let mask = match mask {
+        Some(m) if overlap && !m.is_done() => m,
+        mask => {
+            let t = Instant::now();
+            let masked = mask.is_some();
+            let allowed = next_allowed(mask, bits)?;
+            if masked {
+                timing.mask += t.elapsed();
+            }
+            let t = Instant::now();
+            let logits = forward(allowed);
+            timing.forward += t.elapsed();
+            return logits;
+        }
+    };
+    let (forwarded, allowed, mask_time) = std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("contract-local-forward".into())
+            .spawn_scoped(scope, || {
+                let t = Instant::now();
+                let logits = forward(None);
+                (logits, t.elapsed())
+            });
+        let t = Instant::now();
+        let allowed = next_allowed(Some(mask), bits).map(|a| a.is_some());
+        let mask_time = t.elapsed();
+        let forwarded = match handle {
+            Ok(h) => h.join().map_err(|p| {
+                LocalError::State(format!("the forward pass panicked: {}", panic_message(&p)))
+            }),
+            Err(e) => Err(LocalError::State(format!(
+                "cannot start the forward pass's thread: {e}"
+            ))),
+        };
+        (forwarded, allowed, mask_time)
+    });
+    timing.mask += mask_time;
+    let (logits, forward_time) = forwarded?;
+    timing.forward += forward_time;
+    timing.mask_overlapped += mask_time.min(forward_time);
+    let mut logits = logits?;
+    if allowed? {
+        apply_mask(&mut logits, Allowed::Bits(bits.as_slice()));
+    }
+    Ok(logits)
+}
+
+/// The text of a panic's payload, when it has one.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
 fn backend_error(e: LocalError) -> BackendError {
     match e {
         LocalError::ContextLength { tokens, context } => BackendError::ContextLength {
@@ -811,7 +1026,8 @@ fn backend_error(e: LocalError) -> BackendError {
         | LocalError::Fetch(_)
         | LocalError::Checksum { .. }
         | LocalError::Gguf(_)
-        | LocalError::GgufRead { .. } => BackendError::Unavailable {
+        | LocalError::GgufRead { .. }
+        | LocalError::Device(_) => BackendError::Unavailable {
             message: e.to_string(),
         },
         LocalError::Template(_)

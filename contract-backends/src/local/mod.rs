@@ -1,25 +1,29 @@
 //! A local GGUF model on Candle, with the contract's token mask (feature `local`).
 //!
 //! - [`fetch`]: the default model (SmolLM2-135M-Instruct, Q4_1), fetched once into a cache.
+//! - [`device`]: the CPU or a GPU (`cuda:N`, feature `cuda`), parsed from a name.
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer (and its `tokenizer.json`) built from the GGUF
 //!   metadata, as llama.cpp builds it.
 //! - [`chat`]: the GGUF's chat template, rendered with minijinja (ChatML when absent).
 //! - [`model`]: the model, picked from `general.architecture` (llama or qwen2), run by one of two
 //!   engines behind one interface: this crate's own forward pass ([`Engine::Native`], the
-//!   default on the CPU) or candle-transformers' quantized llama / qwen2 ([`Engine::Candle`]).
+//!   default on the CPU) or candle-transformers' quantized llama / qwen2 ([`Engine::Candle`], the
+//!   engine on a GPU).
 //! - [`native`]: the native forward pass (Q8_0 or 4-bit weights, fused matmuls, in-place KV
 //!   cache); its CPU kernels and feature detection are in a private `kernels` module.
 //! - [`mask`]: the contract's token mask (llguidance plus the cross-field value filter,
 //!   [`mask::rules`]).
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
 //! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
-//!   every step and forced tokens fed in one forward call.
+//!   every step and forced tokens fed in one forward call; on a GPU the next step's mask is
+//!   computed on the CPU while the forward call runs.
 
 mod arch;
 pub mod backend;
 mod candle_models;
 mod causal_lm;
 pub mod chat;
+pub mod device;
 pub mod fetch;
 pub mod gguf_tokenizer;
 mod kernels;
@@ -30,8 +34,12 @@ pub mod sample;
 
 use std::path::PathBuf;
 
-pub use backend::{candle_thread_env, LocalBackend, LocalOptions, Output, Scores};
+pub use backend::{candle_thread_env, DecodeStats, LocalBackend, LocalOptions, Output, Scores};
+/// Candle's device type, for [`LocalOptions::device`] (re-exported so that a program need not
+/// depend on `candle-core` itself).
+pub use candle_core::Device;
 pub use chat::ChatTemplate;
+pub use device::{parse_device, CUDA_COMPILED};
 pub use model::{Engine, Model, WeightFormat};
 pub use native::NativeOptions;
 pub use sample::Sampler;
@@ -112,6 +120,10 @@ pub enum LocalError {
         /// Candle's error.
         source: candle_core::Error,
     },
+    /// The device cannot run the model: not a device name, a GPU in a build without the `cuda`
+    /// feature, a GPU the driver cannot open, or an engine that does not run there.
+    #[error("device: {0}")]
+    Device(String),
     /// The decode was cancelled (its caller stopped waiting) after `tokens` generated tokens.
     #[error("the decode was cancelled after {tokens} tokens")]
     Cancelled {

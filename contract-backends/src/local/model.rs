@@ -20,16 +20,17 @@ use super::LocalError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Engine {
-    /// [`Engine::Native`] on the CPU; elsewhere [`Engine::Candle`] with
-    /// [`WeightFormat::F32`] when the dequantised weights take at most [`AUTO_F32_LIMIT`]
-    /// bytes, else [`WeightFormat::AsStored`].
+    /// [`Engine::Native`] on the CPU; on a GPU [`Engine::Candle`] with
+    /// [`WeightFormat::AsStored`]: the file's quantized matrices on the device, multiplied by
+    /// Candle's CUDA kernels for those formats (no dequantised copy: nothing has measured one
+    /// faster there).
     #[default]
     Auto,
     /// This crate's own forward pass ([`super::native`], CPU only): matrices in its kernels'
     /// formats (Q8_0, or the file's Q4_0 / Q4_1 blocks), q/k/v and gate/up fused, an in-place KV
     /// cache with cheap snapshots and rewinds for both architectures. About 1.1 bytes per
     /// parameter (1.4 when padded for Candle's VNNI kernels). Its options are
-    /// [`NativeOptions`].
+    /// [`NativeOptions`]. On another device loading fails with [`LocalError::Device`].
     Native,
     /// candle-transformers' `quantized_llama` / `quantized_qwen2`, the weights held as the
     /// [`WeightFormat`] says; the engine for a device other than the CPU.
@@ -37,10 +38,6 @@ pub enum Engine {
 }
 
 pub use super::candle_models::WeightFormat;
-
-/// The most bytes of f32 weights [`Engine::Auto`] accepts (3 GiB: models up to about 0.75 B
-/// parameters).
-pub const AUTO_F32_LIMIT: u64 = 3 << 30;
 
 pub use super::arch::Arch;
 
@@ -52,6 +49,7 @@ pub struct Model {
     lm: Box<dyn CausalLm>,
     arch: Arch,
     engine: Engine,
+    device: Device,
     pos: usize,
     context: usize,
     vocab_size: usize,
@@ -63,6 +61,7 @@ impl std::fmt::Debug for Model {
         f.debug_struct("Model")
             .field("arch", &self.arch)
             .field("engine", &self.engine)
+            .field("device", &super::device::device_name(&self.device))
             .field("pos", &self.pos)
             .field("context", &self.context)
             .field("vocab_size", &self.vocab_size)
@@ -175,13 +174,15 @@ impl Model {
                     .map(|v| v.len())
             })
             .unwrap_or(0);
-        let engine = resolve_engine(&ct, engine, device);
+        let engine = resolve_engine(engine, device);
         let lm: Box<dyn CausalLm> = match engine {
             Engine::Native | Engine::Auto => {
                 if !device.is_cpu() {
-                    return Err(LocalError::State(
-                        "the native engine runs on the CPU only (use Engine::Candle)".into(),
-                    ));
+                    return Err(LocalError::Device(format!(
+                        "the native engine runs on the CPU only, not on `{}` (use Engine::Auto \
+                         or Engine::Candle)",
+                        super::device::device_name(device)
+                    )));
                 }
                 let w = NativeWeights::load(&ct, reader, arch, native)?;
                 context = w.context_length();
@@ -199,6 +200,7 @@ impl Model {
             lm,
             arch,
             engine,
+            device: device.clone(),
             pos: 0,
             context,
             vocab_size,
@@ -258,6 +260,11 @@ impl Model {
         self.engine
     }
 
+    /// The device the forward pass runs on (the logits always come back to the CPU).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     /// The context length (positions the model can attend to).
     pub fn context_length(&self) -> usize {
         self.context
@@ -293,6 +300,7 @@ impl Model {
             lm: self.lm.snapshot()?,
             arch: self.arch,
             engine: self.engine,
+            device: self.device.clone(),
             pos: self.pos,
             context: self.context,
             vocab_size: self.vocab_size,
@@ -394,23 +402,12 @@ fn arch_of(ct: &Content) -> Result<Arch, LocalError> {
     }
 }
 
-/// The engine [`Engine::Auto`] stands for with this file on this device (other engines are
-/// returned as they are).
-pub fn resolve_engine(ct: &Content, engine: Engine, device: &Device) -> Engine {
+/// The engine [`Engine::Auto`] stands for on `device` (other engines are returned as they are):
+/// the native engine on the CPU, candle-transformers' model with the weights as stored elsewhere.
+pub fn resolve_engine(engine: Engine, device: &Device) -> Engine {
     match engine {
         Engine::Auto if device.is_cpu() => Engine::Native,
-        Engine::Auto => {
-            let f32_bytes: u64 = ct
-                .tensor_infos
-                .values()
-                .map(|t| t.shape.elem_count() as u64 * 4)
-                .sum();
-            if f32_bytes <= AUTO_F32_LIMIT {
-                Engine::Candle(WeightFormat::F32)
-            } else {
-                Engine::Candle(WeightFormat::AsStored)
-            }
-        }
+        Engine::Auto => Engine::Candle(WeightFormat::AsStored),
         e => e,
     }
 }

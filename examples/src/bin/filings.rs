@@ -6,6 +6,7 @@
 //! cargo run --release -p examples --bin filings -- --study           # every mode of the ladder
 //! cargo run --release -p examples --bin filings -- --mode rules --docs 10
 //! cargo run --release -p examples --bin filings -- --input docs.jsonl --output results.jsonl
+//! scripts/cuda_build.sh && ../target-cuda/release/filings --device cuda:0   # on a GPU
 //! ```
 
 use std::collections::HashMap;
@@ -18,7 +19,9 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use contract_backends::batch::{run_batch, BatchOptions, Doc};
-use contract_backends::local::{Engine, LocalBackend, LocalOptions, WeightFormat};
+use contract_backends::local::{
+    parse_device, Device, Engine, LocalBackend, LocalOptions, WeightFormat,
+};
 use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
@@ -43,8 +46,8 @@ enum BackendKind {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Weights {
-    /// This crate's own forward pass on the CPU (its kernels' formats); elsewhere
-    /// candle-transformers' model, f32 for small models, else as stored.
+    /// This crate's own forward pass on the CPU (its kernels' formats); on a GPU
+    /// candle-transformers' model with the weights as stored.
     Auto,
     /// candle-transformers' model, weights as stored in the file.
     Stored,
@@ -105,6 +108,10 @@ struct Args {
     /// How the local model holds its weights.
     #[arg(long, value_enum, default_value = "auto")]
     weights: Weights,
+    /// Where the local model runs: `cpu`, or `cuda:N` (a binary built with the `cuda` feature:
+    /// scripts/cuda_build.sh). The mask and the sampler run on the CPU either way.
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// The mask's whitespace layout (default: the contract's, bounded).
     #[arg(long, value_enum)]
     whitespace: Option<Ws>,
@@ -263,10 +270,13 @@ fn run(args: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut rows: Vec<Value> = Vec::new();
     let described;
+    let mut decode_figures = None;
     match args.backend {
         BackendKind::Local => {
+            let device: Device = parse_device(&args.device).map_err(|e| e.to_string())?;
             let options = LocalOptions::default()
                 .engine(local_engine(args.weights))
+                .device(device)
                 .max_tokens(args.max_tokens);
             let path = match &args.model {
                 Some(p) => contract_backends::local::fetch::model_path(&p.to_string_lossy())
@@ -283,7 +293,7 @@ fn run(args: Args) -> Result<(), String> {
             eprintln!("loading {}", path.display());
             let local = LocalBackend::with_options(&path, options).map_err(|e| e.to_string())?;
             eprintln!("weights: {}", local.weights_summary());
-            described = format!("local {}", path.display());
+            described = format!("local {} on {}", path.display(), args.device);
             for &mode in &modes {
                 let backend = ModeBackend::new(&local, mode).whitespace(whitespace);
                 rows.extend(runtime.block_on(run_mode(
@@ -296,6 +306,7 @@ fn run(args: Args) -> Result<(), String> {
                     &emit,
                 ))?);
             }
+            decode_figures = Some(local.decode_stats());
         }
         BackendKind::Openai => {
             let masked_mode: openai::Mode = args.server_mode.parse()?;
@@ -342,7 +353,31 @@ fn run(args: Args) -> Result<(), String> {
     if let [mode] = modes.as_slice() {
         println!("{}", study::headline(mode.as_str(), &rows, 3));
     }
+    if let Some(stats) = decode_figures {
+        print_decode_figures(&stats);
+    }
     Ok(())
+}
+
+/// The local backend's generation figures, one `name: value` a line.
+fn print_decode_figures(stats: &contract_backends::local::DecodeStats) {
+    println!("\ngenerations: {}", stats.generations);
+    println!("generated tokens: {}", stats.tokens);
+    if let Some(tps) = stats.tokens_per_second() {
+        println!("decode tokens/s: {tps:.1}");
+    }
+    if stats.sampled_tokens > 0 {
+        let steps = stats.sampled_tokens as f64;
+        println!(
+            "step ms: {:.2}",
+            (stats.prefill_ms + stats.decode_ms) / steps
+        );
+        println!("mask ms/step: {:.3}", stats.mask_ms / steps);
+    }
+    if let Some((work, exposed)) = stats.mask_share() {
+        println!("mask share of generation time: {:.1}%", work * 100.0);
+        println!("mask share not overlapped: {:.1}%", exposed * 100.0);
+    }
 }
 
 /// Runs one mode over every document with the batch runner (progress bar on stderr); each row
