@@ -15,7 +15,8 @@ use contract_backends::local::gguf_tokenizer::read_content;
 use contract_backends::local::sample::SplitMix64;
 use contract_backends::local::NativeOptions;
 use contract_backends::local::{
-    fetch, Allowed, Engine, LocalBackend, LocalError, LocalOptions, Model, TokenMask, WeightFormat,
+    fetch, Allowed, BatchItem, Engine, LocalBackend, LocalError, LocalOptions, Model, TokenMask,
+    WeightFormat,
 };
 use contract_core::extract::{Backend, Constraint, Decoding, FinishReason, Request, Sampling};
 use contract_core::prompt::{Message, Messages};
@@ -1203,4 +1204,113 @@ async fn a_timeout_around_a_local_extraction_interrupts_it() {
         steps[0]
     );
     assert_eq!(steps[1], 3);
+}
+
+/// `Model::forward_batch` on the native engine: one call for several sequences (a prompt, a
+/// decode step, a few forced tokens, each at its own position, one with a mask) gives each
+/// sequence the very logits it gets alone, and leaves each cache where a lone call would.
+#[test]
+fn a_batched_forward_call_gives_each_sequence_its_own_logits() {
+    for path in [tiny_model(), tiny_qwen2()] {
+        let base = Model::load(&path, Engine::Native, &Device::Cpu).unwrap();
+        assert!(base.batches());
+        let seqs: [&[u32]; 4] = [&[5, 17, 300, 2], &[9], &[44, 45], &[1000, 7, 7, 7, 12]];
+        // Different caches first: sequence i has i * 3 earlier tokens.
+        let mut alone: Vec<Model> = Vec::new();
+        let mut batched: Vec<Model> = Vec::new();
+        for i in 0..seqs.len() {
+            let mut m = base.snapshot().unwrap();
+            if i > 0 {
+                let head: Vec<u32> = (0..i as u32 * 3).map(|t| 100 + t).collect();
+                m.feed(&head).unwrap();
+            }
+            batched.push(m.snapshot().unwrap());
+            alone.push(m);
+        }
+        let mut bits = vec![0u32; 49152 / 32];
+        for t in [3u32, 77, 4000, 49151] {
+            bits[t as usize / 32] |= 1 << (t % 32);
+        }
+        let allowed = |i: usize| (i == 1).then_some(bits.as_slice());
+        let expected: Vec<Vec<f32>> = alone
+            .iter_mut()
+            .enumerate()
+            .map(|(i, m)| {
+                let pos = m.pos();
+                m.forward_masked(seqs[i], pos, allowed(i)).unwrap()
+            })
+            .collect();
+        let mut items: Vec<BatchItem<'_>> = batched
+            .iter_mut()
+            .enumerate()
+            .map(|(i, model)| BatchItem {
+                model,
+                tokens: seqs[i],
+                allowed: allowed(i),
+            })
+            .collect();
+        let got = Model::forward_batch(&mut items).unwrap();
+        drop(items);
+        for i in 0..seqs.len() {
+            assert_eq!(got[i], expected[i], "{path:?}: sequence {i}");
+            assert_eq!(batched[i].pos(), alone[i].pos());
+            // The caches agree too: the next lone step gives the same logits.
+            let a = alone[i].feed(&[42]).unwrap();
+            let b = batched[i].feed(&[42]).unwrap();
+            assert_eq!(a, b, "{path:?}: sequence {i} after the batch");
+        }
+        // Exactly the allowed logits are finite on the masked sequence.
+        let finite: Vec<usize> = (0..got[1].len())
+            .filter(|&t| got[1][t].is_finite())
+            .collect();
+        assert_eq!(finite, [3, 77, 4000, 49151]);
+    }
+}
+
+/// Requests sent at once decode in one batch (`max_batch`) and each gets the reply it gets when
+/// decoded alone: the same text, finish reason, token counts and forward calls. Half of them are
+/// constrained by a contract's mask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_decode_in_one_batch_as_they_would_alone() {
+    let requests: Vec<Request> = (0..6)
+        .map(|i| {
+            let text = format!("Acme expects revenue of ${i}0 to ${i}5 million in quarter {i}.");
+            let mut req = Request::new(
+                Constraint::of::<examples::Guidance>(),
+                Messages(messages(&text)),
+            );
+            req.max_tokens = Some(24 + 4 * i);
+            if i % 2 == 1 {
+                req.constraint = Arc::new(Constraint {
+                    decoding: None,
+                    ..(*req.constraint).clone()
+                });
+            }
+            req
+        })
+        .collect();
+    let alone = tiny(LocalOptions::default().max_batch(1));
+    let mut expected = Vec::new();
+    for req in &requests {
+        expected.push(alone.complete(req).await.unwrap());
+    }
+    assert_eq!(alone.decode_stats().batched_calls, 0);
+    let batched = tiny(LocalOptions::default().max_batch(4));
+    let tasks: Vec<_> = requests
+        .iter()
+        .map(|r| {
+            let (backend, req) = (batched.clone(), r.clone());
+            tokio::spawn(async move { backend.complete(&req).await })
+        })
+        .collect();
+    for (i, (task, want)) in tasks.into_iter().zip(&expected).enumerate() {
+        assert_eq!(&task.await.unwrap().unwrap(), want, "request {i}");
+    }
+    let stats = batched.decode_stats();
+    assert!(stats.batched_calls > 0, "{stats:?}");
+    assert!(
+        stats.batched_requests > stats.batched_calls,
+        "batches of two or more: {stats:?}"
+    );
+    assert_eq!(stats.generations, 6);
 }

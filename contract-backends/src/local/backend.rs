@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use contract_core::prompt::{Message, Role};
 use super::chat::ChatTemplate;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
-use super::model::{Engine, Model, WeightFormat};
+use super::model::{BatchItem, Engine, Model, WeightFormat};
 use super::native::NativeOptions;
 pub use super::sample::apply_mask;
 use super::sample::Sampler;
@@ -65,6 +65,13 @@ pub struct LocalOptions {
     /// tokens' logits on steps with few of them (equal to the full computation to rounding);
     /// overlapped, it computes them all.
     pub overlap_mask: Option<bool>,
+    /// Most requests [`Backend::complete`] decodes together (default 8). Requests that arrive
+    /// while others decode join them: every step feeds all of them in one forward call, which
+    /// reads the weights once for all (a decode step on a CPU is bound by reading them), and a
+    /// request that finishes leaves at once while the others go on. Each request decodes
+    /// exactly as it would alone (the same tokens, the same [`Output`]). Only models that
+    /// batch ([`Model::batches`]: the native engine) do; 1 decodes one request at a time.
+    pub max_batch: usize,
 }
 
 impl Default for LocalOptions {
@@ -80,6 +87,7 @@ impl Default for LocalOptions {
             fast_forward: true,
             native: NativeOptions::default(),
             overlap_mask: None,
+            max_batch: 8,
         }
     }
 }
@@ -134,6 +142,11 @@ impl LocalOptions {
     /// device ([`LocalOptions::overlap_mask`]).
     pub fn overlap_mask(mut self, on: bool) -> Self {
         self.overlap_mask = Some(on);
+        self
+    }
+    /// Sets how many requests decode together ([`LocalOptions::max_batch`]; 0 counts as 1).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n.max(1);
         self
     }
 }
@@ -195,6 +208,11 @@ pub struct DecodeStats {
     pub mask_ms: f64,
     /// [`Output::mask_overlapped_ms`], summed.
     pub mask_overlapped_ms: f64,
+    /// Forward calls of [`Backend::complete`]'s batch that fed more than one request at once
+    /// ([`LocalOptions::max_batch`]).
+    pub batched_calls: u64,
+    /// The requests those calls fed, summed (over `batched_calls`: the mean batch).
+    pub batched_requests: u64,
 }
 
 impl DecodeStats {
@@ -254,9 +272,11 @@ struct State {
 /// A clone is cheap and shares the model. [`Backend::complete`] runs the decode on the backend's
 /// worker thread (started on the first request) and waits for it without blocking the async
 /// caller; dropping that future (a `tokio::time::timeout` that fires, a cancelled task) stops the
-/// decode at its next step. The synchronous methods ([`LocalBackend::generate`],
-/// [`LocalBackend::score_continuations`]) run on the calling thread. Requests are decoded one at
-/// a time, in the order they arrive.
+/// decode at its next step. Requests that arrive while others decode join them, up to
+/// [`LocalOptions::max_batch`]: one forward call a step feeds them all (continuous batching:
+/// each leaves when it ends, the next waiting one takes its place), and each decodes exactly as
+/// it would alone. The synchronous methods ([`LocalBackend::generate`],
+/// [`LocalBackend::score_continuations`]) run on the calling thread, one at a time.
 #[derive(Clone)]
 pub struct LocalBackend {
     inner: Arc<Inner>,
@@ -276,8 +296,13 @@ struct Inner {
     worker: OnceLock<Result<Sender<Job>, String>>,
 }
 
-/// A decode to run on the worker thread.
-type Job = Box<dyn FnOnce() + Send>;
+/// A request for the worker thread, and where its answer goes.
+struct Job {
+    backend: LocalBackend,
+    req: Request,
+    cancel: Arc<AtomicBool>,
+    reply: tokio::sync::oneshot::Sender<Result<Response, BackendError>>,
+}
 
 /// Sets the flag when dropped: the future of [`Backend::complete`] holds one, so that dropping
 /// the future cancels its decode.
@@ -289,19 +314,226 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Starts the thread that runs a backend's jobs, one at a time, until every sender is dropped.
-/// A job that panics loses its answer (its caller is told) but not the thread.
+/// Starts the thread that decodes a backend's requests, until every sender is dropped: up to
+/// [`LocalOptions::max_batch`] at once when the model batches, else one at a time. A request
+/// whose decode panics loses its answer (its caller is told), not the thread.
 fn spawn_worker() -> Result<Sender<Job>, String> {
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name("contract-local-model".into())
-        .spawn(move || {
-            for job in rx {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-            }
-        })
+        .spawn(move || run_worker(&rx))
         .map_err(|e| format!("cannot start the local model's worker thread: {e}"))?;
     Ok(tx)
+}
+
+/// The worker's loop: takes the requests that have arrived, steps the batch, repeats.
+fn run_worker(rx: &Receiver<Job>) {
+    let mut batch: Vec<Active> = Vec::new();
+    loop {
+        if batch.is_empty() {
+            let Ok(job) = rx.recv() else { return };
+            admit(job, &mut batch);
+        }
+        while let Some(max) = batch.first().map(|a| a.job.backend.inner.options.max_batch) {
+            if batch.len() >= max {
+                break;
+            }
+            match rx.try_recv() {
+                Ok(job) => admit(job, &mut batch),
+                Err(_) => break,
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(&mut batch)));
+        if let Err(p) = stepped {
+            let message = format!(
+                "the local decode ended without an answer (it panicked: {})",
+                panic_message(&p)
+            );
+            for a in batch.drain(..) {
+                let _ = a.job.reply.send(Err(BackendError::Other {
+                    message: message.clone(),
+                }));
+            }
+        }
+    }
+}
+
+/// A request being decoded in the worker's batch: its own model (a snapshot sharing the
+/// weights), mask and generation.
+struct Active {
+    job: Job,
+    model: Model,
+    mask: Option<Box<dyn TokenMask + Send>>,
+    gen: Generation,
+    bits: Vec<u32>,
+}
+
+/// Starts decoding `job`: in the batch when its model batches (and the batch may hold more than
+/// one request), else to its end at once, alone, on the backend's model.
+fn admit(job: Job, batch: &mut Vec<Active>) {
+    let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let backend = &job.backend;
+        let options = &backend.inner.options;
+        // A mask computed while the forward call runs is a one-request affair.
+        if options.max_batch <= 1 || options.overlap_mask == Some(true) {
+            return Err(backend.complete_now(&job.req, &job.cancel));
+        }
+        match backend.start_in_batch(&job.req, &job.cancel) {
+            Ok(Some((model, mask, gen))) => Ok((model, mask, gen)),
+            Ok(None) => Err(backend.complete_now(&job.req, &job.cancel)),
+            Err(e) => Err(Err(e)),
+        }
+    }));
+    match answered {
+        Ok(Ok((model, mask, gen))) => batch.push(Active {
+            job,
+            model,
+            mask,
+            gen,
+            bits: Vec::new(),
+        }),
+        Ok(Err(answer)) => {
+            let _ = job.reply.send(answer);
+        }
+        Err(p) => {
+            let _ = job.reply.send(Err(BackendError::Other {
+                message: format!(
+                    "the local decode ended without an answer (it panicked: {})",
+                    panic_message(&p)
+                ),
+            }));
+        }
+    }
+}
+
+/// One step of every request in the batch: one forward call for all (each request's next call
+/// of its step), then each request samples and advances; finished and cancelled requests are
+/// answered and leave.
+fn step(batch: &mut Vec<Active>) {
+    // Cancelled requests, and calls past a model's context, end here.
+    let mut i = 0;
+    while i < batch.len() {
+        let a = &batch[i];
+        let ended = if a.job.cancel.load(Ordering::Relaxed) {
+            Some(Err(LocalError::Cancelled {
+                tokens: a.gen.out.len(),
+            }))
+        } else {
+            let need = a.model.pos() + a.gen.pending.first().map_or(0, Vec::len);
+            (need > a.model.context_length()).then(|| {
+                Err(LocalError::ContextLength {
+                    tokens: need,
+                    context: a.model.context_length(),
+                })
+            })
+        };
+        match ended {
+            Some(result) => {
+                let a = batch.swap_remove(i);
+                let _ = a.job.reply.send(result.map_err(backend_error));
+            }
+            None => i += 1,
+        }
+    }
+    if batch.is_empty() {
+        return;
+    }
+    // The mask of the step after each request's last call, computed before the forward call.
+    let mut failed: Vec<(usize, LocalError)> = Vec::new();
+    let mut masked = vec![false; batch.len()];
+    for (i, a) in batch.iter_mut().enumerate() {
+        if a.gen.pending.len() == 1 {
+            let t = Instant::now();
+            let has_mask = a.mask.is_some();
+            match next_allowed(
+                a.mask.as_deref_mut().map(|m| m as &mut dyn TokenMask),
+                &mut a.bits,
+            ) {
+                Ok(allowed) => masked[i] = allowed.is_some(),
+                Err(e) => failed.push((i, e)),
+            }
+            if has_mask {
+                a.gen.timing.mask += t.elapsed();
+            }
+        }
+    }
+    let t = Instant::now();
+    let mut items: Vec<BatchItem<'_>> = Vec::with_capacity(batch.len());
+    let mut fed: Vec<usize> = Vec::with_capacity(batch.len());
+    for (i, a) in batch.iter_mut().enumerate() {
+        if failed.iter().any(|(f, _)| *f == i) {
+            continue;
+        }
+        let Active {
+            model, gen, bits, ..
+        } = a;
+        let Some(tokens) = gen.pending.first() else {
+            failed.push((
+                i,
+                LocalError::State("a generation with nothing to feed".into()),
+            ));
+            continue;
+        };
+        items.push(BatchItem {
+            model,
+            tokens,
+            allowed: masked[i].then_some(bits.as_slice()),
+        });
+        fed.push(i);
+    }
+    let result = Model::forward_batch(&mut items);
+    drop(items);
+    let elapsed = t.elapsed();
+    if fed.len() > 1 {
+        if let Some(a) = batch.first() {
+            let stats = &a.job.backend.inner.stats;
+            let mut stats = stats.lock().unwrap_or_else(|e| e.into_inner());
+            stats.batched_calls += 1;
+            stats.batched_requests += fed.len() as u64;
+        }
+    }
+    let mut answers: Vec<(usize, Result<FinishReason, LocalError>)> = Vec::new();
+    match result {
+        Ok(logits) => {
+            for (&i, logits) in fed.iter().zip(logits) {
+                let a = &mut batch[i];
+                a.gen.timing.forward += elapsed;
+                a.gen.calls += 1;
+                a.gen.pending.remove(0);
+                if !a.gen.pending.is_empty() {
+                    continue;
+                }
+                let (pos, context) = (a.model.pos(), a.model.context_length());
+                let mask = a.mask.as_deref_mut().map(|m| m as &mut dyn TokenMask);
+                match a.gen.advance(&logits, mask, pos, context) {
+                    Ok(None) => {}
+                    Ok(Some(finish)) => answers.push((i, Ok(finish))),
+                    Err(e) => answers.push((i, Err(e))),
+                }
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            for &i in &fed {
+                answers.push((i, Err(LocalError::State(message.clone()))));
+            }
+        }
+    }
+    answers.extend(failed.into_iter().map(|(i, e)| (i, Err(e))));
+    // Highest index first, so that removing one leaves the others' indices valid.
+    answers.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+    for (i, answer) in answers {
+        let a = batch.remove(i);
+        let backend = &a.job.backend;
+        let answer = answer.and_then(|finish| backend.finish(a.gen, finish));
+        let answer = answer
+            .map(|out| backend.response(out))
+            .map_err(backend_error);
+        let _ = a.job.reply.send(answer);
+    }
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -706,33 +938,102 @@ impl LocalBackend {
         state.scored.clear();
         let (start, reused) = Self::start_from_prefix(state, prefix, &mut calls)?;
         let model = &mut state.model;
-        let fast_forward = self.inner.options.fast_forward;
         let overlap = self
             .inner
             .options
             .overlap_mask
             .unwrap_or_else(|| !model.device().is_cpu());
-
-        let stops = self.inner.tokenizer.stop_tokens();
-        let mut sampler = Sampler::from_sampling(sampling);
         let mut mask = mask;
-        let mut out: Vec<u32> = Vec::new();
-        let mut forced_count = 0u32;
-        let mut sampled = 0u32;
-        let mut timing = Timing::default();
+        let start = Start {
+            prompt: &prompt,
+            from: start,
+            reused,
+            calls,
+            t0,
+        };
+        let mut gen = self.generation(start, max_tokens, sampling, mask.as_deref_mut())?;
+        let mut bits = Vec::new();
+        loop {
+            // The step's forward calls; the last takes the mask of the step after it, computed
+            // before the call (so that the native engine skips the disallowed tokens' logits)
+            // or while it runs.
+            let step = std::mem::take(&mut gen.pending);
+            let mut calls = 0u32;
+            let logits = forward_and_mask(
+                |allowed| {
+                    let mut logits = Vec::new();
+                    for (i, tokens) in step.iter().enumerate() {
+                        calls += 1;
+                        let last = i + 1 == step.len();
+                        let allowed = if last { allowed } else { None };
+                        logits = model.forward_masked(tokens, model.pos(), allowed)?;
+                    }
+                    Ok(logits)
+                },
+                mask.as_deref_mut(),
+                &mut bits,
+                overlap,
+                &mut gen.timing,
+            )?;
+            gen.calls += calls;
+            if cancelled() {
+                return Err(LocalError::Cancelled {
+                    tokens: gen.out.len(),
+                });
+            }
+            let (pos, context) = (model.pos(), model.context_length());
+            if let Some(finish) = gen.advance(&logits, mask.as_deref_mut(), pos, context)? {
+                return self.finish(gen, finish);
+            }
+        }
+    }
 
+    /// A generation set up to continue the prompt from `start.from` (the model holds the
+    /// positions before it): the tokens the mask forces first go in with the prompt.
+    fn generation(
+        &self,
+        start: Start<'_>,
+        max_tokens: u32,
+        sampling: &Sampling,
+        mask: Option<&mut (dyn TokenMask + '_)>,
+    ) -> Result<Generation, LocalError> {
+        let Start {
+            prompt,
+            from,
+            reused,
+            calls,
+            t0,
+        } = start;
+        let fast_forward = self.inner.options.fast_forward;
+        let mut gen = Generation {
+            tokenizer: self.inner.tokenizer.clone(),
+            stops: self.inner.tokenizer.stop_tokens().to_vec(),
+            sampler: Sampler::from_sampling(sampling),
+            max_tokens,
+            fast_forward,
+            prompt_tokens: prompt.len(),
+            reused,
+            out: Vec::new(),
+            forced: 0,
+            sampled: 0,
+            calls,
+            timing: Timing::default(),
+            pending: Vec::new(),
+            t0,
+            decoding: None,
+        };
         // Tokens forced before anything is sampled go in with the prompt.
-        let mut feed: Vec<u32> = prompt[start..].to_vec();
-        if let Some(m) = mask.as_deref_mut() {
+        let mut feed: Vec<u32> = prompt[from..].to_vec();
+        if let Some(m) = mask {
             let t = Instant::now();
             let forced = m.forced()?;
             if !forced.is_empty() {
                 m.consume(&forced)?;
-                forced_count += forced.len() as u32;
-                out.extend_from_slice(&forced);
+                gen.forced += forced.len() as u32;
+                gen.out.extend_from_slice(&forced);
                 feed.extend_from_slice(&forced);
             }
-            timing.mask += t.elapsed();
+            gen.timing.mask += t.elapsed();
         }
         if feed.is_empty() {
             // The cached prefix was the whole prompt (cannot happen: the prefix is shorter).
@@ -742,106 +1043,35 @@ impl LocalBackend {
         let split = if fast_forward {
             feed.len()
         } else {
-            prompt.len() - start
+            prompt.len() - from
         };
-        // The mask of the first sampled step, computed before the forward call that gives its
-        // logits (so that the native engine skips the disallowed tokens' logits) or while it
-        // runs.
-        let mut bits = Vec::new();
-        let mut logits = forward_and_mask(
-            |allowed| {
-                if split < feed.len() {
-                    feed_tokens(model, &feed[..split], &mut calls, true, None)?;
-                    feed_tokens(model, &feed[split..], &mut calls, false, allowed)
-                } else {
-                    feed_tokens(model, &feed, &mut calls, true, allowed)
-                }
-            },
-            mask.as_deref_mut(),
-            &mut bits,
-            overlap,
-            &mut timing,
-        )?;
-        let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
+        if split > 0 {
+            gen.pending.push(feed[..split].to_vec());
+        }
+        gen.pending.extend(feed[split..].iter().map(|&t| vec![t]));
+        Ok(gen)
+    }
 
-        let finish = loop {
-            if cancelled() {
-                return Err(LocalError::Cancelled { tokens: out.len() });
-            }
-            if let Some(m) = mask.as_deref() {
-                if m.is_done() {
-                    break FinishReason::Stop;
-                }
-            }
-            if out.len() >= max_tokens as usize {
-                break FinishReason::Length;
-            }
-            if model.pos() + 1 > model.context_length() {
-                break FinishReason::Length;
-            }
-            // The logits are masked already (`forward_and_mask`).
-            sampled += 1;
-            let Some(token) = sampler.sample(&logits) else {
-                return Err(LocalError::Mask(format!(
-                    "no token allowed after {} generated tokens (output so far: {:?})",
-                    out.len(),
-                    self.inner.tokenizer.decode(&out).unwrap_or_default()
-                )));
-            };
-            if stops.contains(&token) {
-                break FinishReason::Stop;
-            }
-            let mut step = vec![token];
-            out.push(token);
-            if let Some(m) = mask.as_deref_mut() {
-                let t = Instant::now();
-                m.consume(&[token])?;
-                if !m.is_done() {
-                    let forced = m.forced()?;
-                    if !forced.is_empty() {
-                        let room = (max_tokens as usize).saturating_sub(out.len());
-                        let forced = &forced[..forced.len().min(room)];
-                        m.consume(forced)?;
-                        forced_count += forced.len() as u32;
-                        out.extend_from_slice(forced);
-                        step.extend_from_slice(forced);
-                    }
-                }
-                timing.mask += t.elapsed();
-                if m.is_done() {
-                    break FinishReason::Stop;
-                }
-            }
-            if out.len() >= max_tokens as usize {
-                break FinishReason::Length;
-            }
-            if model.pos() + step.len() > model.context_length() {
-                break FinishReason::Length;
-            }
-            logits = forward_and_mask(
-                |allowed| feed_tokens(model, &step, &mut calls, fast_forward, allowed),
-                mask.as_deref_mut(),
-                &mut bits,
-                overlap,
-                &mut timing,
-            )?;
+    /// The output of a finished generation, counted in [`LocalBackend::decode_stats`].
+    fn finish(&self, gen: Generation, finish: FinishReason) -> Result<Output, LocalError> {
+        let (prefill, decode) = match gen.decoding {
+            Some((prefill, t1)) => (prefill, t1.elapsed()),
+            None => (gen.t0.elapsed(), Duration::ZERO),
         };
-
         let output = Output {
-            text: self.inner.tokenizer.decode(&out)?,
-            tokens: out,
+            text: self.inner.tokenizer.decode(&gen.out)?,
+            tokens: gen.out,
             finish_reason: finish,
-            prompt_tokens: prompt.len(),
-            reused_prefix_tokens: reused,
-            forward_calls: calls,
-            forced_tokens: forced_count,
-            prefill_ms,
-            decode_ms: t1.elapsed().as_secs_f64() * 1e3,
-            sampled_tokens: sampled,
-            forward_ms: timing.forward.as_secs_f64() * 1e3,
-            mask_ms: timing.mask.as_secs_f64() * 1e3,
-            mask_overlapped_ms: timing.mask_overlapped.as_secs_f64() * 1e3,
+            prompt_tokens: gen.prompt_tokens,
+            reused_prefix_tokens: gen.reused,
+            forward_calls: gen.calls,
+            forced_tokens: gen.forced,
+            prefill_ms: prefill.as_secs_f64() * 1e3,
+            decode_ms: decode.as_secs_f64() * 1e3,
+            sampled_tokens: gen.sampled,
+            forward_ms: gen.timing.forward.as_secs_f64() * 1e3,
+            mask_ms: gen.timing.mask.as_secs_f64() * 1e3,
+            mask_overlapped_ms: gen.timing.mask_overlapped.as_secs_f64() * 1e3,
         };
         self.inner
             .stats
@@ -849,6 +1079,103 @@ impl LocalBackend {
             .unwrap_or_else(|e| e.into_inner())
             .add(&output);
         Ok(output)
+    }
+}
+
+/// Where a generation starts: its prompt, the position it continues from, the prefix tokens
+/// reused and the forward calls made for the prefix.
+struct Start<'a> {
+    prompt: &'a [u32],
+    from: usize,
+    reused: usize,
+    calls: u32,
+    t0: Instant,
+}
+
+/// One generation between forward calls: the decode loop's state, so that
+/// [`LocalBackend::decode`] drives one and the worker's batch drives several with the same steps.
+struct Generation {
+    tokenizer: Arc<GgufTokenizer>,
+    stops: Vec<u32>,
+    sampler: Sampler,
+    max_tokens: u32,
+    fast_forward: bool,
+    prompt_tokens: usize,
+    reused: usize,
+    out: Vec<u32>,
+    forced: u32,
+    sampled: u32,
+    calls: u32,
+    timing: Timing,
+    /// The forward calls of the next step, in order (the logits of the last one are read).
+    pending: Vec<Vec<u32>>,
+    t0: Instant,
+    /// Once the prompt is processed: how long that took, and when decoding started.
+    decoding: Option<(Duration, Instant)>,
+}
+
+impl Generation {
+    /// Takes the logits of a step's last forward call (masked already): samples the next token,
+    /// advances the mask over it and the tokens the mask then forces, and queues the next step's
+    /// calls; `Some` when the generation ends instead. `pos` is the model's position after the
+    /// call, `context` its context length.
+    fn advance(
+        &mut self,
+        logits: &[f32],
+        mask: Option<&mut (dyn TokenMask + '_)>,
+        pos: usize,
+        context: usize,
+    ) -> Result<Option<FinishReason>, LocalError> {
+        if self.decoding.is_none() {
+            self.decoding = Some((self.t0.elapsed(), Instant::now()));
+        }
+        if mask.as_deref().is_some_and(|m| m.is_done()) {
+            return Ok(Some(FinishReason::Stop));
+        }
+        if self.out.len() >= self.max_tokens as usize || pos + 1 > context {
+            return Ok(Some(FinishReason::Length));
+        }
+        self.sampled += 1;
+        let Some(token) = self.sampler.sample(logits) else {
+            return Err(LocalError::Mask(format!(
+                "no token allowed after {} generated tokens (output so far: {:?})",
+                self.out.len(),
+                self.tokenizer.decode(&self.out).unwrap_or_default()
+            )));
+        };
+        if self.stops.contains(&token) {
+            return Ok(Some(FinishReason::Stop));
+        }
+        let mut step = vec![token];
+        self.out.push(token);
+        if let Some(m) = mask {
+            let t = Instant::now();
+            m.consume(&[token])?;
+            if !m.is_done() {
+                let forced = m.forced()?;
+                if !forced.is_empty() {
+                    let room = (self.max_tokens as usize).saturating_sub(self.out.len());
+                    let forced = &forced[..forced.len().min(room)];
+                    m.consume(forced)?;
+                    self.forced += forced.len() as u32;
+                    self.out.extend_from_slice(forced);
+                    step.extend_from_slice(forced);
+                }
+            }
+            self.timing.mask += t.elapsed();
+            if m.is_done() {
+                return Ok(Some(FinishReason::Stop));
+            }
+        }
+        if self.out.len() >= self.max_tokens as usize || pos + step.len() > context {
+            return Ok(Some(FinishReason::Length));
+        }
+        if self.fast_forward {
+            self.pending.push(step);
+        } else {
+            self.pending.extend(step.into_iter().map(|t| vec![t]));
+        }
+        Ok(None)
     }
 }
 
@@ -891,26 +1218,6 @@ fn log_sum_exp(logits: &[f32]) -> f32 {
     }
     let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
     max + sum.ln() as f32
-}
-
-/// Feeds `tokens` at the end of the cache, in one call when `together`, else one call per token;
-/// the logits after the last one, masked with `allowed`.
-fn feed_tokens(
-    model: &mut Model,
-    tokens: &[u32],
-    calls: &mut u32,
-    together: bool,
-    allowed: Option<&[u32]>,
-) -> Result<Vec<f32>, LocalError> {
-    let chunk = if together { tokens.len().max(1) } else { 1 };
-    let parts = tokens.len().div_ceil(chunk);
-    let mut logits = Vec::new();
-    for (i, part) in tokens.chunks(chunk).enumerate() {
-        *calls += 1;
-        let mask = if i + 1 == parts { allowed } else { None };
-        logits = model.forward_masked(part, model.pos(), mask)?;
-    }
-    Ok(logits)
 }
 
 /// The tokens `mask` allows at the next step, copied into `bits` (`None`: no mask, a finished
@@ -1058,15 +1365,20 @@ impl LocalBackend {
             .map_err(|_| unavailable("the local model's worker thread has stopped".into()))
     }
 
+    /// The mask for `req`, when it carries a constraint and the backend constrains.
+    fn mask_for(&self, req: &Request) -> Result<Option<Box<dyn TokenMask + Send>>, BackendError> {
+        match &req.constraint.decoding {
+            Some(_) => match self.mask_factory().map_err(backend_error)? {
+                Some(f) => f.mask_for(req).map_err(backend_error),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
     /// One request, decoded on the calling thread; stops when `cancel` is set.
     fn complete_now(&self, req: &Request, cancel: &AtomicBool) -> Result<Response, BackendError> {
-        let mut mask = match &req.constraint.decoding {
-            Some(_) => match self.mask_factory().map_err(backend_error)? {
-                Some(f) => f.mask_for(req).map_err(backend_error)?,
-                None => None,
-            },
-            None => None,
-        };
+        let mut mask = self.mask_for(req)?;
         let max_tokens = req.max_tokens.unwrap_or(self.inner.options.max_tokens);
         let out = self
             .decode(
@@ -1077,14 +1389,74 @@ impl LocalBackend {
                 Some(cancel),
             )
             .map_err(backend_error)?;
-        Ok(Response {
+        Ok(self.response(out))
+    }
+
+    /// What [`Backend::complete`] answers for a generation.
+    fn response(&self, out: Output) -> Response {
+        Response {
             text: out.text,
             reasoning: None,
             finish_reason: Some(out.finish_reason),
             prompt_tokens: Some(out.prompt_tokens as u32),
             completion_tokens: Some(out.tokens.len() as u32),
             forward_calls: Some(out.forward_calls),
-        })
+        }
+    }
+
+    /// Sets `req` up to decode in the worker's batch: the prompt's prefix from the cache (or
+    /// computed and cached, as [`LocalBackend::decode`] does), a snapshot of the model for the
+    /// request's own cache, its mask and generation. `None` when the model cannot batch (then
+    /// the request decodes alone).
+    #[allow(clippy::type_complexity)]
+    fn start_in_batch(
+        &self,
+        req: &Request,
+        cancel: &AtomicBool,
+    ) -> Result<Option<(Model, Option<Box<dyn TokenMask + Send>>, Generation)>, BackendError> {
+        {
+            let state = self.state();
+            if !state.model.batches() || !state.model.can_snapshot() {
+                return Ok(None);
+            }
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return Err(backend_error(LocalError::Cancelled { tokens: 0 }));
+        }
+        let mut mask = self.mask_for(req)?;
+        let max_tokens = req.max_tokens.unwrap_or(self.inner.options.max_tokens);
+        let (prompt, prefix) = self
+            .prompt_and_prefix(&req.messages.0)
+            .map_err(backend_error)?;
+        let t0 = Instant::now();
+        let mut calls = 0u32;
+        let (model, from, reused) = {
+            let mut state = self.state();
+            let state = &mut *state;
+            state.scored.clear();
+            let (from, reused) =
+                Self::start_from_prefix(state, prefix, &mut calls).map_err(backend_error)?;
+            let Some(model) = state.model.snapshot() else {
+                return Ok(None);
+            };
+            (model, from, reused)
+        };
+        let start = Start {
+            prompt: &prompt,
+            from,
+            reused,
+            calls,
+            t0,
+        };
+        let gen = self
+            .generation(
+                start,
+                max_tokens,
+                &req.sampling,
+                mask.as_deref_mut().map(|m| m as &mut dyn TokenMask),
+            )
+            .map_err(backend_error)?;
+        Ok(Some((model, mask, gen)))
     }
 }
 
@@ -1096,11 +1468,12 @@ impl Backend for LocalBackend {
         let cancel = Arc::new(AtomicBool::new(false));
         let _cancel_on_drop = CancelOnDrop(cancel.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let backend = self.clone();
-        let req = req.clone();
-        self.submit(Box::new(move || {
-            let _ = tx.send(backend.complete_now(&req, &cancel));
-        }))?;
+        self.submit(Job {
+            backend: self.clone(),
+            req: req.clone(),
+            cancel,
+            reply: tx,
+        })?;
         rx.await.unwrap_or_else(|_| {
             Err(BackendError::Other {
                 message: "the local decode ended without an answer (it panicked)".into(),

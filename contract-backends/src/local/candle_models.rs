@@ -218,4 +218,8 @@ impl<W: CandleWeights> CausalLm for CandleModel<W> {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }

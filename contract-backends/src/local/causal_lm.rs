@@ -51,6 +51,9 @@ pub(crate) trait CausalLm: Send {
 
     /// The engine as [`Any`], to reach what only one engine has (the native weights' summary).
     fn as_any(&self) -> &dyn Any;
+
+    /// [`CausalLm::as_any`], mutably (the native engine's batched forward pass).
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// The error of [`CausalLm::restore_from`] across engines.

@@ -40,7 +40,7 @@ pub use backend::{candle_thread_env, DecodeStats, LocalBackend, LocalOptions, Ou
 pub use candle_core::Device;
 pub use chat::ChatTemplate;
 pub use device::{parse_device, CUDA_COMPILED};
-pub use model::{Engine, Model, WeightFormat};
+pub use model::{BatchItem, Engine, Model, WeightFormat};
 pub use native::NativeOptions;
 pub use sample::Sampler;
 

@@ -13,7 +13,7 @@ use candle_core::Device;
 use candle_transformers::models::quantized_llama;
 
 use super::causal_lm::CausalLm;
-use super::native::{NativeModel, NativeOptions, NativeWeights};
+use super::native::{run_batch, NativeModel, NativeOptions, NativeWeights, Segment};
 use super::LocalError;
 
 /// Which forward pass runs the model.
@@ -386,6 +386,79 @@ impl Model {
     pub fn feed(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
         self.forward(tokens, self.pos)
     }
+
+    /// Whether [`Model::forward_batch`] runs this model's sequences in one pass over the weights
+    /// (the native engine) rather than one after the other.
+    pub fn batches(&self) -> bool {
+        self.lm.as_any().is::<NativeModel>()
+    }
+
+    /// Appends each item's tokens to its model's cache, as [`Model::forward_masked`] at the
+    /// model's position, and returns each item's logits. Models of the native engine loaded
+    /// together (one load and its [`snapshots`](Model::snapshot)) run in one forward call, the
+    /// weights read once for all; others run one after the other. A sequence's logits are the
+    /// same either way (the kernels compute each row on its own).
+    ///
+    /// # Errors
+    ///
+    /// As [`Model::forward_masked`] for any item (nothing is run then), or the engine's error.
+    pub fn forward_batch(items: &mut [BatchItem<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+        for item in items.iter() {
+            let (m, n) = (&*item.model, item.tokens.len());
+            if n == 0 {
+                return Err(LocalError::State("forward with no tokens".into()));
+            }
+            if m.pos + n > m.context {
+                return Err(LocalError::ContextLength {
+                    tokens: m.pos + n,
+                    context: m.context,
+                });
+            }
+        }
+        let weights = |m: &Model| m.native().map(|n| std::sync::Arc::as_ptr(n.weights()));
+        let first = items.first().and_then(|i| weights(i.model));
+        let native =
+            items.len() > 1 && first.is_some() && items.iter().all(|i| weights(i.model) == first);
+        if !native {
+            return items
+                .iter_mut()
+                .map(|i| {
+                    let pos = i.model.pos;
+                    i.model.forward_masked(i.tokens, pos, i.allowed)
+                })
+                .collect();
+        }
+        let mut segments = Vec::with_capacity(items.len());
+        for item in items.iter_mut() {
+            let pos = item.model.pos;
+            let Some(model) = item.model.lm.as_any_mut().downcast_mut::<NativeModel>() else {
+                return Err(LocalError::State("a batch mixes engines".into()));
+            };
+            segments.push(Segment {
+                model,
+                tokens: item.tokens,
+                pos,
+                allowed: item.allowed,
+            });
+        }
+        let logits = run_batch(&mut segments)?;
+        drop(segments);
+        for item in items.iter_mut() {
+            item.model.pos += item.tokens.len();
+            item.model.forward_calls += 1;
+        }
+        Ok(logits)
+    }
+}
+
+/// One sequence of [`Model::forward_batch`]: its model and the tokens to feed at its end.
+pub struct BatchItem<'a> {
+    /// The sequence's model (its own cache).
+    pub model: &'a mut Model,
+    /// The tokens to append.
+    pub tokens: &'a [u32],
+    /// The tokens allowed after the last one (a bitset), as in [`Model::forward_masked`].
+    pub allowed: Option<&'a [u32]>,
 }
 
 fn arch_of(ct: &Content) -> Result<Arch, LocalError> {

@@ -74,42 +74,107 @@ impl NativeModel {
         pos: usize,
         allowed: Option<&[u32]>,
     ) -> Result<Vec<f32>, LocalError> {
-        let w = Arc::clone(&self.w);
-        let c = &w.cfg;
-        let m = tokens.len();
-        if m == 0 {
+        let mut one = [Segment {
+            model: self,
+            tokens,
+            pos,
+            allowed,
+        }];
+        let mut logits = run_batch(&mut one)?;
+        logits
+            .pop()
+            .ok_or_else(|| LocalError::State("the forward pass returned no logits".into()))
+    }
+}
+
+/// One sequence's part of a batched forward call ([`run_batch`]).
+pub(crate) struct Segment<'a> {
+    /// The sequence's model: its own KV cache, the weights shared with the batch's others.
+    pub(crate) model: &'a mut NativeModel,
+    /// Its tokens, at positions `pos..`.
+    pub(crate) tokens: &'a [u32],
+    /// Where they go (at most the cached length; later positions are dropped first).
+    pub(crate) pos: usize,
+    /// The tokens allowed after the last one (a bitset), as in [`CausalLm::forward`].
+    pub(crate) allowed: Option<&'a [u32]>,
+}
+
+/// Runs several sequences in one pass over the weights: every segment's tokens are rows of the
+/// same matrix products (the weights are read once for all, which is what a decode step on a CPU
+/// is bound by), each row's attention reads its own sequence's cache. Returns each segment's
+/// logits after its last token. A row's result does not depend on the other rows: every matrix
+/// kernel computes each activation row on its own, so a sequence decodes the same alone or in a
+/// batch.
+pub(crate) fn run_batch(segs: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+    let Some(first) = segs.first() else {
+        return Ok(Vec::new());
+    };
+    let w = Arc::clone(&first.model.w);
+    for s in segs.iter_mut() {
+        if !Arc::ptr_eq(&s.model.w, &w) {
+            return Err(LocalError::State(
+                "a batched forward call needs models of the same weights".into(),
+            ));
+        }
+        if s.tokens.is_empty() {
             return Err(LocalError::State("forward with no tokens".into()));
         }
-        if pos > self.len {
+        if s.pos > s.model.len {
             return Err(LocalError::State(format!(
-                "forward at position {pos} but the cache holds {} tokens",
-                self.len
+                "forward at position {} but the cache holds {} tokens",
+                s.pos, s.model.len
             )));
         }
-        self.truncate(pos);
-        let dense_from = w.opts.dense_from.unwrap_or(usize::MAX);
-        let own = w.opts.uses_own_kernel();
-        let (h, hp) = (c.hidden, c.hidden_p);
-        let hd = c.head_dim;
-        let attn = c.n_head * hd;
-        let kv = c.kv_dim();
-        let (cos, sin) = rope_table(&w.inv_freq, pos, m);
+        s.model.truncate(s.pos);
+    }
+    let c = &w.cfg;
+    let total: usize = segs.iter().map(|s| s.tokens.len()).sum();
+    let dense_from = w.opts.dense_from.unwrap_or(usize::MAX);
+    // The dense copy (when kept) serves long calls; a batch takes it only as one sequence would
+    // have, so that rows come out the same alone or batched.
+    let dense_from = if segs.len() == 1 {
+        dense_from
+    } else {
+        usize::MAX
+    };
+    let own = w.opts.uses_own_kernel();
+    let (h, hp) = (c.hidden, c.hidden_p);
+    let hd = c.head_dim;
+    let attn = c.n_head * hd;
+    let kv = c.kv_dim();
+    let ropes: Vec<_> = segs
+        .iter()
+        .map(|s| rope_table(&w.inv_freq, s.pos, s.tokens.len()))
+        .collect();
+    let starts: Vec<usize> = segs
+        .iter()
+        .scan(0, |row, s| {
+            let start = *row;
+            *row += s.tokens.len();
+            Some(start)
+        })
+        .collect();
 
-        let mut x = w.embed(tokens)?;
-        let mut xn = vec![0f32; m * hp];
-        let mut att = vec![0f32; m * c.attn_p];
-        let mut act = vec![0f32; m * c.ff_p];
-        for (layer, cache) in w.layers.iter().zip(self.cache.iter_mut()) {
-            rms_norm(&x, &layer.attn_norm, h, hp, c.eps, &mut xn);
-            let mut qkv = layer.qkv.forward(&mut xn, m, dense_from)?;
+    let all: Vec<u32> = segs.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+    let mut x = w.embed(&all)?;
+    let mut xn = vec![0f32; total * hp];
+    let mut att = vec![0f32; total * c.attn_p];
+    let mut act = vec![0f32; total * c.ff_p];
+    for (l, layer) in w.layers.iter().enumerate() {
+        rms_norm(&x, &layer.attn_norm, h, hp, c.eps, &mut xn);
+        let mut qkv = layer.qkv.forward(&mut xn, total, dense_from)?;
+        if let Some(b) = &layer.qkv_bias {
             for row in qkv.chunks_exact_mut(c.qkv_rows) {
-                if let Some(b) = &layer.qkv_bias {
-                    for (y, b) in row.iter_mut().zip(b) {
-                        *y += b;
-                    }
+                for (y, b) in row.iter_mut().zip(b) {
+                    *y += b;
                 }
             }
-            for (r, row) in qkv.chunks_exact_mut(c.qkv_rows).enumerate() {
+        }
+        for ((s, (cos, sin)), &start) in segs.iter_mut().zip(&ropes).zip(&starts) {
+            let m = s.tokens.len();
+            let cache = &mut s.model.cache[l];
+            let rows = &mut qkv[start * c.qkv_rows..(start + m) * c.qkv_rows];
+            for (r, row) in rows.chunks_exact_mut(c.qkv_rows).enumerate() {
                 let (q, rest) = row.split_at_mut(attn);
                 let k = &mut rest[..kv];
                 for head in q.chunks_exact_mut(hd).chain(k.chunks_exact_mut(hd)) {
@@ -118,56 +183,99 @@ impl NativeModel {
                 cache.k.extend_from_slice(k);
                 cache.v.extend_from_slice(&rest[kv..2 * kv]);
             }
-            attention(c, &qkv, &cache.k, &cache.v, pos, m, &mut att, own);
-            let o = layer.wo.forward(&mut att, m, dense_from)?;
-            add(&mut x, &o);
-            rms_norm(&x, &layer.ffn_norm, h, hp, c.eps, &mut xn);
-            let gu = layer.gate_up.forward(&mut xn, m, dense_from)?;
-            for (a, row) in act
-                .chunks_exact_mut(c.ff_p)
-                .zip(gu.chunks_exact(2 * c.ff_p))
-            {
-                let (g, u) = row.split_at(c.ff_p);
-                for ((a, &g), &u) in a.iter_mut().zip(g).zip(u) {
-                    *a = g / (1.0 + (-g).exp()) * u;
-                }
-            }
-            let d = layer.down.forward(&mut act, m, dense_from)?;
-            add(&mut x, &d);
+            attention(
+                c,
+                &qkv[start * c.qkv_rows..],
+                &cache.k,
+                &cache.v,
+                s.pos,
+                m,
+                &mut att[start * c.attn_p..(start + m) * c.attn_p],
+                own,
+            );
         }
-        self.len = pos + m;
-        let mut last = vec![0f32; hp];
-        rms_norm(&x[(m - 1) * hp..], &w.norm, h, hp, c.eps, &mut last);
-        if let Some(bits) = allowed {
-            // Few allowed tokens (a constrained step): only their rows of the output matrix.
-            let count: usize = bits.iter().map(|b| b.count_ones() as usize).sum();
-            if count * 8 < w.vocab_rows {
-                let ids: Vec<u32> = bits
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, &b)| {
-                        (0..32u32)
-                            .filter(move |k| b & (1 << k) != 0)
-                            .map(move |k| i as u32 * 32 + k)
-                    })
-                    .filter(|&t| (t as usize) < w.vocab_rows)
-                    .collect();
-                if let Some(vals) = w.output.forward_rows(&last, &ids) {
-                    let mut logits = vec![f32::NEG_INFINITY; w.vocab_rows];
-                    for (&t, v) in ids.iter().zip(vals) {
-                        logits[t as usize] = v;
-                    }
-                    return Ok(logits);
-                }
+        let o = layer.wo.forward(&mut att, total, dense_from)?;
+        add(&mut x, &o);
+        rms_norm(&x, &layer.ffn_norm, h, hp, c.eps, &mut xn);
+        let gu = layer.gate_up.forward(&mut xn, total, dense_from)?;
+        for (a, row) in act
+            .chunks_exact_mut(c.ff_p)
+            .zip(gu.chunks_exact(2 * c.ff_p))
+        {
+            let (g, u) = row.split_at(c.ff_p);
+            for ((a, &g), &u) in a.iter_mut().zip(g).zip(u) {
+                *a = g / (1.0 + (-g).exp()) * u;
             }
         }
-        let mut logits = w.output.forward(&mut last, 1, usize::MAX)?;
-        logits.truncate(w.vocab_rows);
-        if let Some(bits) = allowed {
-            crate::local::sample::apply_mask(&mut logits, crate::local::Allowed::Bits(bits));
-        }
-        Ok(logits)
+        let d = layer.down.forward(&mut act, total, dense_from)?;
+        add(&mut x, &d);
     }
+    for s in segs.iter_mut() {
+        s.model.len = s.pos + s.tokens.len();
+    }
+
+    // The last row of each segment, normed; the full output product for the rows that need it
+    // in one call, only the allowed rows for a segment whose mask leaves few.
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; segs.len()];
+    let mut full_rows: Vec<usize> = Vec::new();
+    let mut lasts: Vec<f32> = Vec::new();
+    for (i, (s, &start)) in segs.iter().zip(&starts).enumerate() {
+        let mut last = vec![0f32; hp];
+        let row = start + s.tokens.len() - 1;
+        rms_norm(
+            &x[row * hp..(row + 1) * hp],
+            &w.norm,
+            h,
+            hp,
+            c.eps,
+            &mut last,
+        );
+        if let Some(logits) = s.allowed.and_then(|bits| few_allowed(&w, &last, bits)) {
+            out[i] = Some(logits);
+        } else {
+            full_rows.push(i);
+            lasts.extend_from_slice(&last);
+        }
+    }
+    if !full_rows.is_empty() {
+        let logits = w.output.forward(&mut lasts, full_rows.len(), usize::MAX)?;
+        let stride = logits.len() / full_rows.len();
+        for (&i, row) in full_rows.iter().zip(logits.chunks_exact(stride)) {
+            let mut row = row[..w.vocab_rows.min(stride)].to_vec();
+            if let Some(bits) = segs[i].allowed {
+                crate::local::sample::apply_mask(&mut row, crate::local::Allowed::Bits(bits));
+            }
+            out[i] = Some(row);
+        }
+    }
+    out.into_iter()
+        .map(|o| o.ok_or_else(|| LocalError::State("a segment got no logits".into())))
+        .collect()
+}
+
+/// The logits of a constrained step computed from the output matrix's allowed rows alone, when
+/// the mask leaves few of them and the matrix's layout allows it; `None` otherwise.
+fn few_allowed(w: &NativeWeights, last: &[f32], bits: &[u32]) -> Option<Vec<f32>> {
+    let count: usize = bits.iter().map(|b| b.count_ones() as usize).sum();
+    if count * 8 >= w.vocab_rows {
+        return None;
+    }
+    let ids: Vec<u32> = bits
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &b)| {
+            (0..32u32)
+                .filter(move |k| b & (1 << k) != 0)
+                .map(move |k| i as u32 * 32 + k)
+        })
+        .filter(|&t| (t as usize) < w.vocab_rows)
+        .collect();
+    let vals = w.output.forward_rows(last, &ids)?;
+    let mut logits = vec![f32::NEG_INFINITY; w.vocab_rows];
+    for (&t, v) in ids.iter().zip(vals) {
+        logits[t as usize] = v;
+    }
+    Some(logits)
 }
 
 impl CausalLm for NativeModel {
@@ -206,6 +314,10 @@ impl CausalLm for NativeModel {
     }
 
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
 }

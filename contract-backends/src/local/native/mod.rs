@@ -35,7 +35,7 @@ mod layers;
 mod linear;
 mod weights;
 
-pub(crate) use forward::NativeModel;
+pub(crate) use forward::{run_batch, NativeModel, Segment};
 pub(crate) use weights::NativeWeights;
 
 /// How the native engine ([`Engine::Native`](super::Engine::Native)) holds its matrices; the
