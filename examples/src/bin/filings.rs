@@ -132,7 +132,9 @@ struct Args {
     /// `vllm_guided_json`, `json_object_schema` for llama.cpp). The free modes send no format.
     #[arg(long, default_value = "structured_outputs")]
     server_mode: String,
-    /// Requests in flight at once with `--backend openai` (the local backend runs one at a time).
+    /// Documents in flight at once: requests to the server with `--backend openai`; with the
+    /// local backend, requests decoded together in one batch (`LocalOptions::max_batch`, each
+    /// exactly as alone). `routed` takes one release at a time.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
     /// Score replies produced elsewhere instead of running a backend: `{id, raw, seconds}` JSON
@@ -277,7 +279,8 @@ fn run(args: Args) -> Result<(), String> {
             let options = LocalOptions::default()
                 .engine(local_engine(args.weights))
                 .device(device)
-                .max_tokens(args.max_tokens);
+                .max_tokens(args.max_tokens)
+                .max_batch(args.concurrency);
             let path = match &args.model {
                 Some(p) => contract_backends::local::fetch::model_path(&p.to_string_lossy())
                     .map_err(|e| e.to_string())?,
@@ -301,7 +304,7 @@ fn run(args: Args) -> Result<(), String> {
                     mode,
                     &docs,
                     &args,
-                    1,
+                    args.concurrency,
                     Some(&local),
                     &emit,
                 ))?);
@@ -373,6 +376,13 @@ fn print_decode_figures(stats: &contract_backends::local::DecodeStats) {
             (stats.prefill_ms + stats.decode_ms) / steps
         );
         println!("mask ms/step: {:.3}", stats.mask_ms / steps);
+    }
+    if stats.batched_calls > 0 {
+        println!("batched forward calls: {}", stats.batched_calls);
+        println!(
+            "mean batch: {:.2}",
+            stats.batched_requests as f64 / stats.batched_calls as f64
+        );
     }
     if let Some((work, exposed)) = stats.mask_share() {
         println!("mask share of generation time: {:.1}%", work * 100.0);
