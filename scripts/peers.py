@@ -4,11 +4,13 @@
     python3 -m venv /path/to/venv
     /path/to/venv/bin/python scripts/peers.py --install        # pip installs the pinned peers
     /path/to/venv/bin/python scripts/peers.py --skip-e2e       # the fast parts only
+    /path/to/venv/bin/python scripts/peers.py --only validation  # one part; its subsection is replaced
 
-Four comparisons, each against the peer a user would otherwise reach for:
+Four comparisons, each against the peers a user would otherwise reach for:
 
-1. validation: `Guidance::from_json` (Rust) vs Pydantic 2 `model_validate_json`, the same
-   contract and the same 10,000 documents (written by contract-core's `from_json` bench);
+1. validation: `Guidance::from_json` (Rust) vs Pydantic 2 `model_validate_json` and msgspec
+   (`msgspec.json.Decoder` into a `msgspec.Struct`), the same contract and the same 10,000
+   documents (written by contract-core's `from_json` bench), the same verdicts compared;
 2. output recovery: the ladder (`contract_core::parse::recover`) vs the `json-repair` package on
    the json-repair test suites in shared/data/json-repair: recovered, and recovered correctly;
 3. tokens: `signature()` vs the compact JSON Schema, with the default model's tokenizer;
@@ -94,8 +96,10 @@ def target_dir() -> Path:
     return Path(meta["target_directory"])
 
 
-def build() -> tuple[Path, Path]:
-    run(["cargo", "build", "--release", "-p", "examples", "--bin", "peers", "--bin", "filings"])
+def build(filings: bool) -> tuple[Path, Path]:
+    """The release binaries; `filings` only when the end-to-end part needs it."""
+    bins = ["--bin", "peers"] + (["--bin", "filings"] if filings else [])
+    run(["cargo", "build", "--release", "-p", "examples", *bins])
     release = target_dir() / "release"
     return release / "peers", release / "filings"
 
@@ -166,6 +170,94 @@ def pydantic_guidance(exact: bool):
     return Guidance
 
 
+def msgspec_guidance():
+    """`examples::Guidance` as a `msgspec.Struct`: the same ranges, nullability, unknown fields
+    refused (`forbid_unknown_fields`), every field required, amounts not read from strings
+    (msgspec's strict decoding), and the two cross-field rules in `__post_init__` (an exception
+    there is a `ValidationError`).
+
+    Integers: msgspec's `int` refuses `3.0`, which the contract accepts (an integral number), and
+    its lax mode (`strict=False`) would read `"3"`, which the contract refuses. So an integer
+    field is `int | float` with its range on both, and `__post_init__` refuses a float with a
+    fraction and turns an integral one into an `int`: the exact contract.
+
+    One difference outside the bench's documents: msgspec keeps the last of a key written twice,
+    where the contract refuses it (so does Pydantic's model)."""
+    from typing import Annotated, Optional, Union
+
+    import msgspec
+    from msgspec import Meta
+
+    def integer(lo: int, hi: int):
+        return Union[Annotated[int, Meta(ge=lo, le=hi)], Annotated[float, Meta(ge=lo, le=hi)]]
+
+    def integral(name: str, v: float) -> int:
+        if not v.is_integer():
+            raise ValueError(f"`{name}` must be an integer")
+        return int(v)
+
+    Millions = Annotated[float, Meta(gt=0)]
+
+    class Rules(msgspec.Struct):
+        def __post_init__(self):
+            if type(self.quarter) is float:
+                self.quarter = integral("quarter", self.quarter)
+            if type(self.year) is float:
+                self.year = integral("year", self.year)
+            if (self.low is None) != (self.high is None):
+                raise ValueError("both_or_neither(low, high)")
+            if self.low is not None and not self.low <= self.high:
+                raise ValueError("low <= high")
+
+    # `defstruct`, not a class body: this module's annotations are strings (`from __future__`)
+    # that msgspec would resolve in the module's namespace, not in this function's.
+    Guidance = msgspec.defstruct(
+        "Guidance",
+        [
+            ("quarter", Optional[integer(1, 4)]),
+            ("year", Optional[integer(2018, 2030)]),
+            ("low", Optional[Millions]),
+            ("high", Optional[Millions]),
+        ],
+        bases=(Rules,),
+        forbid_unknown_fields=True,
+    )
+    return Guidance
+
+
+class PyValidator:
+    """One Python validator of the comparison: a function that raises `errors` on a refused
+    document."""
+
+    def __init__(self, library: str, version: str, name: str, validate, errors):
+        self.library, self.version, self.name = library, version, name
+        self.validate, self.errors = validate, errors
+
+
+def python_validators() -> tuple[list[PyValidator], list[str]]:
+    """The peers' validators of the same contract, and a note for each peer not installed."""
+    found, missing = [], []
+    if version("pydantic") is not None:
+        from pydantic import ValidationError
+
+        pv = f"{version('pydantic')} (pydantic-core {version('pydantic-core')})"
+        for exact, name in ((False, "lax int"), (True, "strings refused by a before-validator")):
+            model = pydantic_guidance(exact)
+            found.append(PyValidator("Pydantic", pv, f"`model_validate_json`, {name}", model.model_validate_json, ValidationError))
+    else:
+        missing.append("Pydantic is not installed (run with --install)")
+    if version("msgspec") is not None:
+        import msgspec
+
+        decoder = msgspec.json.Decoder(msgspec_guidance())
+        # A `ValidationError` is a `DecodeError`, as Pydantic's `ValidationError` covers bad JSON.
+        found.append(PyValidator("msgspec", version("msgspec"), "`json.Decoder(Guidance).decode`, integers as int or float with an integral check",
+                                 decoder.decode, msgspec.DecodeError))
+    else:
+        missing.append("msgspec is not installed (run with --install)")
+    return found, missing
+
+
 def bench_docs(work: Path) -> Path:
     """The 10,000 documents of contract-core's `from_json` bench (its generator, its seed)."""
     path = work / "guidance_docs.jsonl"
@@ -180,35 +272,35 @@ def bench_docs(work: Path) -> Path:
     return path
 
 
-def time_pydantic(model, lines: list[str], rounds: int) -> tuple[float, list[bool]]:
-    from pydantic import ValidationError
-
+def time_python(v: PyValidator, lines: list[str], rounds: int) -> tuple[float, list[bool]]:
+    """The fastest of `rounds` rounds over `lines`, and each document's verdict."""
+    validate, errors = v.validate, v.errors
     verdicts = []
     for line in lines:
         try:
-            model.model_validate_json(line)
+            validate(line)
             verdicts.append(True)
-        except ValidationError:
+        except errors:
             verdicts.append(False)
     best = float("inf")
     for _ in range(rounds):
         start = time.perf_counter()
         for line in lines:
             try:
-                model.model_validate_json(line)
-            except ValidationError:
+                validate(line)
+            except errors:
                 pass
         best = min(best, time.perf_counter() - start)
     return best, verdicts
 
 
 def validation(peers: Path, docs: Path, rounds: int, repeats: int, work: Path) -> dict:
-    """Rust and Pydantic take turns `repeats` times (each turn the fastest of `rounds` rounds),
-    so a change in the machine's load does not fall on one side only; the fastest turn counts."""
+    """Rust and each Python validator take turns `repeats` times (each turn the fastest of
+    `rounds` rounds), so a change in the machine's load does not fall on one side only; the
+    fastest turn counts."""
     verdicts = work / "guidance_verdicts.txt"
     lines = [l for l in docs.read_text().splitlines() if l.strip()]
-    have_pydantic = version("pydantic") is not None
-    models = [(exact, pydantic_guidance(exact)) for exact in (False, True)] if have_pydantic else []
+    validators, missing = python_validators()
     rust, best, py_ok = None, {}, {}
     for _ in range(max(repeats, 1)):
         turn = json.loads(
@@ -216,29 +308,27 @@ def validation(peers: Path, docs: Path, rounds: int, repeats: int, work: Path) -
         )
         if rust is None or turn["best_seconds"] < rust["best_seconds"]:
             rust = turn
-        for exact, model in models:
-            seconds, py_ok[exact] = time_pydantic(model, lines, rounds)
-            best[exact] = min(best.get(exact, float("inf")), seconds)
+        for i, v in enumerate(validators):
+            seconds, py_ok[i] = time_python(v, lines, rounds)
+            best[i] = min(best.get(i, float("inf")), seconds)
     rust_ok = [l.strip() == "true" for l in verdicts.read_text().splitlines()]
-    out = {"docs": len(lines), "rounds": rounds, "repeats": max(repeats, 1), "rust": rust, "pydantic": []}
-    if not have_pydantic:
-        out["pydantic_missing"] = "pydantic is not installed (run with --install)"
-        return out
-    for exact, _ in models:
-        disagree = [i for i, (a, b) in enumerate(zip(rust_ok, py_ok[exact])) if a != b]
-        out["pydantic"].append({
-            "model": "strings refused by a before-validator" if exact else "lax int",
-            "accepted": sum(py_ok[exact]),
-            "best_seconds": best[exact],
-            "docs_per_s": len(lines) / best[exact],
-            "ns_per_doc": best[exact] * 1e9 / len(lines),
+    out = {"docs": len(lines), "rounds": rounds, "repeats": max(repeats, 1), "rust": rust, "python": [], "missing": missing}
+    for i, v in enumerate(validators):
+        disagree = [j for j, (a, b) in enumerate(zip(rust_ok, py_ok[i])) if a != b]
+        out["python"].append({
+            "library": v.library,
+            "version": v.version,
+            "validator": v.name,
+            "accepted": sum(py_ok[i]),
+            "best_seconds": best[i],
+            "docs_per_s": len(lines) / best[i],
+            "ns_per_doc": best[i] * 1e9 / len(lines),
             "agree": len(lines) - len(disagree),
             "disagreements": [
-                {"line": i + 1, "doc": lines[i], "rust": rust_ok[i], "pydantic": py_ok[exact][i]}
-                for i in disagree[:5]
+                {"line": j + 1, "doc": lines[j], "rust": rust_ok[j], "python": py_ok[i][j]}
+                for j in disagree[:5]
             ],
         })
-    out["version"] = f"{version('pydantic')} (pydantic-core {version('pydantic-core')})"
     return out
 
 
@@ -488,63 +578,98 @@ def fmt_rate(x: float) -> str:
     return f"{x:,.0f}"
 
 
-def report(meta: dict, parts: dict) -> str:
-    md = []
-    md.append("## Against the peers\n")
-    md.append(
-        "Written by `scripts/peers.py` (do not edit by hand; rerun it). Every figure below was "
-        "measured on the same machine in the same run.\n"
-    )
-    md.append(f"- date: {meta['date']}")
-    md.append(f"- command: `{meta['command']}`")
-    md.append(f"- machine: {meta['cpu']}, {meta['cores']} cores; {meta['rustc']}")
-    md.append(f"- load before: `{meta['load_before']}`")
-    md.append(f"- load after: `{meta['load_after']}`")
-    md.append(f"- peers: {meta['peers']}\n")
+SECTIONS = {
+    "validation": "### Validation throughput",
+    "recovery": "### Output recovery",
+    "tokens": "### Prompt tokens: signature vs JSON Schema",
+    "e2e": "### End to end: local backend vs llama.cpp",
+}
 
-    md.append("### Validation throughput\n")
+INTRO = (
+    "Written by `scripts/peers.py` (do not edit by hand; rerun it). Every figure below was "
+    "measured on the same machine, and the figures of one subsection in the same run; a "
+    "subsection rerun on its own (`--only`) gives its own date, command and load.\n"
+)
+
+
+def report(meta: dict, parts: dict) -> str:
+    """The peers section; with `--only`, just the subsections of the parts that ran, each with
+    the run's date, command and load (`write_section` puts them in place of the old ones)."""
+    md = []
+    only = meta.get("only")
+    if not only:
+        md.append("## Against the peers\n")
+        md.append(INTRO)
+        md.append(f"- date: {meta['date']}")
+        md.append(f"- command: `{meta['command']}`")
+        md.append(f"- machine: {meta['cpu']}, {meta['cores']} cores; {meta['rustc']}")
+        md.append(f"- load before: `{meta['load_before']}`")
+        md.append(f"- load after: `{meta['load_after']}`")
+        md.append(f"- peers: {meta['peers']}\n")
+
+    def section(name: str) -> bool:
+        """Writes the heading of part `name` (and, with `--only`, the run it comes from);
+        false when the part is not in this report."""
+        if only and name not in only:
+            return False
+        md.append(SECTIONS[name] + "\n")
+        if only:
+            md.append(
+                f"Rerun on its own: {meta['date']}, `{meta['command']}`; {meta['cpu']}, "
+                f"{meta['cores']} cores; {meta['rustc']}; load before `{meta['load_before']}`, "
+                f"after `{meta['load_after']}`; {meta['peers']}.\n"
+            )
+        return True
+
     v = parts.get("validation")
-    if isinstance(v, str):
+    if not section("validation"):
+        pass
+    elif isinstance(v, str):
         md.append(f"Not measured: {v}\n")
     elif v:
         r = v["rust"]
         md.append(
             f"The same {v['docs']:,} `Guidance` documents (about 60% valid; contract-core's "
             f"`from_json` bench writes them), one thread, fastest of {v['rounds']} rounds in each of "
-            f"{v['repeats']} turns taken alternately by Rust and Pydantic, the fastest turn counting "
-            "(the machine is shared: a single turn swung the ratio between 1.9x and 5.3x). The "
-            "Pydantic model states the same contract: ranges, nullable fields, unknown fields "
-            "refused, amounts not read from strings, `low <= high` and `both_or_neither(low, "
-            "high)` as a `model_validator`. Integers come in two variants: Pydantic's lax `int` "
-            "reads `\"3\"` (the contract refuses it; the documents hold no such case) and its "
-            "strict `int` refuses `3.0` (the contract accepts it), so the exact contract needs a "
-            "before-validator that refuses strings.\n"
+            f"{v['repeats']} turns taken alternately by Rust and each Python validator, the fastest "
+            "turn counting (the machine is shared with other work, so one turn alone can be far "
+            "off). Each Python model states the same contract: ranges, nullable fields, every "
+            "field required, unknown fields refused, amounts not read from strings, `low <= high` "
+            "and `both_or_neither(low, high)` (Pydantic: a `model_validator`; msgspec: "
+            "`__post_init__`; a `msgspec.json.Decoder` made once). Integers: the contract accepts "
+            "`3.0` and refuses `\"3\"`. Pydantic comes in two variants: its lax `int` reads `\"3\"` "
+            "(the documents hold no such case) and its strict `int` refuses `3.0`, so the exact "
+            "contract needs a before-validator that refuses strings. msgspec's `int` refuses `3.0` "
+            "and its lax mode reads `\"3\"`, so an integer field is `int | float` and "
+            "`__post_init__` refuses a fraction.\n"
         )
         md.append("| validator | accepted | docs/s | ns/doc |")
         md.append("|---|---|---|---|")
         md.append(
             f"| `Guidance::from_json` (Rust) | {r['accepted']:,} | {fmt_rate(r['docs_per_s'])} | {r['ns_per_doc']:.0f} |"
         )
-        for p in v["pydantic"]:
+        for p in v["python"]:
             md.append(
-                f"| Pydantic {v['version']} `model_validate_json`, {p['model']} | {p['accepted']:,} | "
+                f"| {p['library']} {p['version']} {p['validator']} | {p['accepted']:,} | "
                 f"{fmt_rate(p['docs_per_s'])} | {p['ns_per_doc']:.0f} |"
             )
         md.append("")
-        for p in v["pydantic"]:
+        for p in v["python"]:
             md.append(
-                f"- vs Pydantic ({p['model']}): `from_json` has {r['docs_per_s'] / p['docs_per_s']:.1f}x "
-                f"the throughput; the same verdict on {p['agree']:,} of {v['docs']:,} documents."
+                f"- vs {p['library']} ({p['validator']}): `from_json` has "
+                f"{r['docs_per_s'] / p['docs_per_s']:.1f}x the throughput; the same verdict on "
+                f"{p['agree']:,} of {v['docs']:,} documents."
             )
             for d in p["disagreements"]:
-                md.append(f"  - line {d['line']}: Rust {d['rust']}, Pydantic {d['pydantic']}: `{d['doc']}`")
-        if v.get("pydantic_missing"):
-            md.append(f"\nPydantic not measured: {v['pydantic_missing']}")
+                md.append(f"  - line {d['line']}: Rust {d['rust']}, {p['library']} {d['python']}: `{d['doc']}`")
+        for m in v["missing"]:
+            md.append(f"\nNot measured: {m}")
         md.append("")
 
-    md.append("### Output recovery\n")
     rec = parts.get("recovery")
-    if isinstance(rec, str):
+    if not section("recovery"):
+        pass
+    elif isinstance(rec, str):
         md.append(f"Not measured: {rec}\n")
     elif rec:
         md.append(
@@ -591,9 +716,10 @@ def report(meta: dict, parts: dict) -> str:
             md.append(f"\njson_repair not measured: {rec['missing']}")
         md.append("")
 
-    md.append("### Prompt tokens: signature vs JSON Schema\n")
     tk = parts.get("tokens")
-    if isinstance(tk, str):
+    if not section("tokens"):
+        pass
+    elif isinstance(tk, str):
         md.append(f"Not measured: {tk}\n")
     elif tk:
         md.append(
@@ -610,9 +736,10 @@ def report(meta: dict, parts: dict) -> str:
             )
         md.append("")
 
-    md.append("### End to end: local backend vs llama.cpp\n")
     e = parts.get("e2e")
-    if isinstance(e, str):
+    if not section("e2e"):
+        pass
+    elif isinstance(e, str):
         md.append(f"Not measured: {e}\n")
     elif e:
         md.append(
@@ -662,14 +789,42 @@ def report(meta: dict, parts: dict) -> str:
     return "\n".join(md).rstrip() + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    block = f"{START}\n{text}{END}"
-    if path.is_file():
-        old = path.read_text()
-        if START in old and END in old and old.index(START) < old.index(END):
-            new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
+def split_subsections(text: str) -> tuple[str, dict[str, str]]:
+    """The text before the first `### ` heading, and each subsection by its heading line."""
+    head, parts, current = [], {}, None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("### "):
+            current = line.rstrip("\n")
+            parts[current] = ""
+        if current is None:
+            head.append(line)
         else:
-            new = old.rstrip() + "\n\n" + block + "\n"
+            parts[current] += line
+    return "".join(head), parts
+
+
+def write_section(path: Path, text: str, only: list[str] | None = None) -> None:
+    """Puts `text` between the markers of `path`; with `only`, `text` holds just those parts'
+    subsections, which replace the old ones (the other subsections stay as they were)."""
+    old = path.read_text() if path.is_file() else ""
+    has_block = START in old and END in old and old.index(START) < old.index(END)
+    if only and has_block:
+        inner = old[old.index(START) + len(START) + 1: old.index(END)]
+        head, parts = split_subsections(inner)
+        head = "".join(INTRO if l.startswith("Written by `scripts/peers.py`") else l
+                       for l in head.splitlines(keepends=True))
+        _, new_parts = split_subsections(text)
+        for heading, body in new_parts.items():
+            parts[heading] = body if body.endswith("\n\n") else body.rstrip("\n") + "\n\n"
+        text = head + "".join(parts[SECTIONS[name]] if SECTIONS[name] in parts else ""
+                              for name in SECTIONS).rstrip("\n") + "\n"
+    elif only:
+        raise SystemExit(f"--only needs a peers section in {path} to put its subsections in; run without it first")
+    block = f"{START}\n{text}{END}"
+    if has_block:
+        new = old[: old.index(START)] + block + old[old.index(END) + len(END):]
+    elif old:
+        new = old.rstrip() + "\n\n" + block + "\n"
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         new = f"# Benchmarks\n\n{block}\n"
@@ -687,7 +842,9 @@ def main() -> int:
     ap.add_argument("--no-free", action="store_true", help="leave out llama.cpp without response_format")
     ap.add_argument("--docs", type=int, default=40, help="generated releases for the end-to-end part")
     ap.add_argument("--rounds", type=int, default=15, help="validation rounds (the fastest counts)")
-    ap.add_argument("--repeats", type=int, default=3, help="validation turns, Rust and Pydantic alternating")
+    ap.add_argument("--repeats", type=int, default=3, help="validation turns, Rust and each Python validator alternating")
+    ap.add_argument("--only", action="append", choices=list(SECTIONS),
+                    help="run only this part (repeatable); its subsection replaces the old one in --output")
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for llama.cpp (unless set)")
@@ -704,10 +861,13 @@ def main() -> int:
     meta["date"] = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     meta["command"] = shlex.join(["python3", "scripts/peers.py", *sys.argv[1:]])
     meta["peers"] = ", ".join(
-        f"{d} {version(d) or 'not installed'}" for d in ("pydantic", "json-repair", "llama-cpp-python")
+        f"{d} {version(d) or 'not installed'}" for d in ("pydantic", "msgspec", "json-repair", "llama-cpp-python")
     ) + f"; Python {platform.python_version()}"
 
-    peers, filings = build()
+    only = args.only
+    meta["only"] = only
+    wanted = lambda name: not only or name in only  # noqa: E731
+    peers, filings = build(wanted("e2e") and not args.skip_e2e)
     work = args.work or target_dir() / "peers"
     work.mkdir(parents=True, exist_ok=True)
 
@@ -723,13 +883,18 @@ def main() -> int:
             log(traceback.format_exc())
             parts[name] = f"failed: {e!r}"
 
-    part("tokens", lambda: tokens(peers))
-    part("recovery", lambda: recovery(peers, work))
-    part(
-        "validation",
-        lambda: validation(peers, args.validate_docs or bench_docs(work), args.rounds, args.repeats, work),
-    )
-    if args.skip_e2e:
+    if wanted("tokens"):
+        part("tokens", lambda: tokens(peers))
+    if wanted("recovery"):
+        part("recovery", lambda: recovery(peers, work))
+    if wanted("validation"):
+        part(
+            "validation",
+            lambda: validation(peers, args.validate_docs or bench_docs(work), args.rounds, args.repeats, work),
+        )
+    if not wanted("e2e"):
+        pass
+    elif args.skip_e2e:
         parts["e2e"] = "skipped (--skip-e2e)"
     else:
         part("e2e", lambda: end_to_end(peers, filings, work, args))
@@ -737,7 +902,7 @@ def main() -> int:
     meta["load_after"] = machine()["load"]
     text = report(meta, parts)
     print(text)
-    write_section(args.output, text)
+    write_section(args.output, text, only)
     log(f"wrote the peers section of {args.output}")
     return 0
 

@@ -1,6 +1,7 @@
 //! Differential property test: for random JSON values, `from_value` finds no field-level
 //! violation exactly when the `jsonschema` crate (draft 2020-12, formats validated) accepts the
-//! value against `json_schema()`.
+//! value against `json_schema()`; and `from_json` on the value's text says what `from_value`
+//! says.
 //!
 //! Cross-field rules and custom checks are not expressible in JSON Schema, so only field-level
 //! kinds (`ViolationKind::is_field_level`) take part. The values mix near-valid objects (the
@@ -111,6 +112,14 @@ fn agree<C: Contract + Debug>(schema: &jsonschema::Validator, value: &Value) {
             <C as Contract>::json_schema()
         );
     }
+}
+
+/// Asserts that `from_json` on the value's text gives what `from_value` gives: the same typed
+/// value or the same violations (messages included), compared through `Debug`.
+fn same_from_json<C: Contract + Debug>(value: &Value) {
+    let text = value.to_string();
+    let (parsed, given) = (C::from_json(&text), C::from_value(value));
+    assert_eq!(format!("{parsed:?}"), format!("{given:?}"), "{text}");
 }
 
 /// Any JSON value, a few levels deep.
@@ -372,21 +381,25 @@ proptest! {
     #[test]
     fn guidance_agrees(value in prop_oneof![4 => guidance_like(), 1 => any_json()]) {
         agree::<Guidance>(&GUIDANCE, &value);
+        same_from_json::<Guidance>(&value);
     }
 
     #[test]
     fn filing_agrees(value in prop_oneof![4 => filing_like(), 1 => any_json()]) {
         agree::<Filing>(&FILING, &value);
+        same_from_json::<Filing>(&value);
     }
 
     #[test]
     fn line_agrees(value in prop_oneof![4 => line_like(), 1 => any_json()]) {
         agree::<Line>(&LINE, &value);
+        same_from_json::<Line>(&value);
     }
 
     #[test]
     fn currency_agrees(value in prop_oneof![3 => currency(), 1 => any_json()]) {
         agree::<Currency>(&CURRENCY, &value);
+        same_from_json::<Currency>(&value);
     }
 }
 
@@ -420,6 +433,7 @@ fn known_edges_agree() {
             map.extend(patch);
         }
         agree::<Filing>(&FILING, &value);
+        same_from_json::<Filing>(&value);
     }
     for value in [
         json!({"quarter": 3.0, "year": 2030, "low": 1e-300, "high": null}),
@@ -431,6 +445,7 @@ fn known_edges_agree() {
         json!([]),
     ] {
         agree::<Guidance>(&GUIDANCE, &value);
+        same_from_json::<Guidance>(&value);
     }
 }
 

@@ -6,7 +6,7 @@
 //! allocation beyond its parse.
 
 use std::cmp::Ordering;
-use std::fmt::Display;
+use std::fmt::{self, Display, Write as _};
 
 use serde_json::{Number, Value};
 
@@ -15,6 +15,17 @@ use super::format::format_ok;
 use super::{join_pointer, Violation, ViolationKind, Violations};
 use crate::contract::{Contract, ContractSpec, Format, Rule};
 use crate::ir::{JsonType, Node, NumberKeywords, ObjectNode};
+
+/// `format!` into a buffer the size of a typical message: `format!` starts from the length of
+/// the literal pieces and grows as the arguments come, a reallocation or two per message.
+macro_rules! message {
+    ($($arg:tt)*) => {{
+        let mut text = String::with_capacity(96);
+        // Writing to a `String` cannot fail.
+        let _ = fmt::Write::write_fmt(&mut text, format_args!($($arg)*));
+        text
+    }};
+}
 
 /// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
 ///
@@ -30,7 +41,7 @@ pub fn from_json<C: Contract>(text: &str) -> Result<C, Violations> {
             return Err(Violations::one(Violation::new(
                 "",
                 ViolationKind::JsonInvalid,
-                format!("invalid JSON: {e}"),
+                message!("invalid JSON: {e}"),
             )))
         }
     };
@@ -94,7 +105,7 @@ fn finish<C: Contract, E: Display>(
             out.push(Violation::new(
                 "",
                 ViolationKind::TypeMismatch,
-                format!("the value does not deserialize: {e}"),
+                message!("the value does not deserialize: {e}"),
             ));
             Err(out)
         }
@@ -114,7 +125,7 @@ pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
         Err(e) => out.push(Violation::new(
             "",
             ViolationKind::TypeMismatch,
-            format!("the value does not serialize: {e}"),
+            message!("the value does not serialize: {e}"),
         )),
     }
     value.run_checks("", &mut out);
@@ -151,11 +162,20 @@ impl Path<'_> {
     }
 
     /// The name messages use: `low`, `items[2]`, or the contract's name for the root.
-    fn label(&self) -> String {
-        match self {
-            Path::Root(_, name) => (*name).to_owned(),
-            Path::Key(_, key) => (*key).to_owned(),
-            Path::Index(parent, i) => format!("{}[{i}]", parent.label()),
+    fn label(&self) -> Label<'_> {
+        Label(self)
+    }
+}
+
+/// [`Path::label`], written straight into a message.
+struct Label<'p>(&'p Path<'p>);
+
+impl fmt::Display for Label<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Path::Root(_, name) => f.write_str(name),
+            Path::Key(_, key) => f.write_str(key),
+            Path::Index(parent, i) => write!(f, "{}[{i}]", parent.label()),
         }
     }
 }
@@ -168,6 +188,9 @@ enum Num {
 }
 
 impl Num {
+    // `#[inline]` on these: the checker is generic, so it is compiled in the caller's crate, where
+    // small functions of this one are inlined only when marked.
+    #[inline]
     fn of(n: &Number) -> Num {
         if let Some(i) = n.as_i64() {
             Num::Int(i128::from(i))
@@ -179,6 +202,7 @@ impl Num {
     }
 
     /// Exact comparison; `None` only for NaN, which JSON cannot hold.
+    #[inline]
     fn cmp(self, other: Num) -> Option<Ordering> {
         match (self, other) {
             (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
@@ -189,6 +213,7 @@ impl Num {
     }
 
     /// Whether the number has no fraction (`3`, `3.0`, `1e30`).
+    #[inline]
     fn is_integral(self) -> bool {
         match self {
             Num::Int(_) => true,
@@ -198,7 +223,21 @@ impl Num {
 }
 
 /// Compares an integer with a float without rounding either.
+#[inline]
 fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
+    // 2^53: every integer up to it in magnitude is a float, so comparing as floats is exact.
+    const EXACT: i64 = 1 << 53;
+    match i64::try_from(i) {
+        Ok(small) if (-EXACT..=EXACT).contains(&small) => (small as f64).partial_cmp(&f),
+        _ => cmp_wide_int_float(i, f),
+    }
+}
+
+/// [`cmp_int_float`] past 2^53. Kept out of line: inlined, its `floor` (a libm call on baseline
+/// x86-64) and i128 conversion were computed on every comparison, then thrown away.
+#[cold]
+#[inline(never)]
+fn cmp_wide_int_float(i: i128, f: f64) -> Option<Ordering> {
     // 2^127: every float below it (and at or above its negation) converts to i128 exactly
     // once its fraction is dropped.
     const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
@@ -219,48 +258,67 @@ fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
 }
 
 /// A short description of a value, for messages.
-fn describe<J: Json>(value: &J) -> String {
-    match value.view() {
-        View::Null => "null".to_owned(),
-        View::Bool(b) => b.to_string(),
-        View::Number(n) => n.to_string(),
-        View::String(s) => format!("a string ({})", quoted(s)),
-        View::Array(_) => "an array".to_owned(),
-        View::Object(_) => "an object".to_owned(),
-    }
+fn describe<J: Json>(value: &J) -> Describe<'_, J> {
+    Describe(value, false)
 }
 
 /// A scalar as JSON text, long strings cut.
-fn scalar<J: Json>(value: &J) -> String {
-    match value.view() {
-        View::String(s) => quoted(s),
-        _ => describe(value),
+fn scalar<J: Json>(value: &J) -> Describe<'_, J> {
+    Describe(value, true)
+}
+
+/// [`describe`] (`false`) or [`scalar`] (`true`), written straight into a message.
+struct Describe<'v, J>(&'v J, bool);
+
+impl<J: Json> fmt::Display for Describe<'_, J> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.view() {
+            View::Null => f.write_str("null"),
+            View::Bool(b) => write!(f, "{b}"),
+            View::Number(n) => write!(f, "{n}"),
+            View::String(s) if self.1 => f.write_str(&quoted(s)),
+            View::String(s) => write!(f, "a string ({})", quoted(s)),
+            View::Array(_) => f.write_str("an array"),
+            View::Object(_) => f.write_str("an object"),
+        }
     }
 }
 
 fn quoted(s: &str) -> String {
     const MAX: usize = 60;
+    // As a `Value::String` writes it; a string always serializes.
+    let json = |s: &str| serde_json::to_string(s).unwrap_or_default();
     match s.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", Value::String(s[..cut].to_owned())),
-        None => Value::String(s.to_owned()).to_string(),
+        Some((cut, _)) => format!("{}…", json(&s[..cut])),
+        None => json(s),
     }
 }
 
 /// `one_of` values as the message lists them: strings bare, others as JSON, in backticks.
 fn list_values(values: &[Value]) -> String {
-    let shown: Vec<String> = values
-        .iter()
-        .map(|v| match v {
-            Value::String(s) => format!("`{s}`"),
-            other => format!("`{other}`"),
-        })
-        .collect();
-    shown.join(", ")
+    let mut out = String::new();
+    for (i, v) in values.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        // Writing to a `String` cannot fail.
+        let _ = match v {
+            Value::String(s) => write!(out, "{sep}`{s}`"),
+            other => write!(out, "{sep}`{other}`"),
+        };
+    }
+    out
 }
 
 fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    let shown: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
-    shown.join(", ")
+    let mut out = String::new();
+    for (i, name) in names.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push('`');
+        out.push_str(name);
+        out.push('`');
+    }
+    out
 }
 
 /// The Rust integer type with these bounds, for messages.
@@ -336,7 +394,7 @@ impl<'o> Checker<'o> {
 
     fn mismatch<J: Json>(&mut self, path: &Path<'_>, expected: &str, nullable: bool, value: &J) {
         let or_null = if nullable { " or null" } else { "" };
-        let message = format!(
+        let message = message!(
             "`{}` must be {expected}{or_null}, got {}",
             path.label(),
             describe(value)
@@ -361,7 +419,7 @@ impl<'o> Checker<'o> {
             (None, View::String(s)) => {
                 let variants = spec.variants().unwrap_or_default();
                 if !variants.iter().any(|v| v.as_str() == Some(s)) {
-                    let message = format!(
+                    let message = message!(
                         "`{}` must be one of {}, got {}",
                         path.label(),
                         list_names(variants.iter().filter_map(Value::as_str)),
@@ -382,7 +440,7 @@ impl<'o> Checker<'o> {
             match fields.iter().position(|f| f.name == key) {
                 Some(i) if seen.set(i) => self.check_node(&fields[i].node, value, &child, false),
                 Some(_) => {
-                    let message = format!("field `{key}` is given more than once");
+                    let message = message!("field `{key}` is given more than once");
                     self.push(&child, ViolationKind::ExtraField, message);
                 }
                 None => {
@@ -391,9 +449,9 @@ impl<'o> Checker<'o> {
                         continue;
                     }
                     let message = if skipped {
-                        format!("unknown field `{key}`: it is filled in by code, not given")
+                        message!("unknown field `{key}`: it is filled in by code, not given")
                     } else {
-                        format!(
+                        message!(
                             "unknown field `{key}`, expected one of {}",
                             list_names(fields.iter().map(|f| f.name.as_str()))
                         )
@@ -409,7 +467,7 @@ impl<'o> Checker<'o> {
                 } else {
                     ""
                 };
-                let message = format!("missing field `{}`{hint}", field.name);
+                let message = message!("missing field `{}`{hint}", field.name);
                 self.push(
                     &Path::Key(path, &field.name),
                     ViolationKind::MissingField,
@@ -491,7 +549,7 @@ impl<'o> Checker<'o> {
                     Some(name) => format!(", the {which} `{name}`"),
                     None => String::new(),
                 };
-                let message = format!("`{}` ({value}) must be {op} {bound}{ty}", path.label());
+                let message = message!("`{}` ({value}) must be {op} {bound}{ty}", path.label());
                 self.push(path, ViolationKind::OutOfRange, message);
                 return;
             }
@@ -508,7 +566,7 @@ impl<'o> Checker<'o> {
                 continue;
             };
             if ord == bad || (!inclusive && ord == Ordering::Equal) {
-                let message = format!("`{}` ({value}) must be {op} {bound}", path.label());
+                let message = message!("`{}` ({value}) must be {op} {bound}", path.label());
                 self.push(path, ViolationKind::OutOfRange, message);
                 return;
             }
@@ -529,7 +587,7 @@ impl<'o> Checker<'o> {
             _ => return,
         };
         let which = if least { "at least" } else { "at most" };
-        let message = format!(
+        let message = message!(
             "`{}` must have {which} {bound} {unit}, has {len}",
             path.label()
         );
@@ -544,7 +602,7 @@ impl<'o> Checker<'o> {
         }
         if let Some(pattern) = &k.pattern {
             if !pattern.is_match(s) {
-                let message = format!(
+                let message = message!(
                     "`{}` ({}) must match the pattern `{}`",
                     path.label(),
                     quoted(s),
@@ -555,7 +613,7 @@ impl<'o> Checker<'o> {
         }
         if let Some(format) = k.format.as_deref().and_then(Format::from_name) {
             if !format_ok(format, s) {
-                let message = format!(
+                let message = message!(
                     "`{}` ({}) is not a valid `{}`",
                     path.label(),
                     quoted(s),
@@ -574,7 +632,7 @@ impl<'o> Checker<'o> {
         };
         if !allowed.iter().any(|a| json_eq(a, value)) {
             let shown: Vec<Value> = allowed.iter().filter(|v| !v.is_null()).cloned().collect();
-            let message = format!(
+            let message = message!(
                 "`{}` ({}) must be one of {}",
                 path.label(),
                 scalar(value),
@@ -632,7 +690,7 @@ pub(crate) fn rule_violations<'r, J: Json>(
                 return out;
             };
             if !op.holds(ord) {
-                let message = format!(
+                let message = message!(
                     "`{left}` ({}) must be {} `{right}` ({})",
                     scalar(l),
                     op.as_str(),
@@ -667,14 +725,14 @@ pub(crate) fn rule_violations<'r, J: Json>(
             let advice = if names.len() == 2 {
                 "give both or neither".to_owned()
             } else {
-                format!(
+                message!(
                     "give all of {} or none",
                     list_names(names.iter().map(String::as_str))
                 )
             };
             for name in names {
                 if map.get(name).is_some_and(is_null) {
-                    let message = format!("`{name}` is null but {given} {verb} not: {advice}");
+                    let message = message!("`{name}` is null but {given} {verb} not: {advice}");
                     out.push((Some(name.as_str()), message));
                 }
             }
@@ -689,9 +747,9 @@ pub(crate) fn rule_violations<'r, J: Json>(
             }
             if all_null {
                 let message = if names.len() == 1 {
-                    format!("`{}` must not be null", names[0])
+                    message!("`{}` must not be null", names[0])
                 } else {
-                    format!(
+                    message!(
                         "at least one of {} must be given (not null)",
                         list_names(names.iter().map(String::as_str))
                     )
@@ -819,6 +877,7 @@ mod tests {
     use std::borrow::Cow;
     use std::sync::OnceLock;
 
+    use proptest::strategy::Strategy;
     use serde::{Deserialize, Serialize};
     use serde_json::{json, Value};
 
@@ -1289,6 +1348,94 @@ mod tests {
         let err = Order::from_json(&text).unwrap_err();
         assert_eq!(err.0[0].path, "/big");
         assert_eq!(err.0[0].kind, ViolationKind::OutOfRange);
+    }
+
+    /// The careful comparison, for every integer: the one `cmp_int_float` leaves to
+    /// `cmp_wide_int_float` past 2^53.
+    fn slow_cmp(i: i128, f: f64) -> Option<std::cmp::Ordering> {
+        super::cmp_wide_int_float(i, f)
+    }
+
+    #[test]
+    fn int_float_comparison_agrees_with_the_careful_one_at_the_edges() {
+        let two53 = 1i128 << 53;
+        let ints = [
+            0,
+            1,
+            -1,
+            255,
+            two53 - 1,
+            two53,
+            -two53,
+            two53 + 1,
+            -two53 - 1,
+            i128::from(i64::MAX),
+            i128::from(i64::MIN),
+            i128::from(u64::MAX),
+        ];
+        let floats = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.0,
+            254.9,
+            255.0,
+            255.1,
+            9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            9_007_199_254_740_994.0,
+            -9_007_199_254_740_992.0,
+            9.223_372_036_854_776e18,
+            1e30,
+            -1e30,
+            f64::MAX,
+            f64::MIN,
+            f64::MIN_POSITIVE,
+            f64::NAN,
+        ];
+        for i in ints {
+            for f in floats {
+                assert_eq!(super::cmp_int_float(i, f), slow_cmp(i, f), "{i} vs {f}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn int_float_comparison_agrees_with_the_careful_one(
+            i in proptest::prop_oneof![
+                -(1i128 << 54)..(1i128 << 54),
+                proptest::num::i64::ANY.prop_map(i128::from),
+                proptest::num::u64::ANY.prop_map(i128::from),
+            ],
+            f in proptest::prop_oneof![
+                proptest::num::f64::NORMAL | proptest::num::f64::ZERO | proptest::num::f64::SUBNORMAL,
+                (-(1i64 << 54)..(1i64 << 54)).prop_map(|n| n as f64),
+                (-(1i64 << 54)..(1i64 << 54)).prop_map(|n| n as f64 + 0.5),
+            ],
+        ) {
+            proptest::prop_assert_eq!(super::cmp_int_float(i, f), slow_cmp(i, f));
+        }
+    }
+
+    #[test]
+    fn quoted_strings_are_json_strings_cut_at_60_characters() {
+        let long = "é".repeat(70);
+        for s in [
+            "",
+            "plain",
+            "a\"b\\c",
+            "tab\tnew\nline\u{1}",
+            "é€😀",
+            long.as_str(),
+        ] {
+            let old = match s.char_indices().nth(60) {
+                Some((cut, _)) => format!("{}…", Value::String(s[..cut].to_owned())),
+                None => Value::String(s.to_owned()).to_string(),
+            };
+            assert_eq!(super::quoted(s), old);
+        }
     }
 
     #[test]
