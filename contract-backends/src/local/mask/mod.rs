@@ -78,9 +78,11 @@ impl TokenSet {
 
     /// Adds to `refused` the tokens of this set that `vob` allows and `refuse` refuses.
     fn refuse(&self, vob: &SimpleVob, refused: &mut Vec<u32>, mut refuse: impl FnMut(u32) -> bool) {
-        // One pass over the mask, reading this set only where the mask has tokens
-        // (llguidance's `SimpleVob::and` then `iter_set_entries` would take three passes over
-        // both and a copy of the mask).
+        // One pass over both, skipping the empty blocks of their intersection (llguidance's
+        // `SimpleVob::and` then `iter_set_entries` would take three passes and a copy of the
+        // mask). Measured in the bench: reading the mask alone first and the set only in the
+        // mask's non-empty blocks, or scanning the mask against the set's complement, cost more
+        // (the whitespace tokens a mask allows spread over most blocks).
         let n = vob.as_slice().len().min(self.vob.as_slice().len());
         let (allowed, mine) = (&vob.as_slice()[..n], &self.vob.as_slice()[..n]);
         let mut each = |word: usize, bits: u32| {
@@ -106,16 +108,6 @@ impl TokenSet {
             else {
                 continue;
             };
-            // The mask alone first: llguidance has just written it (it is in the cache), this
-            // set may not be (llguidance's own work evicts it), and most blocks of a mask are
-            // empty.
-            let mut any = 0;
-            for w in a {
-                any |= w;
-            }
-            if any == 0 {
-                continue;
-            }
             let mut both = 0;
             for i in 0..BLOCK {
                 both |= a[i] & m[i];
