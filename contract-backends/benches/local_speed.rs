@@ -12,7 +12,10 @@
 //! contract's mask (prefix cache warm, and cold), without a mask, and with fast-forward of forced
 //! tokens off, with forward calls and decode-loop tokens/s. Then the mask alone: time per step of
 //! the contract's mask (with and without the cross-field rule filter) against llguidance driven
-//! directly on the same grammar and tokenizer, replaying the constrained outputs.
+//! directly on the same grammar and tokenizer, replaying the constrained outputs; and the grounded
+//! mask of `examples::filings::GroundedGuidance` on the same releases, against llguidance's own
+//! `compute_mask` on each segment's composed grammar inside the same steps (the segments'
+//! grammars, built when a segment ends, timed apart).
 //!
 //! Environment: `FORMATS` (default `fast,fast@1,fast:q8,f32,q8_0,as_stored`; `NAME@N` runs that
 //! format with `CANDLE_NUM_THREADS=N`), `STAGES` (default `raw,e2e,mask`), `PREFILL` (tokens,
@@ -38,6 +41,8 @@ use contract_backends::local::{
 use contract_core::extract::Sampling;
 use contract_core::prompt::{Message, PromptParts};
 use contract_core::Contract;
+use contract_core::Source;
+use examples::filings::GroundedGuidance;
 use examples::Guidance;
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
@@ -378,6 +383,24 @@ fn mask_child(path: &std::path::Path) {
         .iter()
         .map(|doc| extract(&backend, &engine, doc, true).1.tokens)
         .collect();
+    // Grounded: `GroundedGuidance` on the same releases, each under its own document's mask.
+    let grounded = GroundedGuidance::grammar();
+    let grounded_outputs: Vec<(Source, Vec<u32>)> = RELEASES
+        .iter()
+        .map(|doc| {
+            let source = Source::from_text(doc);
+            let mut mask = engine
+                .grounded_mask(&grounded, &source)
+                .expect("grounded mask");
+            let msgs = PromptParts::for_contract::<GroundedGuidance>()
+                .messages(doc)
+                .0;
+            let out = backend
+                .generate(&msgs, MAX_TOKENS, &Sampling::default(), Some(&mut mask))
+                .expect("generate");
+            (source, out.tokens)
+        })
+        .collect();
     drop(backend);
     let grammar = Guidance::grammar();
 
@@ -404,8 +427,10 @@ fn mask_child(path: &std::path::Path) {
                 assert!(v.is_allowed(t), "llguidance refuses its own output");
                 m.consume_tokens(&[t]).expect("consume");
             }
-            for (rules, out) in [(true, &mut ours), (false, &mut ours_no_rules)] {
-                let mut cm = engine.mask(&grammar).expect("mask").with_timing(true);
+            // The steps are timed without the mask's own timing (as the decode loop runs it);
+            // a third pass with it times the rule filter alone.
+            for (rules, timed) in [(true, false), (false, false), (true, true)] {
+                let mut cm = engine.mask(&grammar).expect("mask").with_timing(timed);
                 if !rules {
                     cm = cm.without_rules();
                 }
@@ -418,9 +443,10 @@ fn mask_child(path: &std::path::Path) {
                     cm.consume(&[t]).expect("consume");
                 }
                 if run > 0 {
-                    out.extend(times);
-                    if rules {
-                        filter.extend_from_slice(&cm.stats().filter_ns);
+                    match (rules, timed) {
+                        (true, false) => ours.extend(times),
+                        (false, _) => ours_no_rules.extend(times),
+                        (true, true) => filter.extend_from_slice(&cm.stats().filter_ns),
                     }
                 }
             }
@@ -454,6 +480,58 @@ fn mask_child(path: &std::path::Path) {
         "| the rule filter alone | {:.1} | {:.1} | | |",
         percentile_us(&filter, 50.0),
         percentile_us(&filter, 99.0)
+    );
+
+    // Grounded masks: llguidance's own `compute_mask` on the segment's composed grammar, timed
+    // inside each step, against the whole step; the segments' grammars are built and compiled
+    // when a segment ends (in `consume`), timed apart.
+    let (mut g_llg, mut g_step, mut g_compile) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs + 1 {
+        for (source, toks) in &grounded_outputs {
+            // Whole steps untimed inside, then llguidance's share with the mask's timing on.
+            for timed in [false, true] {
+                let mut cm = engine
+                    .grounded_mask(&grounded, source)
+                    .expect("grounded mask")
+                    .with_timing(timed);
+                let mut times = Vec::new();
+                for &t in toks {
+                    let s = Instant::now();
+                    let bits = cm.allowed_tokens().expect("mask");
+                    times.push(s.elapsed().as_nanos() as u64);
+                    assert!(bits[t as usize / 32] & (1 << (t % 32)) != 0);
+                    cm.consume(&[t]).expect("consume");
+                }
+                if run > 0 && timed {
+                    g_llg.extend_from_slice(&cm.stats().llg_ns);
+                    g_compile.extend_from_slice(&cm.stats().compile_ns);
+                } else if run > 0 {
+                    g_step.extend(times);
+                }
+            }
+        }
+    }
+    let g_steps: usize = grounded_outputs.iter().map(|(_, t)| t.len()).sum();
+    println!(
+        "\ngrounded mask per step, µs (`GroundedGuidance`, {g_steps} steps per pass over {} \
+         outputs, {runs} passes after a warm-up):",
+        grounded_outputs.len()
+    );
+    println!("| | p50 µs | p99 µs | p50 / llguidance | p99 / llguidance |");
+    println!("|---|---|---|---|---|");
+    let (l50, l99) = (percentile_us(&g_llg, 50.0), percentile_us(&g_llg, 99.0));
+    println!("| llguidance `compute_mask` on the segment's grammar, inside the step | {l50:.1} | {l99:.1} | 1.00 | 1.00 |");
+    let (p50, p99) = (percentile_us(&g_step, 50.0), percentile_us(&g_step, 99.0));
+    println!(
+        "| grounded contract mask, whole step | {p50:.1} | {p99:.1} | {:.2} | {:.2} |",
+        p50 / l50,
+        p99 / l99
+    );
+    println!(
+        "| segment grammar built and compiled ({} per pass) | {:.1} | {:.1} | | |",
+        g_compile.len() / runs.max(1),
+        percentile_us(&g_compile, 50.0),
+        percentile_us(&g_compile, 99.0)
     );
 }
 

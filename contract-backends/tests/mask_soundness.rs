@@ -38,6 +38,10 @@ struct Tally {
     tokens: usize,
     examples: Vec<String>,
     errors: Vec<String>,
+    /// Steps whose mask was also computed the slow way ([`MaskEngine`]'s reference filter).
+    compared: usize,
+    /// Steps where the two differed (what differed, and the output so far).
+    mismatches: Vec<String>,
 }
 
 fn options() -> GrammarOptions {
@@ -48,7 +52,25 @@ fn options() -> GrammarOptions {
     }
 }
 
-fn walks<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64) -> Tally {
+/// The allowed tokens of a bitset (bit `t % 32` of word `t / 32`).
+fn tokens_of(bits: &[u32]) -> Vec<u32> {
+    let mut allowed = Vec::new();
+    for (w, word) in bits.iter().enumerate() {
+        let mut x = *word;
+        while x != 0 {
+            let b = x.trailing_zeros() as usize;
+            allowed.push((w * 32 + b) as u32);
+            x &= x - 1;
+        }
+    }
+    allowed
+}
+
+/// `n` random walks; with `compare`, every step's mask is also computed without the filter's
+/// shortcuts ([`ContractMask::reference_mask`]) and the two must allow the same tokens.
+///
+/// [`ContractMask::reference_mask`]: contract_backends::local::mask::ContractMask::reference_mask
+fn walks<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64, compare: bool) -> Tally {
     let grammar = Grammar::with_options(C::contract_spec(), options());
     let mut rng = SplitMix64(seed);
     let mut t = Tally::default();
@@ -87,14 +109,28 @@ fn walks<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64) -> Tally {
                 steps += forced.len();
                 continue;
             }
-            let bits = mask.allowed_tokens().expect("mask").to_vec();
-            let mut allowed = Vec::new();
-            for (w, word) in bits.iter().enumerate() {
-                let mut x = *word;
-                while x != 0 {
-                    let b = x.trailing_zeros() as usize;
-                    allowed.push((w * 32 + b) as u32);
-                    x &= x - 1;
+            let reference = compare.then(|| mask.reference_mask().expect("reference mask"));
+            let allowed = tokens_of(mask.allowed_tokens().expect("mask"));
+            if let Some(reference) = reference {
+                t.compared += 1;
+                let expected = tokens_of(reference.as_slice());
+                if allowed != expected {
+                    let show = |ts: Vec<&u32>| -> Vec<String> {
+                        ts.iter()
+                            .take(6)
+                            .map(|&&x| {
+                                format!("{x} {:?}", String::from_utf8_lossy(engine.token_bytes(x)))
+                            })
+                            .collect()
+                    };
+                    let extra = show(allowed.iter().filter(|x| !expected.contains(x)).collect());
+                    let missing = show(expected.iter().filter(|x| !allowed.contains(x)).collect());
+                    t.mismatches.push(format!(
+                        "after {:?}: allowed but not by the reference {extra:?}, refused but allowed by it {missing:?}",
+                        String::from_utf8_lossy(mask.output())
+                    ));
+                    // The walk could take a token the reference refuses: stop it here.
+                    break;
                 }
             }
             if allowed.is_empty() {
@@ -167,7 +203,7 @@ fn count(default: usize) -> usize {
 
 fn report<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64) {
     let start = std::time::Instant::now();
-    let t = walks::<C>(engine, n, seed);
+    let t = walks::<C>(engine, n, seed, false);
     println!(
         "{:<14} walks {:>6}  valid {:>6}  custom-check only {:>5}  invalid {}  empty masks {}  \
          filter emptied {}  capped {}  mean tokens {:.1}  longest {} B  ({:.1} s)",
@@ -221,6 +257,37 @@ fn example_contracts_walks_are_sound() {
     report::<Policy>(&e, count(1_000), 6);
     report::<FilingTable>(&e, count(1_000), 7);
     report::<Exclusions>(&e, count(1_000), 8);
+}
+
+/// The filter's token classes and shortcuts change nothing: on walks over contracts with
+/// numbers under rules (`Guidance`), strings, enums, nested objects and lists, every step's
+/// mask equals the one computed token by token with a copy of the scanner.
+#[test]
+fn filter_matches_its_reference() {
+    let e = engine();
+    for (name, t) in [
+        ("Guidance", walks::<Guidance>(&e, 300, 11, true)),
+        ("Amount", walks::<Amount>(&e, 40, 12, true)),
+        ("Address", walks::<Address>(&e, 40, 13, true)),
+        ("Policy", walks::<Policy>(&e, 20, 14, true)),
+        ("FilingTable", walks::<FilingTable>(&e, 20, 15, true)),
+        ("Exclusions", walks::<Exclusions>(&e, 20, 16, true)),
+    ] {
+        println!(
+            "{name:<12} walks {:>4}  steps compared {:>6}  mismatches {}",
+            t.walks,
+            t.compared,
+            t.mismatches.len()
+        );
+        for m in t.mismatches.iter().take(5) {
+            println!("  {m}");
+        }
+        assert!(t.compared > t.walks, "{name}: too few steps compared");
+        assert!(
+            t.mismatches.is_empty(),
+            "{name}: the filter differs from its reference"
+        );
+    }
 }
 
 /// Mask time per step, llguidance alone against llguidance plus the value filter.

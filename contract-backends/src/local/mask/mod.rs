@@ -7,9 +7,9 @@
 //! that broke a rule would be an error, never a silent invalid output.
 //!
 //! A [`MaskEngine`] holds what depends only on the tokenizer (llguidance's `TokEnv` and parser
-//! factory, every token's bytes, the index of tokens that can reach a rule value); it is built
-//! once per tokenizer and cached ([`MaskEngine::cached`]). Each generation gets a [`ContractMask`]
-//! from [`MaskEngine::mask`], which implements [`TokenMask`] for the decode loop.
+//! factory, every token's bytes, the classes of tokens by the bytes that can reach a rule value);
+//! it is built once per tokenizer and cached ([`MaskEngine::cached`]). Each generation gets a
+//! [`ContractMask`] from [`MaskEngine::mask`], which implements [`TokenMask`] for the decode loop.
 
 pub mod rules;
 mod rules_dec;
@@ -23,11 +23,11 @@ use contract_core::grammar::Grammar;
 use contract_core::ground::{Grounds, Numerals};
 use contract_core::source::Source;
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{SimpleVob, TokEnv};
+use llguidance::toktrie::{SimpleVob, TokEnv, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 
-use self::rules::{RulePlan, Scanner};
+use self::rules::{Blanks, Reach, RulePlan, Scanner};
 use super::{Allowed, LocalError, MaskFactory, TokenMask};
 
 fn mask_err(e: impl std::fmt::Display) -> LocalError {
@@ -39,17 +39,119 @@ fn llg_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LocalError
     LocalError::library("token mask", e)
 }
 
+/// A set of tokens (llguidance's bitset), scanned against a mask.
+#[derive(Debug, Default)]
+struct TokenSet {
+    vob: SimpleVob,
+    len: usize,
+    /// The words of `vob` with a token, when they are under a quarter of them (the tokens
+    /// with `"` and `:`): those alone are tested.
+    sparse: Option<Vec<usize>>,
+}
+
+/// Words of a mask tested at once: the allowed tokens are few (keys, digits, punctuation) and
+/// most blocks of a mask are empty.
+const BLOCK: usize = 16;
+
+impl TokenSet {
+    /// The tokens of `trie` whose bytes ([`plain_bytes`]) satisfy `has`.
+    fn of(trie: &TokTrie, has: impl Fn(&[u8]) -> bool) -> TokenSet {
+        let n = trie.vocab_size();
+        let mut vob = SimpleVob::alloc(n);
+        for t in 0..n as u32 {
+            if has(plain_bytes(trie, t)) {
+                vob.allow_token(t);
+            }
+        }
+        let len = vob.num_set();
+        let words: Vec<usize> = (vob.as_slice().iter().enumerate())
+            .filter(|(_, w)| **w != 0)
+            .map(|(i, _)| i)
+            .collect();
+        let sparse = (words.len() < vob.as_slice().len() / 4).then_some(words);
+        TokenSet { vob, len, sparse }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds to `refused` the tokens of this set that `vob` allows and `refuse` refuses.
+    fn refuse(&self, vob: &SimpleVob, refused: &mut Vec<u32>, mut refuse: impl FnMut(u32) -> bool) {
+        // One pass over both, skipping the empty blocks of their intersection (llguidance's
+        // `SimpleVob::and` then `iter_set_entries` would take three passes and a copy of the
+        // mask). Measured in the bench: reading the mask alone first and the set only in the
+        // mask's non-empty blocks, or scanning the mask against the set's complement, cost more
+        // (the whitespace tokens a mask allows spread over most blocks).
+        let n = vob.as_slice().len().min(self.vob.as_slice().len());
+        let (allowed, mine) = (&vob.as_slice()[..n], &self.vob.as_slice()[..n]);
+        let mut each = |word: usize, bits: u32| {
+            let mut bits = bits;
+            while bits != 0 {
+                let t = (word * 32) as u32 + bits.trailing_zeros();
+                bits &= bits - 1;
+                if refuse(t) {
+                    refused.push(t);
+                }
+            }
+        };
+        if let Some(words) = &self.sparse {
+            for &w in words.iter().take_while(|&&w| w < n) {
+                each(w, allowed[w] & mine[w]);
+            }
+            return;
+        }
+        let blocks = allowed.chunks_exact(BLOCK).zip(mine.chunks_exact(BLOCK));
+        for (b, (a, m)) in blocks.enumerate() {
+            // Fixed-size blocks: the test compiles to a few vector instructions.
+            let (Ok(a), Ok(m)) = (<&[u32; BLOCK]>::try_from(a), <&[u32; BLOCK]>::try_from(m))
+            else {
+                continue;
+            };
+            let mut both = 0;
+            for i in 0..BLOCK {
+                both |= a[i] & m[i];
+            }
+            if both != 0 {
+                for i in 0..BLOCK {
+                    each(b * BLOCK + i, a[i] & m[i]);
+                }
+            }
+        }
+        let tail = n - n % BLOCK;
+        for w in tail..n {
+            each(w, allowed[w] & mine[w]);
+        }
+    }
+}
+
+/// The bytes of token `t`, empty for a special token (which llguidance's trie stores behind a
+/// marker byte).
+fn plain_bytes(trie: &TokTrie, t: u32) -> &[u8] {
+    let b = trie.token(t);
+    if b.first() == Some(&TokTrie::SPECIAL_TOKEN_MARKER) {
+        &[]
+    } else {
+        b
+    }
+}
+
 /// What the mask needs of one tokenizer, built once.
 pub struct MaskEngine {
     factory: ParserFactory,
+    /// llguidance's tokenizer environment; its trie holds every token's bytes, one after the
+    /// other ([`MaskEngine::token_bytes`]).
     tok_env: TokEnv,
-    /// Token bytes (special tokens: empty).
-    bytes: Vec<Vec<u8>>,
-    /// Tokens with both `"` and `:`: inside a string no rule reads, only these can reach a rule
-    /// value within the same token.
-    quote_colon: Vec<u32>,
-    /// Tokens of JSON whitespace only: they never change what a rule sees.
-    blank: Vec<bool>,
+    /// For each [`Reach::CLASSES`], the tokens that have it: at a step where the scanner is
+    /// [`Scanner::quiet`], only these can be refused, and the filter looks at no other (inside
+    /// a string the mask allows most of the vocabulary; between values, a hundred whitespace
+    /// tokens).
+    reach: [TokenSet; 4],
+    /// Tokens with bytes, none of them whitespace-only: what the filter looks at when any
+    /// byte may be checked.
+    solid: TokenSet,
+    /// Tokens of JSON whitespace only (a hundred or so): handled as one ([`Blanks`]).
+    blank: TokenSet,
     eos: Vec<u32>,
     /// Compiled grammars (a prototype matcher, whose clones share llguidance's lexer caches,
     /// and the rule plan), by the grammar's text (compared whole, not by a hash).
@@ -120,7 +222,7 @@ struct Prepared {
 impl std::fmt::Debug for MaskEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MaskEngine")
-            .field("vocab", &self.bytes.len())
+            .field("vocab", &self.vocab_size())
             .field("eos", &self.eos)
             .finish()
     }
@@ -151,28 +253,16 @@ impl MaskEngine {
         let mut factory = ParserFactory::new_simple(&tok_env).map_err(llg_err)?;
         factory.quiet();
         let trie = tok_env.tok_trie();
-        let n = trie.vocab_size();
-        let mut bytes = Vec::with_capacity(n);
-        let mut quote_colon = Vec::new();
-        let mut blank = Vec::with_capacity(n);
-        for t in 0..n as u32 {
-            let b = if trie.is_special_token(t) {
-                Vec::new()
-            } else {
-                trie.token(t).to_vec()
-            };
-            if b.contains(&b'"') && b.contains(&b':') {
-                quote_colon.push(t);
-            }
-            blank
-                .push(!b.is_empty() && b.iter().all(|c| matches!(c, b' ' | b'\n' | b'\r' | b'\t')));
-            bytes.push(b);
-        }
+        let is_blank =
+            |b: &[u8]| !b.is_empty() && b.iter().all(|c| matches!(c, b' ' | b'\n' | b'\r' | b'\t'));
+        let reach = Reach::CLASSES.map(|r| TokenSet::of(trie, |b| r.reached_by(b)));
+        let solid = TokenSet::of(trie, |b| !b.is_empty() && !is_blank(b));
+        let blank = TokenSet::of(trie, is_blank);
         Ok(MaskEngine {
             factory,
             tok_env,
-            bytes,
-            quote_colon,
+            reach,
+            solid,
             blank,
             eos,
             prepared: Mutex::new(Vec::new()),
@@ -210,12 +300,12 @@ impl MaskEngine {
 
     /// Vocabulary size (mask length).
     pub fn vocab_size(&self) -> usize {
-        self.bytes.len()
+        self.tok_env.tok_trie().vocab_size()
     }
 
-    /// The bytes of token `t` (empty for special tokens).
+    /// The bytes of token `t` (empty for special tokens and past the vocabulary).
     pub fn token_bytes(&self, t: u32) -> &[u8] {
-        self.bytes.get(t as usize).map_or(&[][..], Vec::as_slice)
+        plain_bytes(self.tok_env.tok_trie(), t)
     }
 
     /// The tokens that end a generation.
@@ -225,7 +315,13 @@ impl MaskEngine {
 
     /// The number of tokens the rule filter must look at inside a free string.
     pub fn quote_colon_tokens(&self) -> usize {
-        self.quote_colon.len()
+        self.reach_set(Reach::QuoteColon).map_or(0, TokenSet::len)
+    }
+
+    /// The tokens that have `reach` (`None` for [`Reach::Nothing`]: no token).
+    fn reach_set(&self, reach: Reach) -> Option<&TokenSet> {
+        let i = Reach::CLASSES.iter().position(|&r| r == reach)?;
+        self.reach.get(i)
     }
 
     /// The llguidance tokenizer environment.
@@ -346,7 +442,8 @@ impl MaskEngine {
             plan: prepared.plan.clone(),
             filter_on: true,
             scanner: Scanner::new(),
-            bits: Vec::new(),
+            allowed: SimpleVob::new(),
+            refused: Vec::new(),
             output: Vec::new(),
             stats: MaskStats::default(),
             timing: false,
@@ -413,7 +510,8 @@ impl MaskEngine {
             plan,
             filter_on,
             scanner: Scanner::new(),
-            bits: Vec::new(),
+            allowed: SimpleVob::new(),
+            refused: Vec::new(),
             output: Vec::new(),
             stats,
             timing: false,
@@ -467,7 +565,8 @@ impl MaskEngine {
             plan,
             filter_on: true,
             scanner: Scanner::new(),
-            bits: Vec::new(),
+            allowed: SimpleVob::new(),
+            refused: Vec::new(),
             output: Vec::new(),
             stats: MaskStats::default(),
             timing: false,
@@ -544,7 +643,10 @@ pub struct ContractMask {
     /// grounded grammar holds every rule itself).
     filter_on: bool,
     scanner: Scanner,
-    bits: Vec<u32>,
+    /// The last step's allowed tokens (handed out by reference, not copied).
+    allowed: SimpleVob,
+    /// The tokens the filter refused this step (kept to reuse the allocation).
+    refused: Vec<u32>,
     output: Vec<u8>,
     stats: MaskStats,
     timing: bool,
@@ -610,61 +712,96 @@ impl ContractMask {
             self.stats.filter_ns.push((t2 - t1).as_nanos() as u64);
         }
         self.stats.steps += 1;
-        self.bits.clear();
-        self.bits.extend_from_slice(vob.as_slice());
-        Ok(&self.bits)
+        self.allowed = vob;
+        Ok(self.allowed.as_slice())
     }
 
     fn filter(&mut self, plan: &RulePlan, vob: &mut SimpleVob) {
-        let engine = self.engine.clone();
-        let before = vob.clone();
-        let mut dropped = 0;
+        let engine = &self.engine;
+        let scanner = &self.scanner;
+        // What was refused, to put back if nothing is left (cheaper than a copy of the mask).
+        let refused = &mut self.refused;
+        refused.clear();
         for &e in &engine.eos {
-            if vob.is_allowed(e) && !self.scanner.can_end(plan) {
-                vob.disallow_token(e);
-                dropped += 1;
+            if vob.is_allowed(e) && !scanner.can_end(plan) {
+                refused.push(e);
             }
         }
-        let scanner = &self.scanner;
-        let skip_blank = scanner.blank_is_neutral();
-        // Inside a number whitespace-only tokens (a hundred or so) all finish it: check one.
-        let blank_alike = scanner.blank_acts_alike();
-        let mut blank_ok: Option<bool> = None;
-        let mut check = |t: u32, vob: &mut SimpleVob| {
-            let b = engine.token_bytes(t);
-            let blank = engine.blank[t as usize];
-            if b.is_empty() || (skip_blank && blank) {
-                return;
-            }
-            let ok = if blank && blank_alike {
-                *blank_ok.get_or_insert_with(|| scanner.allows(plan, b))
-            } else {
-                scanner.allows(plan, b)
-            };
-            if !ok {
-                vob.disallow_token(t);
-                dropped += 1;
-            }
-        };
-        if scanner.in_free_string() {
-            for &t in &engine.quote_colon {
-                if vob.is_allowed(t) {
-                    check(t, vob);
+        // A stop token with bytes (one that is not a special token) can be refused twice.
+        let eos_refused = !refused.is_empty();
+        let trie = engine.tok_env.tok_trie();
+        let bytes = |t: u32| plain_bytes(trie, t);
+        match scanner.quiet() {
+            Some(reach) => {
+                if let Some(set) = engine.reach_set(reach) {
+                    set.refuse(vob, refused, |t| !scanner.allows(plan, bytes(t)));
                 }
             }
-        } else {
-            let mut candidates = Vec::new();
-            vob.iter_set_entries(|t| candidates.push(t as u32));
-            for t in candidates {
-                check(t, vob);
+            None => {
+                let probe = scanner.probe(plan);
+                engine
+                    .solid
+                    .refuse(vob, refused, |t| !probe.allows(bytes(t)));
+                match probe.blanks() {
+                    Blanks::Neutral => {}
+                    // Whitespace ends the number whatever its bytes: a space answers for all.
+                    Blanks::Alike => {
+                        if !probe.allows(b" ") {
+                            engine.blank.refuse(vob, refused, |_| true);
+                        }
+                    }
+                    Blanks::Each => engine
+                        .blank
+                        .refuse(vob, refused, |t| !probe.allows(bytes(t))),
+                }
+                probe.finish();
             }
         }
-        if dropped > 0 && vob.is_zero() {
+        if eos_refused {
+            refused.sort_unstable();
+            refused.dedup();
+        }
+        for &t in refused.iter() {
+            vob.disallow_token(t);
+        }
+        if !refused.is_empty() && vob.is_zero() {
             self.stats.filter_emptied += 1;
-            *vob = before;
+            for &t in refused.iter() {
+                vob.allow_token(t);
+            }
             return;
         }
-        self.stats.dropped += dropped;
+        self.stats.dropped += refused.len();
+    }
+
+    /// The mask [`ContractMask::allowed_tokens`] gives, computed without any of the filter's
+    /// shortcuts (token classes, the scanner's early stop, whitespace handled as one, verdicts
+    /// shared within a step): every token llguidance allows goes through a copy of the scanner
+    /// byte by byte ([`Scanner::advance`]), a stop token only where the output can end. For tests and comparisons; the state is unchanged.
+    pub fn reference_mask(&mut self) -> Result<SimpleVob, LocalError> {
+        let mut vob = self.grammar_mask()?;
+        let Some(plan) = self.plan.clone().filter(|_| self.filter_on) else {
+            return Ok(vob);
+        };
+        let unfiltered = vob.clone();
+        let mut refused = Vec::new();
+        vob.iter_set_entries(|t| {
+            let t = t as u32;
+            let ends = !self.engine.eos.contains(&t) || self.scanner.can_end(&plan);
+            if !ends
+                || !self
+                    .scanner
+                    .clone()
+                    .advance(&plan, self.engine.token_bytes(t))
+            {
+                refused.push(t);
+            }
+        });
+        for t in refused {
+            vob.disallow_token(t);
+        }
+        // As the filter: a mask it would empty is left as llguidance gave it.
+        Ok(if vob.is_zero() { unfiltered } else { vob })
     }
 
     /// Tokens the grammar forces next (keys, punctuation), kept only while the filter agrees.

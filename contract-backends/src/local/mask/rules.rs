@@ -23,6 +23,7 @@
 //! llguidance always offers a token continuing such an output, so the filtered mask is never
 //! empty before the grammar accepts.
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -410,32 +411,148 @@ enum Cur {
     Lit(&'static [u8]),
 }
 
+/// The numbers a value may still be, with the verdicts found so far.
 #[derive(Debug)]
-enum NumSet {
+struct NumSet {
+    kind: NumKind,
+    /// What is known of each literal prefix met so far. A set is shared by every value of its
+    /// field with the same partner values ([`RulePlan`]'s `num_memo`), and the same prefixes
+    /// come back at every step and in every generation: the decimal arithmetic behind a
+    /// verdict runs once per prefix and byte.
+    memo: Mutex<HashMap<Vec<u8>, Next>>,
+}
+
+#[derive(Debug)]
+enum NumKind {
     Intervals(NumSyntax, Vec<Interval>, Parts),
     Choices(Vec<Vec<u8>>),
 }
 
+/// The bytes a number literal is made of (any other byte ends it), in the order of [`Next`]'s
+/// bits.
+const NUMBER_BYTES: &[u8; 15] = b"0123456789.eE+-";
+
+/// What is known of one literal prefix: whether it is a literal of the set, and which number
+/// bytes may follow it ([`NumSet::extends`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Next {
+    complete: Option<bool>,
+    /// Bit `i`: the verdict on `NUMBER_BYTES[i]` is in `ok`.
+    known: u16,
+    ok: u16,
+}
+
+/// The most prefixes a [`NumSet`] remembers (it starts over past them).
+const NUM_MEMO: usize = 4096;
+
 impl NumSet {
-    fn feasible(&self, text: &[u8]) -> bool {
-        match self {
-            NumSet::Intervals(syntax, _, parts) => NumPrefix {
-                text: text.to_vec(),
-            }
-            .feasible_in(*syntax, parts),
-            NumSet::Choices(c) => c.iter().any(|t| t.starts_with(text)),
+    fn new(kind: NumKind) -> NumSet {
+        NumSet {
+            kind,
+            memo: Mutex::new(HashMap::new()),
         }
     }
 
-    fn complete(&self, text: &[u8]) -> bool {
-        match self {
-            NumSet::Intervals(_, set, _) => NumPrefix {
+    /// What is remembered of `text`.
+    fn known(&self, text: &[u8]) -> Next {
+        let memo = self.memo.lock().ok();
+        memo.and_then(|m| m.get(text).copied()).unwrap_or_default()
+    }
+
+    /// Remembers `next` for `text`.
+    fn remember(&self, text: &[u8], next: Next) {
+        if let Ok(mut m) = self.memo.lock() {
+            if m.len() >= NUM_MEMO && !m.contains_key(text) {
+                m.clear();
+            }
+            m.insert(text.to_vec(), next);
+        }
+    }
+
+    /// Whether `text` can still become a literal of the set.
+    fn feasible(&self, text: &[u8]) -> bool {
+        match &self.kind {
+            NumKind::Intervals(syntax, _, parts) => NumPrefix {
+                text: text.to_vec(),
+            }
+            .feasible_in(*syntax, parts),
+            NumKind::Choices(c) => c.iter().any(|t| t.starts_with(text)),
+        }
+    }
+
+    /// Whether `text` is a literal of the set.
+    fn is_literal(&self, text: &[u8]) -> bool {
+        match &self.kind {
+            NumKind::Intervals(_, set, _) => NumPrefix {
                 text: text.to_vec(),
             }
             .complete_in(set),
-            NumSet::Choices(c) => c.iter().any(|t| t == text),
+            NumKind::Choices(c) => c.iter().any(|t| t == text),
         }
     }
+
+    /// Whether number byte `b` may follow `text` (the scanner's check inside a number).
+    fn may_follow(&self, text: &[u8], b: u8) -> bool {
+        // Bounded length: a digit fits within MAX_NUMBER_LEN; a sign, point or exponent only
+        // with room left for the digits it needs after it.
+        let room = if b.is_ascii_digit() { 0 } else { 2 };
+        if text.len() + 1 + room > MAX_NUMBER_LEN {
+            return false;
+        }
+        let mut buf = [0u8; MAX_NUMBER_LEN];
+        let next = &mut buf[..text.len() + 1];
+        next[..text.len()].copy_from_slice(text);
+        next[text.len()] = b;
+        // At the cap the number must be one the field accepts as it stands.
+        self.feasible(next) && (next.len() < MAX_NUMBER_LEN || self.is_literal(next))
+    }
+
+    /// [`NumSet::may_follow`], from `known` (what is known of `text`) or else computed into it.
+    fn extends_with(&self, text: &[u8], b: u8, known: &mut Next) -> bool {
+        let Some(i) = NUMBER_BYTES.iter().position(|&c| c == b) else {
+            return self.may_follow(text, b);
+        };
+        let bit = 1 << i;
+        if known.known & bit == 0 {
+            known.known |= bit;
+            if self.may_follow(text, b) {
+                known.ok |= bit;
+            }
+        }
+        known.ok & bit != 0
+    }
+
+    /// [`NumSet::is_literal`], from `known` or else computed into it.
+    fn complete_with(&self, text: &[u8], known: &mut Next) -> bool {
+        *known.complete.get_or_insert_with(|| self.is_literal(text))
+    }
+
+    /// Whether number byte `b` may follow `text`, remembered.
+    fn extends(&self, text: &[u8], b: u8) -> bool {
+        let before = self.known(text);
+        let mut known = before;
+        let ok = self.extends_with(text, b, &mut known);
+        if known != before {
+            self.remember(text, known);
+        }
+        ok
+    }
+
+    /// Whether `text` is a literal of the set, remembered.
+    fn complete(&self, text: &[u8]) -> bool {
+        let before = self.known(text);
+        let mut known = before;
+        let ok = self.complete_with(text, &mut known);
+        if known != before {
+            self.remember(text, known);
+        }
+        ok
+    }
+}
+
+/// Whether `b` belongs to a number literal (any other byte ends it).
+fn is_number_byte(b: u8) -> bool {
+    NUMBER_BYTES.contains(&b)
 }
 
 /// The longest number literal the filter lets a model write, in bytes. Without it a masked model
@@ -457,6 +574,156 @@ impl Default for Scanner {
     }
 }
 
+/// The bytes without which a token cannot be refused ([`Scanner::quiet`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// None: the output is one finished value.
+    Nothing,
+    /// `:` (between values of objects).
+    Colon,
+    /// `:` or `,` (with a list open).
+    ColonComma,
+    /// `"` and `:` (inside a key, or a string no rule reads).
+    QuoteColon,
+    /// `"`, and `:` or `,` (inside a string no rule reads, with a list open).
+    QuoteColonComma,
+}
+
+impl Reach {
+    /// Every reach that some token can have (a token index is kept for each).
+    pub const CLASSES: [Reach; 4] = [
+        Reach::Colon,
+        Reach::ColonComma,
+        Reach::QuoteColon,
+        Reach::QuoteColonComma,
+    ];
+
+    /// Whether `bytes` hold what this reach needs.
+    pub fn reached_by(self, bytes: &[u8]) -> bool {
+        let has = |c: u8| bytes.contains(&c);
+        match self {
+            Reach::Nothing => false,
+            Reach::Colon => has(b':'),
+            Reach::ColonComma => has(b':') || has(b','),
+            Reach::QuoteColon => has(b'"') && has(b':'),
+            Reach::QuoteColonComma => has(b'"') && (has(b':') || has(b',')),
+        }
+    }
+}
+
+/// How whitespace-only tokens fare at a step where every token is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blanks {
+    /// They change nothing a rule sees (before a value).
+    Neutral,
+    /// They all end the open number, with the same verdict: one check answers for all.
+    Alike,
+    /// Each is checked (string content).
+    Each,
+}
+
+/// One step's checks over the tokens of a mask ([`Scanner::probe`]). The verdicts of tokens
+/// that only extend or end the open number, or only start the next value with a number or
+/// `null`, follow from what is computed once for the step: the number set, what it remembers
+/// of the literal so far ([`Next`]), and whether `null` may come. The others run a copy of
+/// the scanner ([`Scanner::allows`]). [`Probe::finish`] remembers what the step found.
+pub struct Probe<'a> {
+    scanner: &'a Scanner,
+    plan: &'a RulePlan,
+    /// What a token must hold to be checked after the value it ends.
+    after_value: Reach,
+    /// At a value start, whether `null` may come; `None` elsewhere.
+    null: Option<bool>,
+    /// At a value start, whether an object (`{`) may come; `None` elsewhere.
+    object: Option<bool>,
+    /// The numbers the open (or starting) value may be, the literal so far, and what is known
+    /// of it: at the step's start and now.
+    number: RefCell<Option<(Arc<NumSet>, Next, Next)>>,
+}
+
+impl Probe<'_> {
+    /// How whitespace-only tokens fare at this step (when [`Scanner::quiet`] is `None`).
+    pub fn blanks(&self) -> Blanks {
+        match self.scanner.cur {
+            Cur::None => Blanks::Neutral,
+            Cur::Num { .. } => Blanks::Alike,
+            _ => Blanks::Each,
+        }
+    }
+
+    /// [`Scanner::allows`], for a token of the mask this step.
+    pub fn allows(&self, bytes: &[u8]) -> bool {
+        self.quick(bytes)
+            .unwrap_or_else(|| self.scanner.allows(self.plan, bytes))
+    }
+
+    /// The literal written so far of the open number (empty at a value start).
+    fn text(&self) -> &[u8] {
+        match &self.scanner.cur {
+            Cur::Num { text, .. } => text,
+            _ => b"",
+        }
+    }
+
+    /// `f` on the number set and what is known of the literal so far; `None` when numbers
+    /// cannot come.
+    fn with_number<R>(&self, f: impl FnOnce(&NumSet, &[u8], &mut Next) -> R) -> Option<R> {
+        let mut number = self.number.borrow_mut();
+        let (set, _, now) = number.as_mut()?;
+        Some(f(set, self.text(), now))
+    }
+
+    /// The verdict when it follows from the step's state without running the scanner: the
+    /// scanner would make exactly this one check, and the token's other bytes cannot reach
+    /// another ([`Scanner::quiet`] after the value).
+    fn quick(&self, bytes: &[u8]) -> Option<bool> {
+        match &self.scanner.cur {
+            Cur::Num { .. } => match bytes {
+                [b] if is_number_byte(*b) => {
+                    self.with_number(|set, text, known| set.extends_with(text, *b, known))
+                }
+                [b, ..] if !is_number_byte(*b) && !self.after_value.reached_by(bytes) => {
+                    self.with_number(|set, text, known| set.complete_with(text, known))
+                }
+                _ => None,
+            },
+            Cur::None => {
+                let null = self.null?;
+                let start = bytes.iter().position(|&b| !is_ws(b))?;
+                match &bytes[start..] {
+                    [b @ (b'-' | b'0'..=b'9')] => Some(
+                        self.with_number(|set, text, known| set.extends_with(text, *b, known))
+                            .unwrap_or(false),
+                    ),
+                    [b'n', rest @ ..] if !self.after_value.reached_by(rest) => Some(null),
+                    // Inside the new object nothing is checked before a `:` (or a `,` with a
+                    // list open), as between its values.
+                    [b'{', rest @ ..] if !self.in_object().reached_by(rest) => self.object,
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Scanner::quiet`] inside an object opened here.
+    fn in_object(&self) -> Reach {
+        match self.after_value {
+            Reach::ColonComma => Reach::ColonComma,
+            _ => Reach::Colon,
+        }
+    }
+
+    /// Remembers in the number set what this step computed.
+    pub fn finish(self) {
+        if let Some((set, start, now)) = self.number.borrow_mut().take() {
+            if now != start {
+                set.remember(self.text(), now);
+            }
+        }
+    }
+}
+
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
 }
@@ -471,22 +738,71 @@ impl Scanner {
         }
     }
 
-    /// Whether the next token can matter only if it leaves a string that no rule reads: then
-    /// only tokens with both `"` and `:` need a check (an index of them is kept per tokenizer).
-    pub fn in_free_string(&self) -> bool {
-        matches!(self.cur, Cur::Key { .. } | Cur::Str { buf: None, .. })
+    /// What a token must contain for the rules to be able to refuse it, when that depends on
+    /// its bytes alone: between values (and inside a literal or a string no rule reads), no
+    /// check can run before a value starts, and a value starts only after a `:` (or a `,`
+    /// inside a list). `None`: any byte may be checked (a value starts next, or one is open).
+    pub fn quiet(&self) -> Option<Reach> {
+        let lists = self.stack.iter().any(|f| matches!(f, Frame::Arr { .. }));
+        match &self.cur {
+            Cur::Key { .. } => Some(Reach::QuoteColon),
+            Cur::Str { buf: None, .. } if lists => Some(Reach::QuoteColonComma),
+            Cur::Str { buf: None, .. } => Some(Reach::QuoteColon),
+            Cur::Lit(_) => Some(self.between_values(lists)),
+            Cur::None if !self.at_value_start() => Some(self.between_values(lists)),
+            _ => None,
+        }
     }
 
-    /// Whether whitespace-only tokens cannot change anything a rule sees (between tokens; not
-    /// after a number, which whitespace finishes, nor inside a string).
-    pub fn blank_is_neutral(&self) -> bool {
-        matches!(self.cur, Cur::None)
+    /// [`Scanner::quiet`] once the current value (or literal) is finished.
+    fn between_values(&self, lists: bool) -> Reach {
+        if self.stack.is_empty() {
+            Reach::Nothing
+        } else if lists {
+            Reach::ColonComma
+        } else {
+            Reach::Colon
+        }
     }
 
-    /// Whether every whitespace-only token has the same effect (inside a number, which the first
-    /// whitespace byte finishes, after which whitespace is neutral): the filter checks one.
-    pub fn blank_acts_alike(&self) -> bool {
-        matches!(self.cur, Cur::Num { .. })
+    /// Whether the next byte other than whitespace starts a value.
+    fn at_value_start(&self) -> bool {
+        match self.stack.last() {
+            None => !self.root_done,
+            Some(Frame::Obj { st, .. }) => *st == ObjSt::Value,
+            Some(Frame::Arr { expect_value, .. }) => *expect_value,
+        }
+    }
+
+    /// The checks of one step, for the tokens of one mask ([`Probe::allows`]).
+    pub fn probe<'a>(&'a self, plan: &'a RulePlan) -> Probe<'a> {
+        let lists = self.stack.iter().any(|f| matches!(f, Frame::Arr { .. }));
+        let (null, object, set, text) = match &self.cur {
+            Cur::Num { text, set, .. } => (None, None, Some(set.clone()), &text[..]),
+            // At a value start, what `start_value` decides on `null`, objects and numbers.
+            Cur::None => match self.value_at(plan, b'0') {
+                Some((slot, ctx)) => (
+                    Some(self.null_ok(plan, slot, ctx)),
+                    Some(self.rules(plan, ctx).is_none_or(|r| r.non_null_ok())),
+                    self.number_set(plan, slot, ctx),
+                    &b""[..],
+                ),
+                None => (None, None, None, &b""[..]),
+            },
+            _ => (None, None, None, &b""[..]),
+        };
+        let number = set.map(|set| {
+            let known = set.known(text);
+            (set, known, known)
+        });
+        Probe {
+            scanner: self,
+            plan,
+            after_value: self.between_values(lists),
+            null,
+            object,
+            number: RefCell::new(number),
+        }
     }
 
     /// Whether the output is one finished value (EOS allowed).
@@ -503,7 +819,15 @@ impl Scanner {
     /// Whether `bytes` keep the output completable inside the rules (the state is unchanged).
     pub fn allows(&self, plan: &RulePlan, bytes: &[u8]) -> bool {
         let mut copy = self.clone();
-        copy.advance(plan, bytes)
+        for (i, &b) in bytes.iter().enumerate() {
+            if copy.quiet().is_some_and(|r| !r.reached_by(&bytes[i..])) {
+                return true;
+            }
+            if !copy.step(plan, b) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Advances over `bytes`; `false` when they break a rule (the state is then unusable).
@@ -585,17 +909,12 @@ impl Scanner {
                 }
             }
             Cur::Num { ctx, text, set } => {
-                if b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-') {
-                    // Bounded length: a digit fits within MAX_NUMBER_LEN; a sign, point or
-                    // exponent only with room left for the digits it needs after it.
-                    let room = if b.is_ascii_digit() { 0 } else { 2 };
-                    if text.len() + 1 + room > MAX_NUMBER_LEN {
-                        return false;
+                if is_number_byte(b) {
+                    let ok = set.extends(text, b);
+                    if ok {
+                        text.push(b);
                     }
-                    text.push(b);
-                    // At the cap the number must be one the field accepts as it stands.
-                    return set.feasible(text)
-                        && (text.len() < MAX_NUMBER_LEN || set.complete(text));
+                    return ok;
                 }
                 let ctx = *ctx;
                 if !set.complete(text) {
@@ -616,31 +935,7 @@ impl Scanner {
         if is_ws(b) {
             return true;
         }
-        // Where a value may start, and its slot.
-        let value_at: Option<(SlotId, Ctx)> = match self.stack.last() {
-            None if !self.root_done => Some((plan.root, None)),
-            None => None,
-            Some(Frame::Obj {
-                obj,
-                field,
-                st: ObjSt::Value,
-                ..
-            }) => {
-                let depth = self.stack.len() - 1;
-                if *obj == OPAQUE || *field == usize::MAX {
-                    Some((OPAQUE, None))
-                } else {
-                    let slot = plan.objects[*obj].fields[*field].slot;
-                    let ctx = plan.objects[*obj].has_rules.then_some((depth, *field));
-                    Some((slot, ctx))
-                }
-            }
-            Some(Frame::Obj { .. }) => None,
-            Some(Frame::Arr { item, expect_value }) => {
-                (*expect_value && b != b']').then_some((*item, None))
-            }
-        };
-        if let Some((slot, ctx)) = value_at {
+        if let Some((slot, ctx)) = self.value_at(plan, b) {
             return self.start_value(plan, slot, ctx, b);
         }
         match self.stack.last_mut() {
@@ -683,6 +978,33 @@ impl Scanner {
         }
     }
 
+    /// Where a value starts if `b` (not whitespace) comes next, and its slot.
+    fn value_at(&self, plan: &RulePlan, b: u8) -> Option<(SlotId, Ctx)> {
+        match self.stack.last() {
+            None if !self.root_done => Some((plan.root, None)),
+            None => None,
+            Some(Frame::Obj {
+                obj,
+                field,
+                st: ObjSt::Value,
+                ..
+            }) => {
+                let depth = self.stack.len() - 1;
+                if *obj == OPAQUE || *field == usize::MAX {
+                    Some((OPAQUE, None))
+                } else {
+                    let slot = plan.objects[*obj].fields[*field].slot;
+                    let ctx = plan.objects[*obj].has_rules.then_some((depth, *field));
+                    Some((slot, ctx))
+                }
+            }
+            Some(Frame::Obj { .. }) => None,
+            Some(Frame::Arr { item, expect_value }) => {
+                (*expect_value && b != b']').then_some((*item, None))
+            }
+        }
+    }
+
     fn value_done(&mut self) {
         match self.stack.last_mut() {
             Some(Frame::Obj { st, .. }) => *st = ObjSt::CommaOrEnd,
@@ -709,22 +1031,53 @@ impl Scanner {
         }
     }
 
-    fn start_value(&mut self, plan: &RulePlan, slot_id: SlotId, ctx: Ctx, b: u8) -> bool {
-        let slot = plan.slots.get(slot_id);
-        let rules = self.vals(ctx).map(|(vals, obj, field)| Rules {
+    fn rules<'p>(&self, plan: &'p RulePlan, ctx: Ctx) -> Option<Rules<'p>> {
+        self.vals(ctx).map(|(vals, obj, field)| Rules {
             plan,
             vals: vals.clone(),
             obj,
             field,
-        });
+        })
+    }
+
+    /// Whether `null` may be the value starting here.
+    fn null_ok(&self, plan: &RulePlan, slot_id: SlotId, ctx: Ctx) -> bool {
+        if self.rules(plan, ctx).is_some_and(|r| !r.null_ok()) {
+            return false;
+        }
+        !(plan.slots.get(slot_id).is_some_and(|s| !s.nullable) && slot_id != OPAQUE)
+    }
+
+    /// The numbers the value starting here may be; `None` when numbers are out.
+    fn number_set(&self, plan: &RulePlan, slot_id: SlotId, ctx: Ctx) -> Option<Arc<NumSet>> {
+        let rules = self.rules(plan, ctx);
+        if rules.as_ref().is_some_and(|r| !r.non_null_ok()) {
+            return None;
+        }
+        let key = match &rules {
+            Some(r) => (r.obj, r.field, r.key()),
+            None => (usize::MAX, slot_id, Vec::new()),
+        };
+        let cached = plan.num_memo.lock().ok().and_then(|m| m.get(&key).cloned());
+        if cached.is_some() {
+            return cached;
+        }
+        let set = Arc::new(num_set(plan.slots.get(slot_id), rules.as_ref())?);
+        if let Ok(mut memo) = plan.num_memo.lock() {
+            if memo.len() > 4096 {
+                memo.clear();
+            }
+            memo.insert(key, set.clone());
+        }
+        Some(set)
+    }
+
+    fn start_value(&mut self, plan: &RulePlan, slot_id: SlotId, ctx: Ctx, b: u8) -> bool {
+        let slot = plan.slots.get(slot_id);
+        let rules = self.rules(plan, ctx);
         match b {
             b'n' => {
-                if let Some(r) = &rules {
-                    if !r.null_ok() {
-                        return false;
-                    }
-                }
-                if slot.is_some_and(|s| !s.nullable) && slot_id != OPAQUE {
+                if !self.null_ok(plan, slot_id, ctx) {
                     return false;
                 }
                 self.record(ctx, Done::Null);
@@ -773,39 +1126,18 @@ impl Scanner {
                 true
             }
             b'-' | b'0'..=b'9' => {
-                if let Some(r) = &rules {
-                    if !r.non_null_ok() {
-                        return false;
-                    }
-                }
-                let key = Some(match &rules {
-                    Some(r) => (r.obj, r.field, r.key()),
-                    None => (usize::MAX, slot_id, Vec::new()),
-                });
-                let cached = key
-                    .as_ref()
-                    .and_then(|k| plan.num_memo.lock().ok().and_then(|m| m.get(k).cloned()));
-                let set = match cached {
-                    Some(set) => set,
-                    None => {
-                        let Some(set) = num_set(slot, rules.as_ref()) else {
-                            return false;
-                        };
-                        let set = Arc::new(set);
-                        if let (Some(k), Ok(mut memo)) = (key, plan.num_memo.lock()) {
-                            if memo.len() > 4096 {
-                                memo.clear();
-                            }
-                            memo.insert(k, set.clone());
-                        }
-                        set
-                    }
+                let Some(set) = self.number_set(plan, slot_id, ctx) else {
+                    return false;
                 };
-                let text = vec![b];
-                if !set.feasible(&text) {
+                // The first byte gets the check of any later one ([`NumSet::extends`]).
+                if !set.extends(b"", b) {
                     return false;
                 }
-                self.cur = Cur::Num { ctx, text, set };
+                self.cur = Cur::Num {
+                    ctx,
+                    text: vec![b],
+                    set,
+                };
                 true
             }
             b'{' => {
@@ -870,7 +1202,7 @@ fn num_set(slot: Option<&Slot>, rules: Option<&Rules<'_>>) -> Option<NumSet> {
                 }
             }
             let parts = Parts::of(&set);
-            NumSet::Intervals(n.syntax, set, parts)
+            NumSet::new(NumKind::Intervals(n.syntax, set, parts))
         }
         Some(Kind::Enum(e)) => {
             let extra = match rules {
@@ -887,19 +1219,19 @@ fn num_set(slot: Option<&Slot>, rules: Option<&Rules<'_>>) -> Option<NumSet> {
                 })
                 .map(|(t, _)| t.clone())
                 .collect();
-            NumSet::Choices(choices)
+            NumSet::new(NumKind::Choices(choices))
         }
         _ => {
             let set = vec![Interval::all()];
             let parts = Parts::of(&set);
-            NumSet::Intervals(
+            NumSet::new(NumKind::Intervals(
                 NumSyntax {
                     fraction: true,
                     exponent: true,
                 },
                 set,
                 parts,
-            )
+            ))
         }
     })
 }

@@ -229,8 +229,11 @@ fn at_least_one_and_both_or_neither_groups() {
     assert!(allowed(&p, r#"{"street":null,"city""#, r#":"Bern","#));
     assert!(allowed(&p, r#"{"street":"x","city""#, ":null"));
     // A string no rule compares: only tokens with `"` and `:` can matter.
-    assert!(at(&p, r#"{"street":null,"city":"Be"#).in_free_string());
-    assert!(!at(&p, r#"{"street":null,"city":"#).in_free_string());
+    assert_eq!(
+        at(&p, r#"{"street":null,"city":"Be"#).quiet(),
+        Some(Reach::QuoteColon)
+    );
+    assert_eq!(at(&p, r#"{"street":null,"city":"#).quiet(), None);
     let three = RulePlan::new(&grammar(
         vec![
             ("a", nullable(unbounded())),
@@ -370,4 +373,195 @@ fn numbers_are_bounded_in_length() {
         &format!("{pre}{digits}, \"high\": "),
         &"2".repeat(MAX_NUMBER_LEN)
     ));
+}
+
+/// Rows of objects inside a list, their own rule, and a rule on the outer object.
+fn rows() -> RulePlan {
+    let field = |name: &str, shape: Shape| FieldShape {
+        name: name.into(),
+        shape,
+        grounded: None,
+    };
+    let text = Shape::String {
+        min_len: None,
+        max_len: Some(8),
+        patterns: vec![],
+        format: None,
+    };
+    RulePlan::new(&Grammar {
+        name: "Rows".into(),
+        options: GrammarOptions::default(),
+        root: Shape::Object { index: 0 },
+        objects: vec![
+            ObjectShape {
+                name: "Rows".into(),
+                fields: vec![
+                    field(
+                        "rows",
+                        Shape::List {
+                            items: Box::new(Shape::Object { index: 1 }),
+                            min_items: None,
+                            max_items: None,
+                        },
+                    ),
+                    field(
+                        "scores",
+                        Shape::List {
+                            items: Box::new(nullable(Shape::Integer { min: 0, max: 100 })),
+                            min_items: None,
+                            max_items: None,
+                        },
+                    ),
+                    field("low", nullable(positive())),
+                    field("high", nullable(positive())),
+                ],
+                rules: vec![cmp("low", "<=", "high")],
+                paths: vec![String::new()],
+            },
+            ObjectShape {
+                name: "Row".into(),
+                fields: vec![
+                    field("a", Shape::Integer { min: 0, max: 100 }),
+                    field("b", Shape::Integer { min: 0, max: 100 }),
+                    field("name", nullable(text)),
+                ],
+                rules: vec![cmp("a", "<=", "b")],
+                paths: vec!["/rows/*".into()],
+            },
+        ],
+    })
+}
+
+/// The filter's verdicts, step by step as it takes them ([`Scanner::quiet`]: only tokens of the
+/// reach are checked; else one [`Probe`] for all the tokens, whitespace-only ones as
+/// [`Probe::blanks`] says), equal the scanner's own run over each token's bytes, at every
+/// prefix of realistic outputs, for every substring of them up to 6 bytes as a token (and a few
+/// more).
+#[test]
+fn the_filters_shortcuts_agree_with_the_scanner() {
+    let dates = {
+        let date = || Shape::String {
+            min_len: None,
+            max_len: None,
+            patterns: vec![format!(
+                "^(?:{})$",
+                contract_core::grammar::format_regex(Format::Date).unwrap()
+            )],
+            format: None,
+        };
+        RulePlan::new(&grammar(
+            vec![("effective", date()), ("expiry", date())],
+            vec![cmp("effective", "<=", "expiry")],
+        ))
+    };
+    let text = || {
+        nullable(Shape::String {
+            min_len: None,
+            max_len: None,
+            patterns: vec![],
+            format: None,
+        })
+    };
+    let streets = RulePlan::new(&grammar(
+        vec![("street", text()), ("city", text()), ("zip", text())],
+        vec![GrammarRule::AtLeastOne {
+            fields: vec!["street".into(), "city".into()],
+        }],
+    ));
+    let cases: Vec<(RulePlan, Vec<&str>)> = vec![
+        (
+            guidance(),
+            vec![
+                r#"{"quarter": 3, "low": 1250.5, "high": 1300}"#,
+                r#"{"quarter":null,"low":null,"high":null}"#,
+                "{\n  \"quarter\": 4,\n  \"low\": 0.75,\n  \"high\": 12\n}",
+                r#"{"quarter": 1, "low": 99999, "high": 100000.25}"#,
+            ],
+        ),
+        (
+            dates,
+            vec![r#"{"effective": "2024-03-15", "expiry": "2024-03-19"}"#],
+        ),
+        (
+            streets,
+            vec![r#"{"street":null,"city":"Be:rn,\"x\"","zip":"3000"}"#],
+        ),
+        (
+            rows(),
+            vec![
+                r#"{"rows": [{"a": 1, "b": 2, "name": "x,y"}, {"a": 3, "b": 30, "name": "q:\"z"}], "scores": [null, 50, 100], "low": 2, "high": 10}"#,
+                r#"{"rows":[],"scores":[7 , null ],"low":null,"high":7}"#,
+            ],
+        ),
+    ];
+    let extra = [
+        "null", "true", "false", "n", "nu", " ", "  ", "\n", " \n", "-", "e", "E+", ".", "},{\"",
+        "\"],", ":null}", "5}", "0", "00", "1e5", ",\"", "\":", "\"},", "]}", "}]", "12345678",
+        ", 500", ",-1", "ll, 500", "{\n", " {", "{}", "{\"a\":", " {\"",
+    ];
+    let (mut checked, mut refused, mut quiet, mut probed) = (0, 0, 0, 0);
+    let mut wrong = Vec::new();
+    for (plan, outputs) in &cases {
+        let mut tokens: Vec<&[u8]> = extra.iter().map(|t| t.as_bytes()).collect();
+        for out in outputs {
+            let b = out.as_bytes();
+            for len in 1..=6 {
+                tokens.extend(b.windows(len));
+            }
+        }
+        tokens.sort();
+        tokens.dedup();
+        for out in outputs {
+            for end in 0..=out.len() {
+                let mut s = Scanner::new();
+                assert!(
+                    s.advance(plan, &out.as_bytes()[..end]),
+                    "prefix {:?} rejected",
+                    &out[..end]
+                );
+                let step = match s.quiet() {
+                    Some(reach) => Err(reach),
+                    None => Ok(s.probe(plan)),
+                };
+                for &tok in &tokens {
+                    let expected = s.clone().advance(plan, tok);
+                    let got = match &step {
+                        Err(reach) => !reach.reached_by(tok) || s.allows(plan, tok),
+                        Ok(p) if tok.iter().all(|&b| is_ws(b)) => match p.blanks() {
+                            Blanks::Neutral => true,
+                            Blanks::Alike => p.allows(b" "),
+                            Blanks::Each => p.allows(tok),
+                        },
+                        Ok(p) => p.allows(tok),
+                    };
+                    checked += 1;
+                    refused += usize::from(!expected);
+                    if got != expected && wrong.len() < 10 {
+                        wrong.push(format!(
+                            "after {:?}, token {:?}: {got} (scanner: {expected})",
+                            &out[..end],
+                            String::from_utf8_lossy(tok)
+                        ));
+                    }
+                }
+                match step {
+                    Ok(p) => {
+                        p.finish();
+                        probed += 1;
+                    }
+                    Err(_) => quiet += 1,
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Both kinds of step, and refusals among the verdicts.
+    assert!(
+        quiet > 100 && probed > 100,
+        "{quiet} quiet, {probed} probed"
+    );
+    assert!(
+        refused > 1000 && checked > refused,
+        "{refused} of {checked}"
+    );
 }
