@@ -210,20 +210,7 @@ fn exponents_negatives_and_minus_zero() {
 
 #[test]
 fn at_least_one_and_both_or_neither_groups() {
-    let text = || {
-        nullable(Shape::String {
-            min_len: None,
-            max_len: None,
-            patterns: vec![],
-            format: None,
-        })
-    };
-    let p = RulePlan::new(&grammar(
-        vec![("street", text()), ("city", text()), ("zip", text())],
-        vec![GrammarRule::AtLeastOne {
-            fields: vec!["street".into(), "city".into()],
-        }],
-    ));
+    let p = streets_plan();
     assert!(allowed(&p, r#"{"street""#, ":null"));
     assert!(!allowed(&p, r#"{"street":null,"city""#, ":null"));
     assert!(allowed(&p, r#"{"street":null,"city""#, r#":"Bern","#));
@@ -252,19 +239,7 @@ fn at_least_one_and_both_or_neither_groups() {
 
 #[test]
 fn dates_compare_as_strings() {
-    let date = || Shape::String {
-        min_len: None,
-        max_len: None,
-        patterns: vec![format!(
-            "^(?:{})$",
-            contract_core::grammar::format_regex(Format::Date).unwrap()
-        )],
-        format: None,
-    };
-    let p = RulePlan::new(&grammar(
-        vec![("effective", date()), ("expiry", date())],
-        vec![cmp("effective", "<=", "expiry")],
-    ));
+    let p = dates_plan();
     let pre = r#"{"effective": "2024-03-15", "expiry": "2024-03-1"#;
     assert!(!allowed(&p, pre, r#"4""#));
     assert!(allowed(&p, pre, r#"5""#));
@@ -439,35 +414,8 @@ fn rows() -> RulePlan {
 /// more).
 #[test]
 fn the_filters_shortcuts_agree_with_the_scanner() {
-    let dates = {
-        let date = || Shape::String {
-            min_len: None,
-            max_len: None,
-            patterns: vec![format!(
-                "^(?:{})$",
-                contract_core::grammar::format_regex(Format::Date).unwrap()
-            )],
-            format: None,
-        };
-        RulePlan::new(&grammar(
-            vec![("effective", date()), ("expiry", date())],
-            vec![cmp("effective", "<=", "expiry")],
-        ))
-    };
-    let text = || {
-        nullable(Shape::String {
-            min_len: None,
-            max_len: None,
-            patterns: vec![],
-            format: None,
-        })
-    };
-    let streets = RulePlan::new(&grammar(
-        vec![("street", text()), ("city", text()), ("zip", text())],
-        vec![GrammarRule::AtLeastOne {
-            fields: vec!["street".into(), "city".into()],
-        }],
-    ));
+    let dates = dates_plan();
+    let streets = streets_plan();
     let cases: Vec<(RulePlan, Vec<&str>)> = vec![
         (
             guidance(),
@@ -564,4 +512,39 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
         refused > 1000 && checked > refused,
         "{refused} of {checked}"
     );
+}
+
+/// `effective <= expiry` over two ISO dates.
+fn dates_plan() -> RulePlan {
+    let date = || Shape::String {
+        min_len: None,
+        max_len: None,
+        patterns: vec![format!(
+            "^(?:{})$",
+            contract_core::grammar::format_regex(Format::Date).unwrap()
+        )],
+        format: None,
+    };
+    RulePlan::new(&grammar(
+        vec![("effective", date()), ("expiry", date())],
+        vec![cmp("effective", "<=", "expiry")],
+    ))
+}
+
+/// Three nullable strings, at least one of `street` and `city` present.
+fn streets_plan() -> RulePlan {
+    let text = || {
+        nullable(Shape::String {
+            min_len: None,
+            max_len: None,
+            patterns: vec![],
+            format: None,
+        })
+    };
+    RulePlan::new(&grammar(
+        vec![("street", text()), ("city", text()), ("zip", text())],
+        vec![GrammarRule::AtLeastOne {
+            fields: vec!["street".into(), "city".into()],
+        }],
+    ))
 }
