@@ -625,7 +625,7 @@ pub enum Blanks {
 /// One step's checks over the tokens of a mask ([`Scanner::probe`]). The verdicts of tokens
 /// that only extend or end the open number, or only start the next value with a number or
 /// `null`, follow from what is computed once for the step: the number set, what it remembers
-/// of the literal so far ([`Next`]), and whether `null` may come. The others run a copy of
+/// of the literal so far (`Next`), and whether `null` may come. The others run a copy of
 /// the scanner ([`Scanner::allows`]). [`Probe::finish`] remembers what the step found.
 pub struct Probe<'a> {
     scanner: &'a Scanner,
