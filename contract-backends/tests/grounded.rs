@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use contract_backends::local::fetch::default_model_path;
 use contract_backends::local::mask::{percentile_us, ContractMask, MaskEngine};
-use contract_backends::local::sample::SplitMix64;
+use contract_backends::local::sample::{allowed_ids, SplitMix64};
 use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
 use contract_core::ground::Grounds;
 use contract_core::values::{Amount, Evidenced, Span};
@@ -79,17 +79,7 @@ struct Tally {
 }
 
 fn allowed_list(mask: &mut ContractMask) -> Vec<u32> {
-    let bits = mask.allowed_tokens().expect("mask").to_vec();
-    let mut allowed = Vec::new();
-    for (w, word) in bits.iter().enumerate() {
-        let mut x = *word;
-        while x != 0 {
-            let b = x.trailing_zeros() as usize;
-            allowed.push((w * 32 + b) as u32);
-            x &= x - 1;
-        }
-    }
-    allowed
+    allowed_ids(mask.allowed_tokens().expect("mask"))
 }
 
 /// One random walk under a fresh grounded mask for `source`.

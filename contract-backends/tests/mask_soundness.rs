@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use contract_backends::local::fetch::default_model_path;
 use contract_backends::local::mask::{percentile_us, MaskEngine};
-use contract_backends::local::sample::SplitMix64;
+use contract_backends::local::sample::{allowed_ids, SplitMix64};
 use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
 use contract_core::values::{Amount, Span, TableValue};
 use contract_core::{Contract, ViolationKind};
@@ -50,20 +50,6 @@ fn options() -> GrammarOptions {
         max_string_len: Some(12),
         max_items: Some(3),
     }
-}
-
-/// The allowed tokens of a bitset (bit `t % 32` of word `t / 32`).
-fn tokens_of(bits: &[u32]) -> Vec<u32> {
-    let mut allowed = Vec::new();
-    for (w, word) in bits.iter().enumerate() {
-        let mut x = *word;
-        while x != 0 {
-            let b = x.trailing_zeros() as usize;
-            allowed.push((w * 32 + b) as u32);
-            x &= x - 1;
-        }
-    }
-    allowed
 }
 
 /// `n` random walks; with `compare`, every step's mask is also computed without the filter's
@@ -110,10 +96,10 @@ fn walks<C: Contract>(engine: &Arc<MaskEngine>, n: usize, seed: u64, compare: bo
                 continue;
             }
             let reference = compare.then(|| mask.reference_mask().expect("reference mask"));
-            let allowed = tokens_of(mask.allowed_tokens().expect("mask"));
+            let allowed = allowed_ids(mask.allowed_tokens().expect("mask"));
             if let Some(reference) = reference {
                 t.compared += 1;
-                let expected = tokens_of(reference.as_slice());
+                let expected = allowed_ids(reference.as_slice());
                 if allowed != expected {
                     let show = |ts: Vec<&u32>| -> Vec<String> {
                         ts.iter()

@@ -348,14 +348,8 @@ fn run_worker(rx: &Receiver<Job>) {
         }
         let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(&mut batch)));
         if let Err(p) = stepped {
-            let message = format!(
-                "the local decode ended without an answer (it panicked: {})",
-                panic_message(&p)
-            );
             for a in batch.drain(..) {
-                let _ = a.job.reply.send(Err(BackendError::Other {
-                    message: message.clone(),
-                }));
+                let _ = a.job.reply.send(Err(panicked(&*p)));
             }
         }
     }
@@ -399,12 +393,7 @@ fn admit(job: Job, batch: &mut Vec<Active>) {
             let _ = job.reply.send(answer);
         }
         Err(p) => {
-            let _ = job.reply.send(Err(BackendError::Other {
-                message: format!(
-                    "the local decode ended without an answer (it panicked: {})",
-                    panic_message(&p)
-                ),
-            }));
+            let _ = job.reply.send(Err(panicked(&*p)));
         }
     }
 }
@@ -1315,6 +1304,16 @@ where
 }
 
 /// The text of a panic's payload, when it has one.
+/// The answer of a request whose decode panicked.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> BackendError {
+    BackendError::Other {
+        message: format!(
+            "the local decode ended without an answer (it panicked: {})",
+            panic_message(payload)
+        ),
+    }
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
         .downcast_ref::<&str>()

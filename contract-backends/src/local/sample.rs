@@ -130,6 +130,19 @@ pub fn apply_mask(logits: &mut [f32], allowed: Allowed<'_>) {
     }
 }
 
+/// The tokens a bitset allows (bit `t % 32` of word `t / 32`), in increasing order.
+pub fn allowed_ids(bits: &[u32]) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for (w, &word) in bits.iter().enumerate() {
+        let mut x = word;
+        while x != 0 {
+            ids.push(w as u32 * 32 + x.trailing_zeros());
+            x &= x - 1;
+        }
+    }
+    ids
+}
+
 /// The index of the largest finite logit (ties: the lowest index).
 pub fn argmax(logits: &[f32]) -> Option<u32> {
     let mut best: Option<(usize, f32)> = None;
@@ -176,6 +189,13 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allowed_ids_lists_the_set_bits_in_order() {
+        assert_eq!(allowed_ids(&[0b101, 0, 1 << 31]), vec![0, 2, 95]);
+        assert_eq!(allowed_ids(&[u32::MAX])[31], 31);
+        assert!(allowed_ids(&[0, 0]).is_empty());
+    }
 
     #[test]
     fn greedy_picks_the_largest_and_skips_masked() {

@@ -260,16 +260,8 @@ fn few_allowed(w: &NativeWeights, last: &[f32], bits: &[u32]) -> Option<Vec<f32>
     if count * 8 >= w.vocab_rows {
         return None;
     }
-    let ids: Vec<u32> = bits
-        .iter()
-        .enumerate()
-        .flat_map(|(i, &b)| {
-            (0..32u32)
-                .filter(move |k| b & (1 << k) != 0)
-                .map(move |k| i as u32 * 32 + k)
-        })
-        .filter(|&t| (t as usize) < w.vocab_rows)
-        .collect();
+    let mut ids = crate::local::sample::allowed_ids(bits);
+    ids.retain(|&t| (t as usize) < w.vocab_rows);
     let vals = w.output.forward_rows(last, &ids)?;
     let mut logits = vec![f32::NEG_INFINITY; w.vocab_rows];
     for (&t, v) in ids.iter().zip(vals) {
