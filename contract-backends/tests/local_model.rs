@@ -43,7 +43,23 @@ fn tiny_qwen2() -> PathBuf {
     PATH.get_or_init(|| write_tiny("qwen2")).clone()
 }
 
-fn write_tiny(arch: &str) -> PathBuf {
+/// A qwen2 stored as Qwen2.5's Q4_K_M file stores most of its matrices: q/k/v/o/gate/up in
+/// Q5_0, down in Q4_K (so its feed-forward width is [`FF_K`], a multiple of Q4_K's 256-value
+/// blocks).
+fn tiny_qwen2_k() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| write_tiny("qwen2-k")).clone()
+}
+
+/// The feed-forward width of [`tiny_qwen2_k`].
+const FF_K: usize = 256;
+
+/// `variant` is an architecture, or `qwen2-k` for [`tiny_qwen2_k`].
+fn write_tiny(variant: &str) -> PathBuf {
+    let (arch, q, down, ff) = match variant {
+        "qwen2-k" => ("qwen2", GgmlDType::Q5_0, GgmlDType::Q4K, FF_K),
+        arch => (arch, GgmlDType::Q4_1, GgmlDType::Q4_1, FF),
+    };
     let real = read_content(&real_model()).unwrap();
     let vocab = 49152usize;
     let mut md: Vec<(String, Value)> = real
@@ -57,7 +73,7 @@ fn write_tiny(arch: &str) -> PathBuf {
         ("block_count", Value::U32(LAYERS as u32)),
         ("context_length", Value::U32(1024)),
         ("embedding_length", Value::U32(HIDDEN as u32)),
-        ("feed_forward_length", Value::U32(FF as u32)),
+        ("feed_forward_length", Value::U32(ff as u32)),
         ("attention.head_count", Value::U32(HEADS)),
         ("attention.head_count_kv", Value::U32(KV_HEADS)),
         ("rope.dimension_count", Value::U32(HIDDEN as u32 / HEADS)),
@@ -81,7 +97,6 @@ fn write_tiny(arch: &str) -> PathBuf {
         let t = Tensor::ones(n, candle_core::DType::F32, &Device::Cpu).unwrap();
         QTensor::quantize(&t, GgmlDType::F32).unwrap()
     };
-    let q = GgmlDType::Q4_1;
     let mut tensors: Vec<(String, QTensor)> = vec![
         (
             "token_embd.weight".into(),
@@ -105,12 +120,12 @@ fn write_tiny(arch: &str) -> PathBuf {
         ));
         tensors.push((
             format!("{p}.ffn_gate.weight"),
-            tensor(&[FF, HIDDEN], 0.2, q),
+            tensor(&[ff, HIDDEN], 0.2, q),
         ));
-        tensors.push((format!("{p}.ffn_up.weight"), tensor(&[FF, HIDDEN], 0.2, q)));
+        tensors.push((format!("{p}.ffn_up.weight"), tensor(&[ff, HIDDEN], 0.2, q)));
         tensors.push((
             format!("{p}.ffn_down.weight"),
-            tensor(&[HIDDEN, FF], 0.2, q),
+            tensor(&[HIDDEN, ff], 0.2, down),
         ));
         if arch == "qwen2" {
             let f32 = GgmlDType::F32;
@@ -122,8 +137,8 @@ fn write_tiny(arch: &str) -> PathBuf {
     // One file per architecture, shared by test runs: written under a unique name, then renamed.
     let dir = std::env::temp_dir().join("contract-local-model");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("tiny-{arch}-v1.gguf"));
-    let partial = dir.join(format!("tiny-{arch}-v1.gguf.{}", std::process::id()));
+    let path = dir.join(format!("tiny-{variant}-v1.gguf"));
+    let partial = dir.join(format!("tiny-{variant}-v1.gguf.{}", std::process::id()));
     let mut f = std::fs::File::create(&partial).unwrap();
     let md_refs: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -503,7 +518,11 @@ fn logit_trace(m: &mut Model) -> Vec<Vec<f32>> {
 /// tokens and a multi-token call alike.
 #[test]
 fn the_native_engine_matches_the_reference_model() {
-    for (arch, path) in [("llama", tiny_model()), ("qwen2", tiny_qwen2())] {
+    for (arch, path) in [
+        ("llama", tiny_model()),
+        ("qwen2", tiny_qwen2()),
+        ("qwen2 Q5_0/Q4_K", tiny_qwen2_k()),
+    ] {
         let reference = logit_trace(
             &mut Model::load(&path, Engine::Candle(WeightFormat::F32), &Device::Cpu).unwrap(),
         );
@@ -864,6 +883,16 @@ fn the_weights_summary_names_what_was_requantised() {
         assert!(converted.contains(&count), "{converted}");
         assert!(converted.contains("re-quantised to Q8_0"), "{converted}");
         assert!(!kept.contains("Q4_1"), "{kept}");
+    }
+    // Q5_0 and Q4_K are taken as stored too.
+    let k = LocalBackend::with_options(
+        tiny_qwen2_k(),
+        LocalOptions::default().engine(Engine::Native),
+    )
+    .unwrap()
+    .weights_summary();
+    if NativeOptions::default().uses_own_kernel() {
+        assert!(k.ends_with("weights as stored"), "{k}");
     }
     let reference =
         tiny(LocalOptions::default().engine(Engine::Candle(WeightFormat::F32))).weights_summary();

@@ -1,30 +1,46 @@
-//! A 4-bit matrix kept as the file stores it (Q4_0 and Q4_1: 32 values per block, an f16 scale
-//! `d` and offset `m`, value `d * q + m` with `q` in 0..=15; Q4_0 is `m = -8 d`) and its AVX2
-//! matmul against int8 activations.
+//! A 4- or 5-bit matrix kept as the file stores it, and its AVX2 matmul against int8
+//! activations. Every format is held as 32-value blocks with an f16 scale `d` and offset `m`,
+//! value `d * q + m`:
 //!
-//! On a CPU whose decoding speed is set by memory bandwidth, reading 0.625 bytes per weight
-//! instead of Q8_0's 1.06 is most of the gain, and the numbers are exactly the file's: no
-//! re-quantisation. Candle 0.11 has no SIMD kernel for these formats on x86.
+//! - Q4_0: `q` in 0..=15, `m = -8 d`; Q4_1: `q` in 0..=15, `m` stored;
+//! - Q5_0: `q` in 0..=31 (a fifth bit per value kept beside the nibbles), `m = -16 d`;
+//! - Q4_K: 256-value super-blocks whose eight 32-value sub-blocks have 6-bit scales and mins
+//!   under an f16 `d` and `dmin`: sub-block `s` is `d sc_s q - dmin m_s`, held here as `d =
+//!   d sc_s`, `m = -dmin m_s` rounded to f16 (a relative change of at most 2^-11 in a
+//!   sub-block's scale, against Q8_0's re-quantisation, which moves every value).
+//!
+//! On a CPU whose decoding speed is set by memory bandwidth, reading 0.56-0.69 bytes per weight
+//! instead of Q8_0's 1.06 is most of the gain, and the numbers are the file's. Candle 0.11 has
+//! no SIMD kernel for Q4_1 or Q5_0 on x86, and its Q4_K kernel needs rows padded to 256.
+//! Qwen2.5-Coder-0.5B's Q4_K_M file stores its q/k/v/o/gate/up matrices as Q5_0 and half its
+//! down matrices as Q4_K.
 //!
 //! Layout as in [`super::q8`]: tiles of [`TILE`] rows, `[tile][block][row in tile][16 bytes]`,
-//! the scales and offsets `[tile][block][row in tile]` as f16 bits. Per block,
-//! `sum_i (d q_i + m) x_i = d dx sum_i q_i qx_i + m dx sum_i qx_i`: the first term with
-//! `maddubs` (unsigned nibbles times signed int8, exact), the second from the activation block's
-//! sum.
+//! the scales and offsets `[tile][block][row in tile]` as f16 bits (no offsets when they are a
+//! fixed multiple of the scale), the fifth bits `[tile][block][row in tile]` as one `u32`. Per
+//! block, `sum_i (d q_i + m) x_i = d dx sum_i q_i qx_i + m dx sum_i qx_i`: the first term with
+//! `maddubs` (unsigned 4- or 5-bit values times signed int8, exact), the second from the
+//! activation block's sum.
 
 use super::team::Team;
 use super::{avx2_fma_f16c as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
 
-/// A 4-bit matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
+/// A 4- or 5-bit matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
 pub(crate) struct Q4Matrix {
     rows: usize,
     cols: usize,
     /// `[tile][block][row in tile][16]`: element `j` in the low nibble of byte `j`, element
     /// `j + 16` in its high nibble.
     qs: Vec<u8>,
+    /// The fifth bit of each value (bit `j` for element `j`), `[tile][block][row in tile]`;
+    /// empty for the 4-bit formats.
+    qh: Vec<u32>,
     /// f16 bits, `[tile][block][row in tile]`.
     d: Vec<u16>,
+    /// f16 bits, `[tile][block][row in tile]`; empty when `m = offset * d`.
     m: Vec<u16>,
+    /// `m / d` when it is the same for every block (Q4_0, Q5_0).
+    offset: Option<f32>,
 }
 
 /// The stored formats [`Q4Matrix`] takes as they are.
@@ -34,6 +50,11 @@ pub(crate) enum Q4Format {
     Q4_0,
     /// `d`, `m` (f16), 16 bytes of nibbles; value `d q + m`.
     Q4_1,
+    /// `d` (f16), 4 bytes of fifth bits, 16 bytes of nibbles; value `d (q - 16)`.
+    Q5_0,
+    /// 256 values: `d`, `dmin` (f16), 12 bytes of packed 6-bit scales and mins, 128 bytes of
+    /// nibbles.
+    Q4K,
 }
 
 impl Q4Format {
@@ -41,11 +62,108 @@ impl Q4Format {
         match self {
             Q4Format::Q4_0 => 18,
             Q4Format::Q4_1 => 20,
+            Q4Format::Q5_0 => 22,
+            Q4Format::Q4K => 144,
+        }
+    }
+
+    /// Values per stored block.
+    fn block_values(self) -> usize {
+        match self {
+            Q4Format::Q4K => 256,
+            _ => BLOCK,
+        }
+    }
+
+    fn offset(self) -> Option<f32> {
+        match self {
+            Q4Format::Q4_0 => Some(-8.0),
+            Q4Format::Q5_0 => Some(-16.0),
+            Q4Format::Q4_1 | Q4Format::Q4K => None,
         }
     }
 }
 
-/// f32 to f16 bits, rounding to nearest (used for `-8 d` of Q4_0, exact unless it overflows).
+/// One 32-value block in the common form: scale and offset (f16 bits), the nibbles in our byte
+/// order, the fifth bits.
+struct Block {
+    d: u16,
+    m: u16,
+    qs: [u8; 16],
+    qh: u32,
+}
+
+/// Sub-block `j`'s 6-bit scale and min from a Q4_K block's 12 packed bytes (ggml's
+/// `get_scale_min_k4`).
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+impl Q4Format {
+    /// The 32-value blocks of one stored block (`bytes` is `block_bytes` long).
+    fn blocks(self, bytes: &[u8], out: &mut Vec<Block>) {
+        let f16 = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]);
+        let nibbles = |q: &[u8]| {
+            let mut qs = [0u8; 16];
+            qs.copy_from_slice(&q[..16]);
+            qs
+        };
+        match self {
+            Q4Format::Q4_0 => out.push(Block {
+                d: f16(0),
+                m: 0,
+                qs: nibbles(&bytes[2..]),
+                qh: 0,
+            }),
+            Q4Format::Q4_1 => out.push(Block {
+                d: f16(0),
+                m: f16(2),
+                qs: nibbles(&bytes[4..]),
+                qh: 0,
+            }),
+            Q4Format::Q5_0 => out.push(Block {
+                d: f16(0),
+                m: 0,
+                qs: nibbles(&bytes[6..]),
+                qh: u32::from_le_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]),
+            }),
+            Q4Format::Q4K => {
+                let (d, dmin) = (f16_to_f32(f16(0)), f16_to_f32(f16(2)));
+                let (scales, qs) = (&bytes[4..16], &bytes[16..144]);
+                for s in 0..8 {
+                    let (sc, mn) = scale_min_k4(s, scales);
+                    // Sub-blocks 2p and 2p+1 share bytes 32p..32p+32: low and high nibbles.
+                    let src = &qs[32 * (s / 2)..][..32];
+                    let shift = 4 * (s % 2);
+                    let e = |l: usize| (src[l] >> shift) & 0xf;
+                    let mut q = [0u8; 16];
+                    for (j, b) in q.iter_mut().enumerate() {
+                        *b = e(j) | (e(j + 16) << 4);
+                    }
+                    out.push(Block {
+                        d: f32_to_f16(d * sc as f32),
+                        m: f32_to_f16(-dmin * mn as f32),
+                        qs: q,
+                        qh: 0,
+                    });
+                }
+            }
+        }
+    }
+
+    fn five_bit(self) -> bool {
+        self == Q4Format::Q5_0
+    }
+}
+
+/// f32 to f16 bits, rounding to nearest (the Q4_K sub-block scales and mins).
 fn f32_to_f16(v: f32) -> u16 {
     let bits = v.to_bits();
     let sign = ((bits >> 16) & 0x8000) as u16;
@@ -73,41 +191,52 @@ fn f32_to_f16(v: f32) -> u16 {
 impl Q4Matrix {
     /// Stacks `parts` (raw blocks of `(rows_i, pad_to_i)` rows each, `cols` columns, all in
     /// `format`) on rows, each part padded with zero rows to `pad_to_i`, then zero rows up to
-    /// `rows`.
+    /// `rows`. `None` when the sizes do not fit the format.
     pub(crate) fn from_blocks(
         format: Q4Format,
         parts: &[(&[u8], usize, usize)],
         rows: usize,
         cols: usize,
     ) -> Option<Q4Matrix> {
-        if cols % BLOCK != 0 {
+        if cols % format.block_values() != 0 {
             return None;
         }
         let kb = cols / BLOCK;
+        let stored = cols / format.block_values();
         let bb = format.block_bytes();
         let tiles = rows.div_ceil(TILE);
+        let five = format.five_bit();
+        let fixed = format.offset().is_some();
         let mut qs = vec![0u8; tiles * kb * TILE * 16];
+        let mut qh = vec![0u32; if five { tiles * kb * TILE } else { 0 }];
         let mut d = vec![0u16; tiles * kb * TILE];
-        let mut m = vec![0u16; tiles * kb * TILE];
+        let mut m = vec![0u16; if fixed { 0 } else { tiles * kb * TILE }];
         let mut r0 = 0;
+        let mut blocks = Vec::with_capacity(kb);
         for &(data, n, pad_to) in parts {
-            if data.len() != n * kb * bb {
+            if data.len() != n * stored * bb {
                 return None;
             }
             for r in 0..n {
                 let row = r0 + r;
+                if row >= rows {
+                    return None;
+                }
                 let (t, i) = (row / TILE, row % TILE);
-                for b in 0..kb {
-                    let blk = &data[(r * kb + b) * bb..][..bb];
+                blocks.clear();
+                for blk in data[r * stored * bb..][..stored * bb].chunks_exact(bb) {
+                    format.blocks(blk, &mut blocks);
+                }
+                for (b, blk) in blocks.iter().enumerate() {
                     let at = (t * kb + b) * TILE + i;
-                    let dh = u16::from_le_bytes([blk[0], blk[1]]);
-                    d[at] = dh;
-                    let (mh, q) = match format {
-                        Q4Format::Q4_0 => (f32_to_f16(-8.0 * f16_to_f32(dh)), &blk[2..18]),
-                        Q4Format::Q4_1 => (u16::from_le_bytes([blk[2], blk[3]]), &blk[4..20]),
-                    };
-                    m[at] = mh;
-                    qs[at * 16..][..16].copy_from_slice(q);
+                    d[at] = blk.d;
+                    if !fixed {
+                        m[at] = blk.m;
+                    }
+                    if five {
+                        qh[at] = blk.qh;
+                    }
+                    qs[at * 16..][..16].copy_from_slice(&blk.qs);
                 }
             }
             r0 += n.max(pad_to);
@@ -119,9 +248,19 @@ impl Q4Matrix {
             rows,
             cols,
             qs,
+            qh,
             d,
             m,
+            offset: format.offset(),
         })
+    }
+
+    /// Block `at`'s offset `m`.
+    fn offset_at(&self, at: usize) -> f32 {
+        match self.offset {
+            Some(k) => k * f16_to_f32(self.d[at]),
+            None => f16_to_f32(self.m[at]),
+        }
     }
 
     /// Rows (outputs).
@@ -131,7 +270,7 @@ impl Q4Matrix {
 
     /// Bytes held.
     pub(crate) fn bytes(&self) -> usize {
-        self.qs.len() + 2 * (self.d.len() + self.m.len())
+        self.qs.len() + 4 * self.qh.len() + 2 * (self.d.len() + self.m.len())
     }
 
     /// Row `r` dequantised into `out` (`cols` long).
@@ -140,11 +279,13 @@ impl Q4Matrix {
         let (t, i) = (r / TILE, r % TILE);
         for (b, o) in out.chunks_exact_mut(BLOCK).enumerate().take(kb) {
             let at = (t * kb + b) * TILE + i;
-            let (d, m) = (f16_to_f32(self.d[at]), f16_to_f32(self.m[at]));
+            let (d, m) = (f16_to_f32(self.d[at]), self.offset_at(at));
             let q = &self.qs[at * 16..][..16];
+            let h = self.qh.get(at).copied().unwrap_or(0);
+            let high = |j: usize| (((h >> j) & 1) << 4) as f32;
             for j in 0..16 {
-                o[j] = d * (q[j] & 0xf) as f32 + m;
-                o[j + 16] = d * (q[j] >> 4) as f32 + m;
+                o[j] = d * ((q[j] & 0xf) as f32 + high(j)) + m;
+                o[j + 16] = d * ((q[j] >> 4) as f32 + high(j + 16)) + m;
             }
         }
     }
@@ -205,11 +346,30 @@ impl Q4Matrix {
         let kb = self.cols / BLOCK;
         let w = Tile {
             qs: &self.qs[t * kb * TILE * 16..][..kb * TILE * 16],
+            qh: tile_part(&self.qh, t, kb * TILE),
             d: &self.d[t * kb * TILE..][..kb * TILE],
-            m: &self.m[t * kb * TILE..][..kb * TILE],
+            m: tile_part(&self.m, t, kb * TILE),
+            offset: self.offset,
             kb,
+            unpacked: &[],
         };
         let rows = (self.rows - t * TILE).min(TILE);
+        // More than one pair of activation rows: the tile's values are unpacked to bytes once
+        // (a byte a value, 4 KiB for 1024 columns), not once a pair.
+        #[cfg(target_arch = "x86_64")]
+        let buffer = (simd && m > 2).then(|| {
+            let mut buf = UNPACK.with(|b| b.take());
+            buf.resize(kb * TILE * BLOCK, 0);
+            avx2::unpack(&w, &mut buf);
+            buf
+        });
+        #[cfg(not(target_arch = "x86_64"))]
+        let buffer: Option<Vec<u8>> = None;
+        let unpacked = buffer.as_deref();
+        let w = Tile {
+            unpacked: unpacked.unwrap_or(&[]),
+            ..w
+        };
         let mut a = 0;
         while a < m {
             let mt = (m - a).min(2);
@@ -221,10 +381,14 @@ impl Q4Matrix {
             };
             #[cfg(target_arch = "x86_64")]
             if simd {
-                if mt == 2 {
-                    avx2::tile::<2>(&w, &x, &mut sums);
-                } else {
-                    avx2::tile::<1>(&w, &x, &mut sums);
+                use avx2::{FIVE_BIT, NIBBLES, UNPACKED};
+                match (mt == 2, unpacked.is_some(), w.qh.is_empty()) {
+                    (true, true, _) => avx2::tile::<2, UNPACKED>(&w, &x, &mut sums),
+                    (false, true, _) => avx2::tile::<1, UNPACKED>(&w, &x, &mut sums),
+                    (true, false, true) => avx2::tile::<2, NIBBLES>(&w, &x, &mut sums),
+                    (false, false, true) => avx2::tile::<1, NIBBLES>(&w, &x, &mut sums),
+                    (true, false, false) => avx2::tile::<2, FIVE_BIT>(&w, &x, &mut sums),
+                    (false, false, false) => avx2::tile::<1, FIVE_BIT>(&w, &x, &mut sums),
                 }
             } else {
                 plain_tile(&w, &x, mt, &mut sums);
@@ -241,15 +405,47 @@ impl Q4Matrix {
             }
             a += mt;
         }
+        if let Some(buf) = buffer {
+            UNPACK.with(|b| b.replace(buf));
+        }
+    }
+}
+
+thread_local! {
+    /// Each worker's buffer for a tile's unpacked values.
+    static UNPACK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Tile `t`'s `len` entries of a per-block array, or nothing when the matrix has no such array.
+fn tile_part<T>(v: &[T], t: usize, len: usize) -> &[T] {
+    if v.is_empty() {
+        v
+    } else {
+        &v[t * len..][..len]
     }
 }
 
 /// One tile of weights.
 struct Tile<'a> {
     qs: &'a [u8],
+    /// Fifth bits (empty for 4-bit formats).
+    qh: &'a [u32],
     d: &'a [u16],
+    /// Offsets (empty when `offset` gives them).
     m: &'a [u16],
+    offset: Option<f32>,
     kb: usize,
+    /// The values a byte each, `[block][row in tile][32]`, when unpacked for this call.
+    unpacked: &'a [u8],
+}
+
+impl Tile<'_> {
+    fn m(&self, at: usize) -> f32 {
+        match self.offset {
+            Some(k) => k * f16_to_f32(self.d[at]),
+            None => f16_to_f32(self.m[at]),
+        }
+    }
 }
 
 /// Quantized activation rows: quants, scales, and scale times the block's sum of quants.
@@ -267,13 +463,15 @@ fn plain_tile(w: &Tile<'_>, x: &Acts<'_>, mt: usize, sums: &mut [[f32; TILE]; 2]
             for (i, s) in s.iter_mut().enumerate() {
                 let at = b * TILE + i;
                 let q = &w.qs[at * 16..][..16];
+                let h = w.qh.get(at).copied().unwrap_or(0);
+                let high = |k: usize| (((h >> k) & 1) << 4) as i32;
                 let mut dot = 0i32;
                 for k in 0..16 {
-                    dot += (q[k] & 0xf) as i32 * xb[k] as i32;
-                    dot += (q[k] >> 4) as i32 * xb[k + 16] as i32;
+                    dot += ((q[k] & 0xf) as i32 + high(k)) * xb[k] as i32;
+                    dot += ((q[k] >> 4) as i32 + high(k + 16)) * xb[k + 16] as i32;
                 }
-                *s += f16_to_f32(w.d[at]) * x.d[j * kb + b] * dot as f32
-                    + f16_to_f32(w.m[at]) * x.s[j * kb + b];
+                *s +=
+                    f16_to_f32(w.d[at]) * x.d[j * kb + b] * dot as f32 + w.m(at) * x.s[j * kb + b];
             }
         }
     }
@@ -285,22 +483,85 @@ mod avx2 {
     use super::{Acts, Tile, BLOCK, TILE};
     use std::arch::x86_64::*;
 
-    /// `M` activation rows (1 or 2) against one tile of [`TILE`] weight rows.
+    /// Bytes `k` of the result are 0xff where bit `k` of `bits` is set, else 0.
+    #[inline(always)]
+    unsafe fn bytes_from_bits(bits: u32) -> __m256i {
+        // Byte k gets byte k / 8 of `bits`; then every bit but k % 8 is set and the byte
+        // compared with all ones.
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits as i32),
+            _mm256_set_epi64x(
+                0x0303_0303_0303_0303,
+                0x0202_0202_0202_0202,
+                0x0101_0101_0101_0101,
+                0,
+            ),
+        );
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
+    }
+
+    /// How the kernel reads a tile's values: nibbles, nibbles and fifth bits, or bytes
+    /// unpacked beforehand.
+    pub(super) const NIBBLES: u8 = 0;
+    pub(super) const FIVE_BIT: u8 = 1;
+    pub(super) const UNPACKED: u8 = 2;
+
+    /// Row `i`'s 32 values of block `b`, one a byte (0..=31).
+    #[inline(always)]
+    unsafe fn values<const FIVE: bool>(w: &Tile<'_>, b: usize, i: usize) -> __m256i {
+        let packed = _mm_loadu_si128(w.qs.as_ptr().add((b * TILE + i) * 16) as *const __m128i);
+        // Low nibbles (elements 0..16) in the low lane, high nibbles (16..32) above.
+        let q = _mm256_and_si256(
+            _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
+            _mm256_set1_epi8(0x0f),
+        );
+        if FIVE {
+            let h = *w.qh.get_unchecked(b * TILE + i);
+            _mm256_or_si256(
+                q,
+                _mm256_and_si256(bytes_from_bits(h), _mm256_set1_epi8(0x10)),
+            )
+        } else {
+            q
+        }
+    }
+
+    /// Writes the tile's values to `out` (`kb * TILE * 32` bytes), `[block][row][32]`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn unpack(w: &Tile<'_>, out: &mut [u8]) {
+        assert!(out.len() >= w.kb * TILE * BLOCK && w.qs.len() >= w.kb * TILE * 16);
+        assert!(w.qh.is_empty() || w.qh.len() >= w.kb * TILE);
+        for b in 0..w.kb {
+            for i in 0..TILE {
+                let q = if w.qh.is_empty() {
+                    values::<false>(w, b, i)
+                } else {
+                    values::<true>(w, b, i)
+                };
+                _mm256_storeu_si256(out.as_mut_ptr().add((b * TILE + i) * BLOCK) as *mut _, q);
+            }
+        }
+    }
+
+    /// `M` activation rows (1 or 2) against one tile of [`TILE`] weight rows, reading the
+    /// values as `MODE` says.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::needless_range_loop)]
-    pub(super) unsafe fn tile<const M: usize>(
+    pub(super) unsafe fn tile<const M: usize, const MODE: u8>(
         w: &Tile<'_>,
         x: &Acts<'_>,
         sums: &mut [[f32; TILE]; 2],
     ) {
         let kb = w.kb;
-        assert!(w.qs.len() >= kb * TILE * 16 && w.d.len() >= kb * TILE && w.m.len() >= kb * TILE);
+        assert!(w.qs.len() >= kb * TILE * 16 && w.d.len() >= kb * TILE);
+        assert!(w.offset.is_some() || w.m.len() >= kb * TILE);
+        assert!(MODE != FIVE_BIT || w.qh.len() >= kb * TILE);
+        assert!(MODE != UNPACKED || w.unpacked.len() >= kb * TILE * BLOCK);
         assert!(x.q.len() >= M * kb * BLOCK && x.d.len() >= M * kb && x.s.len() >= M * kb);
         let ones = _mm256_set1_epi16(1);
-        let low = _mm256_set1_epi8(0x0f);
         let mut acc = [[_mm256_setzero_ps(); TILE]; M];
         let mut offs = [_mm_setzero_ps(); M];
-        let wp = w.qs.as_ptr();
         let xp = x.q.as_ptr();
         for b in 0..kb {
             let mut xv = [_mm256_setzero_si256(); M];
@@ -311,16 +572,23 @@ mod avx2 {
             }
             // The tile's four scales and offsets, f16 to f32.
             let d4 = _mm_cvtph_ps(_mm_loadl_epi64(w.d.as_ptr().add(b * TILE) as *const __m128i));
-            let m4 = _mm_cvtph_ps(_mm_loadl_epi64(w.m.as_ptr().add(b * TILE) as *const __m128i));
+            let m4 = match w.offset {
+                Some(k) => _mm_mul_ps(d4, _mm_set1_ps(k)),
+                None => _mm_cvtph_ps(_mm_loadl_epi64(w.m.as_ptr().add(b * TILE) as *const __m128i)),
+            };
             let mut dw = [0f32; TILE];
             _mm_storeu_ps(dw.as_mut_ptr(), d4);
             for j in 0..M {
                 offs[j] = _mm_fmadd_ps(m4, _mm_set1_ps(*x.s.get_unchecked(j * kb + b)), offs[j]);
             }
             for i in 0..TILE {
-                let packed = _mm_loadu_si128(wp.add((b * TILE + i) * 16) as *const __m128i);
-                // Low nibbles (elements 0..16) in the low lane, high nibbles (16..32) above.
-                let q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), low);
+                let q = match MODE {
+                    UNPACKED => _mm256_loadu_si256(
+                        w.unpacked.as_ptr().add((b * TILE + i) * BLOCK) as *const __m256i
+                    ),
+                    FIVE_BIT => values::<true>(w, b, i),
+                    _ => values::<false>(w, b, i),
+                };
                 for j in 0..M {
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[j]), ones);
                     acc[j][i] = _mm256_fmadd_ps(
@@ -367,11 +635,11 @@ mod tests {
             for (n, blk) in data.chunks_exact_mut(bb).enumerate() {
                 blk[..2].copy_from_slice(&f16_bits(0.01 + n as f32 * 0.003));
                 let q0 = match format {
-                    Q4Format::Q4_0 => 2,
                     Q4Format::Q4_1 => {
                         blk[2..4].copy_from_slice(&f16_bits(-0.05 * (n % 3) as f32));
                         4
                     }
+                    _ => 2,
                 };
                 for (k, b) in blk[q0..].iter_mut().enumerate() {
                     *b = ((n * 7 + k * 13) % 256) as u8;
@@ -394,43 +662,99 @@ mod tests {
             // Row 0, block 0 of the source.
             let d = 0.01f32;
             let (m, q0) = match format {
-                Q4Format::Q4_0 => (-8.0 * d, 2),
                 Q4Format::Q4_1 => (0.0, 4),
+                _ => (-8.0 * d, 2),
             };
             let byte = data[q0];
             assert!((dense[0] - (d * (byte & 0xf) as f32 + m)).abs() < 1e-4);
             assert!((dense[16] - (d * (byte >> 4) as f32 + m)).abs() < 1e-4);
-            for mrows in [1, 2, 3] {
-                let x: Vec<f32> = (0..mrows * cols)
-                    .map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0)
-                    .collect();
-                let y = q.matmul(&x, mrows);
-                let plain = q.matmul_with(&x, mrows, false);
-                for (a, b) in y.iter().zip(&plain) {
-                    assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{a} {b}");
-                }
-                // The activations as the kernel sees them (int8 per block).
-                let mut xdq = x.clone();
-                for xb in xdq.chunks_exact_mut(BLOCK) {
-                    let mut q = [0i8; BLOCK];
-                    let d = quantize_block(xb, &mut q);
-                    for (v, &q) in xb.iter_mut().zip(&q) {
-                        *v = q as f32 * d;
-                    }
-                }
-                for r in 0..mrows {
-                    for c in 0..16 {
-                        let exact: f32 = (0..cols)
-                            .map(|k| xdq[r * cols + k] * dense[c * cols + k])
-                            .sum();
-                        let got = y[r * 16 + c];
-                        assert!(
-                            (exact - got).abs() < 1e-3 * exact.abs().max(1.0),
-                            "{format:?} row {r} col {c}: {exact} vs {got}"
-                        );
-                    }
+            check_matmul(&q, &dense, cols, &format!("{format:?}"));
+        }
+    }
+
+    /// `q.matmul` agrees with the plain loop and with the exact product of `dense` (`q`'s rows
+    /// dequantised, the first 16 of them checked) and the activations as the kernel sees them.
+    fn check_matmul(q: &Q4Matrix, dense: &[f32], cols: usize, what: &str) {
+        for mrows in [1, 2, 3] {
+            let x: Vec<f32> = (0..mrows * cols)
+                .map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0)
+                .collect();
+            let y = q.matmul(&x, mrows);
+            let plain = q.matmul_with(&x, mrows, false);
+            for (a, b) in y.iter().zip(&plain) {
+                assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{what}: {a} {b}");
+            }
+            // The activations as the kernel sees them (int8 per block).
+            let mut xdq = x.clone();
+            for xb in xdq.chunks_exact_mut(BLOCK) {
+                let mut q = [0i8; BLOCK];
+                let d = quantize_block(xb, &mut q);
+                for (v, &q) in xb.iter_mut().zip(&q) {
+                    *v = q as f32 * d;
                 }
             }
+            for r in 0..mrows {
+                for c in 0..16.min(q.rows()) {
+                    let exact: f32 = (0..cols)
+                        .map(|k| xdq[r * cols + k] * dense[c * cols + k])
+                        .sum();
+                    let got = y[r * q.rows() + c];
+                    assert!(
+                        (exact - got).abs() < 1e-3 * exact.abs().max(1.0),
+                        "{what} row {r} col {c}: {exact} vs {got}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every format, quantized by Candle from the same matrix: our rows are Candle's
+    /// dequantised rows (exactly for the 32-value formats; Q4_K's sub-block scales and mins
+    /// rounded to f16), and the matmul agrees with them.
+    #[test]
+    fn rows_are_candles_dequantised_rows() {
+        use candle_core::quantized::{GgmlDType, QTensor};
+        use candle_core::{Device, Tensor};
+        let (rows, cols) = (9usize, 512usize);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 104_729 % 9973) as f32 / 9973.0 - 0.45) * (1.0 + (i / cols) as f32))
+            .collect();
+        let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
+        for (format, dtype) in [
+            (Q4Format::Q4_0, GgmlDType::Q4_0),
+            (Q4Format::Q4_1, GgmlDType::Q4_1),
+            (Q4Format::Q5_0, GgmlDType::Q5_0),
+            (Q4Format::Q4K, GgmlDType::Q4K),
+        ] {
+            let qt = QTensor::quantize(&t, dtype).expect("quantize");
+            let reference: Vec<f32> = qt
+                .dequantize(&Device::Cpu)
+                .and_then(|d| d.flatten_all())
+                .and_then(|d| d.to_vec1())
+                .expect("dequantize");
+            let data = qt.data().expect("data");
+            let q = Q4Matrix::from_blocks(format, &[(&data, rows, 0)], 12, cols).expect("matrix");
+            // A part whose byte count does not fit is refused.
+            assert!(Q4Matrix::from_blocks(format, &[(&data[1..], rows, 0)], 12, cols).is_none());
+            let mut dense = vec![0f32; 12 * cols];
+            for (r, row) in dense.chunks_exact_mut(cols).enumerate() {
+                q.dequantize_row(r, row);
+            }
+            let tolerance = match format {
+                Q4Format::Q4K => 2e-3,
+                _ => 0.0,
+            };
+            for (k, (a, b)) in dense.iter().zip(&reference).enumerate() {
+                let scale = reference[k / cols * cols..][..cols]
+                    .iter()
+                    .fold(0f32, |m, v| m.max(v.abs()));
+                assert!(
+                    (a - b).abs() <= tolerance * scale,
+                    "{format:?} value {k}: {a} against Candle's {b}"
+                );
+            }
+            assert!(dense[rows * cols..].iter().all(|&v| v == 0.0));
+            check_matmul(&q, &dense, cols, &format!("{format:?}"));
         }
     }
 }
@@ -441,37 +765,41 @@ mod speed {
     use crate::local::kernels::q8::Q8Matrix;
     use std::time::Instant;
 
-    /// Kernel throughput (run with `--ignored --nocapture` in release).
+    /// Kernel throughput (run with `--ignored --nocapture` in release): Candle-quantized
+    /// matrices of Qwen2.5-0.5B's gate/up shape in each format this kernel takes, and Q8_0.
     #[test]
     #[ignore]
     fn kernel_speed() {
-        let (rows, cols) = (3072usize, 576usize);
-        let kb = cols / BLOCK;
-        let mut data = vec![0u8; rows * kb * 20];
-        for (n, blk) in data.chunks_exact_mut(20).enumerate() {
-            blk[..2].copy_from_slice(&f32_to_f16(0.01).to_le_bytes());
-            for (k, b) in blk[4..].iter_mut().enumerate() {
-                *b = ((n * 7 + k * 13) % 256) as u8;
-            }
-        }
-        let q4 = Q4Matrix::from_blocks(Q4Format::Q4_1, &[(&data, rows, 0)], rows, cols).unwrap();
+        use candle_core::quantized::{GgmlDType, QTensor};
+        use candle_core::{Device, Tensor};
+        let (rows, cols) = (9728usize, 896usize);
         let w: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i % 17) as f32 - 8.0) * 0.01)
+            .map(|i| ((i * 104_729 % 9973) as f32 / 9973.0 - 0.5) * 0.05)
             .collect();
+        let t = Tensor::from_vec(w.clone(), (rows, cols), &Device::Cpu).expect("tensor");
+        type Kernel = Box<dyn Fn(&[f32], usize) -> Vec<f32>>;
+        let mut kernels: Vec<(String, Kernel)> = Vec::new();
+        for (format, dtype) in [
+            (Q4Format::Q4_1, GgmlDType::Q4_1),
+            (Q4Format::Q4_0, GgmlDType::Q4_0),
+            (Q4Format::Q5_0, GgmlDType::Q5_0),
+        ] {
+            let qt = QTensor::quantize(&t, dtype).expect("quantize");
+            let data = qt.data().expect("data");
+            let q = Q4Matrix::from_blocks(format, &[(&data, rows, 0)], rows, cols).expect("q");
+            kernels.push((format!("{format:?}"), Box::new(move |x, m| q.matmul(x, m))));
+        }
         let q8 = Q8Matrix::quantize(&w, rows, cols);
+        kernels.push(("Q8_0".into(), Box::new(move |x, m| q8.matmul(x, m))));
         for m in [1usize, 2, 16] {
             let x: Vec<f32> = (0..m * cols)
                 .map(|i| ((i % 13) as f32 - 6.0) * 0.1)
                 .collect();
-            let f4 = |x: &[f32]| q4.matmul(x, m);
-            let f8 = |x: &[f32]| q8.matmul(x, m);
-            type Kernel<'a> = &'a dyn Fn(&[f32]) -> Vec<f32>;
-            let fs: [(&str, Kernel); 2] = [("q4", &f4), ("q8", &f8)];
-            for (name, f) in fs {
-                let reps = 200 / m;
+            for (name, f) in &kernels {
+                let reps = 400 / m;
                 let t = Instant::now();
                 for _ in 0..reps {
-                    std::hint::black_box(f(&x));
+                    std::hint::black_box(f(&x, m));
                 }
                 let s = t.elapsed().as_secs_f64() / reps as f64;
                 eprintln!(

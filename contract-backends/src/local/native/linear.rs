@@ -13,7 +13,7 @@ use crate::local::LocalError;
 pub(super) enum Quantized {
     /// Our own int8 layout and kernel.
     Own(Q8Matrix),
-    /// The file's 4-bit blocks in our own layout and kernel.
+    /// The file's 4- or 5-bit blocks (Q4_0, Q4_1, Q5_0, Q4_K) in our own layout and kernel.
     Own4(Q4Matrix),
     /// A Candle quantized tensor, multiplied by its CPU kernel.
     Candle(QTensor),
@@ -33,8 +33,10 @@ pub(super) struct Linear {
 impl Linear {
     /// `parts` (each `r_i x c` with `c <= cols`, rows padded to the number given) stacked on
     /// rows, columns zero-padded to `cols`, rows zero-padded to `rows`. With our own kernels,
-    /// matrices stored in Q4_0 / Q4_1 (when [`NativeOptions::keep_4bit`]) or Q8_0 are taken as
-    /// they are; anything else is dequantised and quantized again.
+    /// matrices stored in Q4_0 / Q4_1 / Q5_0 / Q4_K (when [`NativeOptions::keep_4bit`]) or Q8_0
+    /// are taken as they are (Q4_K only when `cols` is a multiple of its 256-value blocks, the
+    /// file's own columns unpadded); anything else (Q6_K, mixed formats in one fused matrix) is
+    /// dequantised and quantized again.
     pub(super) fn build(
         parts: &[(&QTensor, usize)],
         rows: usize,
@@ -54,14 +56,18 @@ impl Linear {
                 .collect::<Result<_, candle_core::Error>>()?;
             let blocks: Vec<(&[u8], usize, usize)> =
                 raw.iter().map(|(d, n, p)| (d.as_ref(), *n, *p)).collect();
-            q = match dtype {
-                Some(GgmlDType::Q4_0) if opts.keep_4bit => {
-                    Q4Matrix::from_blocks(Q4Format::Q4_0, &blocks, rows, cols).map(Quantized::Own4)
+            let low_bit = match dtype {
+                Some(GgmlDType::Q4_0) => Some(Q4Format::Q4_0),
+                Some(GgmlDType::Q4_1) => Some(Q4Format::Q4_1),
+                Some(GgmlDType::Q5_0) => Some(Q4Format::Q5_0),
+                Some(GgmlDType::Q4K) => Some(Q4Format::Q4K),
+                _ => None,
+            };
+            q = match (dtype, low_bit) {
+                (_, Some(format)) if opts.keep_4bit => {
+                    Q4Matrix::from_blocks(format, &blocks, rows, cols).map(Quantized::Own4)
                 }
-                Some(GgmlDType::Q4_1) if opts.keep_4bit => {
-                    Q4Matrix::from_blocks(Q4Format::Q4_1, &blocks, rows, cols).map(Quantized::Own4)
-                }
-                Some(GgmlDType::Q8_0) => {
+                (Some(GgmlDType::Q8_0), _) => {
                     Q8Matrix::from_blocks(&blocks, rows, cols).map(Quantized::Own)
                 }
                 _ => None,

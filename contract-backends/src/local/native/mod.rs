@@ -60,8 +60,9 @@ pub struct NativeOptions {
     /// one token, where our own kernels stay within the tests' bounds; so ours are the default
     /// wherever they run, and Candle's stay one option away (`own_kernel(false)`).
     pub own_kernel: Option<bool>,
-    /// With our own kernels, keep matrices stored in Q4_0 / Q4_1 as they are (default): the
-    /// file's numbers, 0.625 bytes per weight; else re-quantize them to Q8_0.
+    /// With our own kernels, keep matrices stored in Q4_0 / Q4_1 / Q5_0 / Q4_K as they are
+    /// (default): the file's numbers (Q4_K's sub-block scales rounded to f16), 0.56-0.69 bytes
+    /// per weight; else re-quantize them to Q8_0 (1.06 bytes per weight).
     pub keep_4bit: bool,
 }
 
@@ -87,7 +88,8 @@ impl NativeOptions {
         self.own_kernel = Some(on);
         self
     }
-    /// Keeps 4-bit matrices as stored (with our own kernels), or re-quantizes them to Q8_0.
+    /// Keeps 4- and 5-bit matrices as stored (with our own kernels), or re-quantizes them to
+    /// Q8_0.
     pub fn keep_4bit(mut self, on: bool) -> Self {
         self.keep_4bit = on;
         self
