@@ -32,7 +32,7 @@ pub(crate) struct Q4Matrix {
     /// `[tile][block][row in tile][16]`: element `j` in the low nibble of byte `j`, element
     /// `j + 16` in its high nibble.
     qs: Vec<u8>,
-    /// The fifth bit of each value (bit `j` for element `j`), `[tile][block][row in tile]`;
+    /// The fifth bit of each value (element `k`'s at [`fifth_bit_position`]), `[tile][block][row in tile]`;
     /// empty for the 4-bit formats.
     qh: Vec<u32>,
     /// f16 bits, `[tile][block][row in tile]`.
@@ -91,6 +91,24 @@ struct Block {
     m: u16,
     qs: [u8; 16],
     qh: u32,
+}
+
+/// Where element `k`'s fifth bit is kept: bit `8 (k % 4) + 7 - k / 4`. The kernel broadcasts
+/// the word to eight 32-bit lanes and shifts lane `l` left by `l`; bit 7 of byte `b` in lane `l`
+/// is then element `4 l + b`'s bit, in place for a mask and one shift (one instruction fewer a
+/// block than the usual byte shuffle and compare).
+fn fifth_bit_position(k: usize) -> usize {
+    8 * (k % 4) + 7 - k / 4
+}
+
+/// The fifth bits in the order the kernel reads them ([`fifth_bit_position`]).
+fn spread_order(bits: u32) -> u32 {
+    (0..32).fold(0, |acc, k| acc | ((bits >> k) & 1) << fifth_bit_position(k))
+}
+
+/// Element `k`'s fifth bit, from a word in [`spread_order`].
+fn fifth_bit(word: u32, k: usize) -> u32 {
+    (word >> fifth_bit_position(k)) & 1
 }
 
 /// Sub-block `j`'s 6-bit scale and min from a Q4_K block's 12 packed bytes (ggml's
@@ -234,7 +252,7 @@ impl Q4Matrix {
                         m[at] = blk.m;
                     }
                     if five {
-                        qh[at] = blk.qh;
+                        qh[at] = spread_order(blk.qh);
                     }
                     qs[at * 16..][..16].copy_from_slice(&blk.qs);
                 }
@@ -282,7 +300,7 @@ impl Q4Matrix {
             let (d, m) = (f16_to_f32(self.d[at]), self.offset_at(at));
             let q = &self.qs[at * 16..][..16];
             let h = self.qh.get(at).copied().unwrap_or(0);
-            let high = |j: usize| (((h >> j) & 1) << 4) as f32;
+            let high = |j: usize| (fifth_bit(h, j) << 4) as f32;
             for j in 0..16 {
                 o[j] = d * ((q[j] & 0xf) as f32 + high(j)) + m;
                 o[j + 16] = d * ((q[j] >> 4) as f32 + high(j + 16)) + m;
@@ -464,7 +482,7 @@ fn plain_tile(w: &Tile<'_>, x: &Acts<'_>, mt: usize, sums: &mut [[f32; TILE]; 2]
                 let at = b * TILE + i;
                 let q = &w.qs[at * 16..][..16];
                 let h = w.qh.get(at).copied().unwrap_or(0);
-                let high = |k: usize| (((h >> k) & 1) << 4) as i32;
+                let high = |k: usize| (fifth_bit(h, k) << 4) as i32;
                 let mut dot = 0i32;
                 for k in 0..16 {
                     dot += ((q[k] & 0xf) as i32 + high(k)) * xb[k] as i32;
@@ -483,22 +501,16 @@ mod avx2 {
     use super::{Acts, Tile, BLOCK, TILE};
     use std::arch::x86_64::*;
 
-    /// Bytes `k` of the result are 0xff where bit `k` of `bits` is set, else 0.
+    /// Byte `k` of the result is 0x10 where element `k`'s fifth bit is set in `word` (kept in
+    /// [`super::spread_order`]), else 0.
     #[inline(always)]
-    unsafe fn bytes_from_bits(bits: u32) -> __m256i {
-        // Byte k gets byte k / 8 of `bits`; then every bit but k % 8 is set and the byte
-        // compared with all ones.
-        let spread = _mm256_shuffle_epi8(
-            _mm256_set1_epi32(bits as i32),
-            _mm256_set_epi64x(
-                0x0303_0303_0303_0303,
-                0x0202_0202_0202_0202,
-                0x0101_0101_0101_0101,
-                0,
-            ),
+    unsafe fn fifth_bits(word: u32) -> __m256i {
+        let lanes = _mm256_sllv_epi32(
+            _mm256_set1_epi32(word as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
         );
-        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
-        _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
+        // Bit 7 of every byte, moved to bit 4 (a 16-bit shift moves no bit across bytes here).
+        _mm256_srli_epi16(_mm256_and_si256(lanes, _mm256_set1_epi8(-128)), 3)
     }
 
     /// How the kernel reads a tile's values: nibbles, nibbles and fifth bits, or bytes
@@ -517,11 +529,7 @@ mod avx2 {
             _mm256_set1_epi8(0x0f),
         );
         if FIVE {
-            let h = *w.qh.get_unchecked(b * TILE + i);
-            _mm256_or_si256(
-                q,
-                _mm256_and_si256(bytes_from_bits(h), _mm256_set1_epi8(0x10)),
-            )
+            _mm256_or_si256(q, fifth_bits(*w.qh.get_unchecked(b * TILE + i)))
         } else {
             q
         }
