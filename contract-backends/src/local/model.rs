@@ -221,7 +221,7 @@ impl Model {
 
     /// How the weights are held, in words for a user: the engine and format, and for the native
     /// engine the stored formats it re-quantised to its kernels' format at load
-    /// (`native forward pass, own kernels; re-quantised to Q8_0 at load ...: Q4_K (120 matrices), Q6_K (48 matrices)`).
+    /// (`native forward pass, own kernels; re-quantised to Q8_0 at load ...: Q6K (12 matrices)`).
     pub fn weights_summary(&self) -> String {
         let Some(m) = self.native() else {
             return match self.engine {
@@ -245,7 +245,7 @@ impl Model {
             .collect();
         format!(
             "native forward pass, {kernels}; re-quantised to {target} at load (no kernel takes \
-             them as stored): {}",
+             them as stored, or they are fused with a part stored in another format): {}",
             list.join(", ")
         )
     }
