@@ -774,13 +774,19 @@ mod speed {
     use std::time::Instant;
 
     /// Kernel throughput (run with `--ignored --nocapture` in release): Candle-quantized
-    /// matrices of Qwen2.5-0.5B's gate/up shape in each format this kernel takes, and Q8_0.
+    /// matrices in each format this kernel takes, and Q8_0, of Qwen2.5-0.5B's gate/up shape
+    /// (9728 x 896) or `KERNEL_SHAPE=rows,cols`.
     #[test]
     #[ignore]
     fn kernel_speed() {
         use candle_core::quantized::{GgmlDType, QTensor};
         use candle_core::{Device, Tensor};
-        let (rows, cols) = (9728usize, 896usize);
+        let shape: Vec<usize> = std::env::var("KERNEL_SHAPE")
+            .unwrap_or_else(|_| "9728,896".into())
+            .split(',')
+            .map(|v| v.trim().parse().expect("KERNEL_SHAPE=rows,cols"))
+            .collect();
+        let (rows, cols) = (shape[0], shape[1]);
         let w: Vec<f32> = (0..rows * cols)
             .map(|i| ((i * 104_729 % 9973) as f32 / 9973.0 - 0.5) * 0.05)
             .collect();
