@@ -26,6 +26,7 @@
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use contract_core::grammar::{Grammar, GrammarRule, Shape};
@@ -45,7 +46,59 @@ pub struct RulePlan {
     root: SlotId,
     /// The number sets computed at value starts, by field and the values its rules read: every
     /// candidate token that starts the same value reuses one.
-    num_memo: Mutex<HashMap<NumKey, Arc<NumSet>>>,
+    num_memo: Mutex<Memo<NumKey, Arc<NumSet>>>,
+}
+
+/// A map of the filter's memos: looked up at every step, with short keys (number literals, a
+/// field's partner values) that come from the model's own output and are capped in number, so
+/// a multiplicative hash serves where SipHash's resistance to chosen keys buys nothing.
+type Memo<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// FxHash's word step (rustc's hasher): one rotate, xor and multiply per 8 bytes.
+#[derive(Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl WordHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(i.into());
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(i.into());
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 type NumKey = (usize, usize, Vec<Done>);
@@ -132,7 +185,7 @@ impl RulePlan {
             slots: Vec::new(),
             objects: Vec::new(),
             root: OPAQUE,
-            num_memo: Mutex::new(HashMap::new()),
+            num_memo: Mutex::new(Memo::default()),
         };
         let mut object_slots = Vec::new();
         for object in &grammar.objects {
@@ -419,7 +472,7 @@ struct NumSet {
     /// field with the same partner values ([`RulePlan`]'s `num_memo`), and the same prefixes
     /// come back at every step and in every generation: the decimal arithmetic behind a
     /// verdict runs once per prefix and byte.
-    memo: Mutex<HashMap<Vec<u8>, Next>>,
+    memo: Mutex<Memo<Vec<u8>, Next>>,
 }
 
 #[derive(Debug)]
@@ -431,6 +484,27 @@ enum NumKind {
 /// The bytes a number literal is made of (any other byte ends it), in the order of [`Next`]'s
 /// bits.
 const NUMBER_BYTES: &[u8; 15] = b"0123456789.eE+-";
+
+/// For each byte, its index in [`NUMBER_BYTES`], or `NOT_NUMBER`.
+const NUMBER_INDEX: [u8; 256] = {
+    let mut index = [NOT_NUMBER; 256];
+    let mut i = 0;
+    while i < NUMBER_BYTES.len() {
+        index[NUMBER_BYTES[i] as usize] = i as u8;
+        i += 1;
+    }
+    index
+};
+const NOT_NUMBER: u8 = u8::MAX;
+
+/// The bits of [`NUMBER_BYTES`] that start a number alone (`-` and the digits).
+const START_NUMBER_BYTES: u16 = 0b100_0000_0000_0000 | 0b11_1111_1111;
+
+/// The index of `b` in [`NUMBER_BYTES`] (`None`: any other byte).
+pub fn number_byte(b: u8) -> Option<u32> {
+    let i = NUMBER_INDEX[usize::from(b)];
+    (i != NOT_NUMBER).then_some(u32::from(i))
+}
 
 /// What is known of one literal prefix: whether it is a literal of the set, and which number
 /// bytes may follow it ([`NumSet::extends`]).
@@ -449,7 +523,7 @@ impl NumSet {
     fn new(kind: NumKind) -> NumSet {
         NumSet {
             kind,
-            memo: Mutex::new(HashMap::new()),
+            memo: Mutex::new(Memo::default()),
         }
     }
 
@@ -509,9 +583,10 @@ impl NumSet {
 
     /// [`NumSet::may_follow`], from `known` (what is known of `text`) or else computed into it.
     fn extends_with(&self, text: &[u8], b: u8, known: &mut Next) -> bool {
-        let Some(i) = NUMBER_BYTES.iter().position(|&c| c == b) else {
+        let i = NUMBER_INDEX[usize::from(b)];
+        if i == NOT_NUMBER {
             return self.may_follow(text, b);
-        };
+        }
         let bit = 1 << i;
         if known.known & bit == 0 {
             known.known |= bit;
@@ -552,7 +627,7 @@ impl NumSet {
 
 /// Whether `b` belongs to a number literal (any other byte ends it).
 fn is_number_byte(b: u8) -> bool {
-    NUMBER_BYTES.contains(&b)
+    NUMBER_INDEX[usize::from(b)] != NOT_NUMBER
 }
 
 /// The longest number literal the filter lets a model write, in bytes. Without it a masked model
@@ -662,6 +737,28 @@ impl Probe<'_> {
         match &self.scanner.cur {
             Cur::Num { text, .. } => text,
             _ => b"",
+        }
+    }
+
+    /// The verdicts on the one-byte tokens of number bytes (bit `i`: [`NUMBER_BYTES`]`[i]`)
+    /// that this step already knows without computing anything: `(known, allowed)`. Inside a
+    /// number, what is remembered of the literal so far; at a value start, for `-` and the
+    /// digits, what is remembered of the empty literal (all refused when numbers cannot come).
+    /// Elsewhere nothing. A mask allows mostly digits inside a number: this spares them
+    /// [`Probe::allows`].
+    pub fn known_number_bytes(&self) -> (u16, u16) {
+        let number = self.number.borrow();
+        let now = number.as_ref().map(|(_, _, now)| *now);
+        match (&self.scanner.cur, now) {
+            (Cur::Num { .. }, Some(now)) => (now.known, now.ok),
+            (Cur::None, now) if self.null.is_some() => {
+                let starts = START_NUMBER_BYTES;
+                match now {
+                    Some(now) => (now.known & starts, now.ok & starts),
+                    None => (starts, 0),
+                }
+            }
+            _ => (0, 0),
         }
     }
 

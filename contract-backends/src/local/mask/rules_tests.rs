@@ -409,9 +409,10 @@ fn rows() -> RulePlan {
 
 /// The filter's verdicts, step by step as it takes them ([`Scanner::quiet`]: only tokens of the
 /// reach are checked; else one [`Probe`] for all the tokens, whitespace-only ones as
-/// [`Probe::blanks`] says), equal the scanner's own run over each token's bytes, at every
-/// prefix of realistic outputs, for every substring of them up to 6 bytes as a token (and a few
-/// more).
+/// [`Probe::blanks`] says, one-byte number tokens from [`Probe::known_number_bytes`] where it
+/// knows them), equal the scanner's own run over each token's bytes, at every prefix of
+/// realistic outputs, for every substring of them up to 6 bytes as a token (and a few more).
+/// Each output is walked twice: the second time the number sets remember what the first found.
 #[test]
 fn the_filters_shortcuts_agree_with_the_scanner() {
     let dates = dates_plan();
@@ -447,7 +448,7 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
         "\"],", ":null}", "5}", "0", "00", "1e5", ",\"", "\":", "\"},", "]}", "}]", "12345678",
         ", 500", ",-1", "ll, 500", "{\n", " {", "{}", "{\"a\":", " {\"",
     ];
-    let (mut checked, mut refused, mut quiet, mut probed) = (0, 0, 0, 0);
+    let (mut checked, mut refused, mut quiet, mut probed, mut known_bytes) = (0, 0, 0, 0, 0);
     let mut wrong = Vec::new();
     for (plan, outputs) in &cases {
         let mut tokens: Vec<&[u8]> = extra.iter().map(|t| t.as_bytes()).collect();
@@ -459,7 +460,7 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
         }
         tokens.sort();
         tokens.dedup();
-        for out in outputs {
+        for out in outputs.iter().chain(outputs) {
             for end in 0..=out.len() {
                 let mut s = Scanner::new();
                 assert!(
@@ -471,10 +472,22 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
                     Some(reach) => Err(reach),
                     None => Ok(s.probe(plan)),
                 };
+                let (known, ok) = match &step {
+                    Ok(p) => p.known_number_bytes(),
+                    Err(_) => (0, 0),
+                };
                 for &tok in &tokens {
                     let expected = s.clone().advance(plan, tok);
+                    let one_byte = match tok {
+                        [b] => number_byte(*b).filter(|i| known >> i & 1 == 1),
+                        _ => None,
+                    };
                     let got = match &step {
                         Err(reach) => !reach.reached_by(tok) || s.allows(plan, tok),
+                        Ok(_) if one_byte.is_some() => {
+                            known_bytes += 1;
+                            one_byte.is_some_and(|i| ok >> i & 1 == 1)
+                        }
                         Ok(p) if tok.iter().all(|&b| is_ws(b)) => match p.blanks() {
                             Blanks::Neutral => true,
                             Blanks::Alike => p.allows(b" "),
@@ -503,6 +516,7 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(known_bytes > 100, "{known_bytes} verdicts known beforehand");
     // Both kinds of step, and refusals among the verdicts.
     assert!(
         quiet > 100 && probed > 100,
