@@ -26,7 +26,6 @@
 use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use contract_core::grammar::{Grammar, GrammarRule, Shape};
@@ -51,55 +50,8 @@ pub struct RulePlan {
 
 /// A map of the filter's memos: looked up at every step, with short keys (number literals, a
 /// field's partner values) that come from the model's own output and are capped in number, so
-/// a multiplicative hash serves where SipHash's resistance to chosen keys buys nothing.
-type Memo<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
-
-/// FxHash's word step (rustc's hasher): one rotate, xor and multiply per 8 bytes.
-#[derive(Default, Clone, Copy)]
-struct WordHasher(u64);
-
-impl WordHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for WordHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.add(i.into());
-    }
-
-    fn write_u32(&mut self, i: u32) {
-        self.add(i.into());
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// FxHash (one multiply a word) serves where SipHash's resistance to chosen keys buys nothing.
+type Memo<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 type NumKey = (usize, usize, Vec<Done>);
 
