@@ -452,7 +452,7 @@ const NOT_NUMBER: u8 = u8::MAX;
 /// The bits of [`NUMBER_BYTES`] that start a number alone (`-` and the digits).
 const START_NUMBER_BYTES: u16 = 0b100_0000_0000_0000 | 0b11_1111_1111;
 
-/// The index of `b` in [`NUMBER_BYTES`] (`None`: any other byte).
+/// The index of `b` in `NUMBER_BYTES` (`None`: any other byte).
 pub fn number_byte(b: u8) -> Option<u32> {
     let i = NUMBER_INDEX[usize::from(b)];
     (i != NOT_NUMBER).then_some(u32::from(i))
@@ -692,7 +692,7 @@ impl Probe<'_> {
         }
     }
 
-    /// The verdicts on the one-byte tokens of number bytes (bit `i`: [`NUMBER_BYTES`]`[i]`)
+    /// The verdicts on the one-byte tokens of number bytes (bit `i`: `NUMBER_BYTES[i]`)
     /// that this step already knows without computing anything: `(known, allowed)`. Inside a
     /// number, what is remembered of the literal so far; at a value start, for `-` and the
     /// digits, what is remembered of the empty literal (all refused when numbers cannot come).
