@@ -275,10 +275,7 @@ impl Q4Matrix {
 
     /// Block `at`'s offset `m`.
     fn offset_at(&self, at: usize) -> f32 {
-        match self.offset {
-            Some(k) => k * f16_to_f32(self.d[at]),
-            None => f16_to_f32(self.m[at]),
-        }
+        block_offset(self.offset, &self.d, &self.m, at)
     }
 
     /// Rows (outputs).
@@ -459,10 +456,15 @@ struct Tile<'a> {
 
 impl Tile<'_> {
     fn m(&self, at: usize) -> f32 {
-        match self.offset {
-            Some(k) => k * f16_to_f32(self.d[at]),
-            None => f16_to_f32(self.m[at]),
-        }
+        block_offset(self.offset, self.d, self.m, at)
+    }
+}
+
+/// Block `at`'s offset: `offset * d` when the format fixes it, else the stored `m`.
+fn block_offset(offset: Option<f32>, d: &[u16], m: &[u16], at: usize) -> f32 {
+    match offset {
+        Some(k) => k * f16_to_f32(d[at]),
+        None => f16_to_f32(m[at]),
     }
 }
 
