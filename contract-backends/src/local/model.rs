@@ -27,9 +27,9 @@ pub enum Engine {
     #[default]
     Auto,
     /// This crate's own forward pass ([`super::native`], CPU only): matrices in its kernels'
-    /// formats (Q8_0, or the file's Q4_0 / Q4_1 blocks), q/k/v and gate/up fused, an in-place KV
-    /// cache with cheap snapshots and rewinds for both architectures. About 1.1 bytes per
-    /// parameter (1.4 when padded for Candle's VNNI kernels). Its options are
+    /// formats (Q8_0, or the file's Q4_0 / Q4_1 / Q5_0 / Q4_K blocks), q/k/v and gate/up fused, an
+    /// in-place KV cache with cheap snapshots and rewinds for both architectures. About 0.6-1.1
+    /// bytes per parameter (1.4 when padded for Candle's VNNI kernels). Its options are
     /// [`NativeOptions`]. On another device loading fails with [`LocalError::Device`].
     Native,
     /// candle-transformers' `quantized_llama` / `quantized_qwen2`, the weights held as the
