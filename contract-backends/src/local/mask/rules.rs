@@ -535,10 +535,9 @@ impl NumSet {
 
     /// [`NumSet::may_follow`], from `known` (what is known of `text`) or else computed into it.
     fn extends_with(&self, text: &[u8], b: u8, known: &mut Next) -> bool {
-        let i = NUMBER_INDEX[usize::from(b)];
-        if i == NOT_NUMBER {
+        let Some(i) = number_byte(b) else {
             return self.may_follow(text, b);
-        }
+        };
         let bit = 1 << i;
         if known.known & bit == 0 {
             known.known |= bit;
@@ -579,7 +578,7 @@ impl NumSet {
 
 /// Whether `b` belongs to a number literal (any other byte ends it).
 fn is_number_byte(b: u8) -> bool {
-    NUMBER_INDEX[usize::from(b)] != NOT_NUMBER
+    number_byte(b).is_some()
 }
 
 /// The longest number literal the filter lets a model write, in bytes. Without it a masked model
