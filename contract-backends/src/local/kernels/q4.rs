@@ -15,12 +15,17 @@
 //! Qwen2.5-Coder-0.5B's Q4_K_M file stores its q/k/v/o/gate/up matrices as Q5_0 and half its
 //! down matrices as Q4_K.
 //!
-//! Layout as in [`super::q8`]: tiles of [`TILE`] rows, `[tile][block][row in tile][16 bytes]`,
-//! the scales and offsets `[tile][block][row in tile]` as f16 bits (no offsets when they are a
-//! fixed multiple of the scale), the fifth bits `[tile][block][row in tile]` as one `u32`. Per
-//! block, `sum_i (d q_i + m) x_i = d dx sum_i q_i qx_i + m dx sum_i qx_i`: the first term with
-//! `maddubs` (unsigned 4- or 5-bit values times signed int8, exact), the second from the
-//! activation block's sum.
+//! Layout: tiles of [`TILE`] rows as in [`super::q8`], the blocks of a tile two by two,
+//! `[tile][pair of blocks][row in tile][32 bytes]` (an odd last block alone, `[row][16]`: see
+//! `qs_at`), so that one 32-byte load gives a row's two blocks and one conversion and
+//! multiply-add serve both; the scales and offsets `[tile][block][row in tile]` as f16 bits (no
+//! offsets when they are a fixed multiple of the scale), the fifth bits one `u32` per pair's
+//! vector (`qh_at`). Per block, `sum_i (d q_i + m) x_i = d dx sum_i q_i qx_i + m dx sum_i
+//! qx_i`: the first term with `maddubs` (unsigned 4- or 5-bit values times signed int8, exact),
+//! the second from the activation block's sum.
+//!
+//! Pairing the blocks (measured in `docs/benchmarks.md`, "Blocks two by two") took the kernel
+//! from about 0.75x Q8_0's speed at one row, on a matrix that stays in cache, to ...
 
 use super::team::Team;
 use super::{avx2_fma_f16c as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
@@ -29,11 +34,11 @@ use super::{avx2_fma_f16c as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TI
 pub(crate) struct Q4Matrix {
     rows: usize,
     cols: usize,
-    /// `[tile][block][row in tile][16]`: element `j` in the low nibble of byte `j`, element
-    /// `j + 16` in its high nibble.
+    /// A block's 16 bytes hold element `j` in the low nibble of byte `j`, element `j + 16` in
+    /// its high nibble; where the blocks go: [`qs_at`].
     qs: Vec<u8>,
-    /// The fifth bit of each value (element `k`'s at [`fifth_bit_position`]), `[tile][block][row in tile]`;
-    /// empty for the 4-bit formats.
+    /// The fifth bit of each value (where: [`qh_at`], then [`spread_order`]); empty for the
+    /// 4-bit formats.
     qh: Vec<u32>,
     /// f16 bits, `[tile][block][row in tile]`.
     d: Vec<u16>,
@@ -252,15 +257,22 @@ impl Q4Matrix {
                         m[at] = blk.m;
                     }
                     if five {
-                        qh[at] = spread_order(blk.qh);
+                        // Raw bits here, put in the kernel's order below.
+                        for k in 0..BLOCK {
+                            let (slot, bit) = qh_at(kb, b, i, k);
+                            qh[t * kb * TILE + slot] |= ((blk.qh >> k) & 1) << bit;
+                        }
                     }
-                    qs[at * 16..][..16].copy_from_slice(&blk.qs);
+                    qs[t * kb * TILE * 16 + qs_at(kb, b, i)..][..16].copy_from_slice(&blk.qs);
                 }
             }
             r0 += n.max(pad_to);
         }
         if r0 > rows {
             return None;
+        }
+        for word in &mut qh {
+            *word = spread_order(*word);
         }
         Some(Q4Matrix {
             rows,
@@ -292,15 +304,12 @@ impl Q4Matrix {
     pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let kb = self.cols / BLOCK;
         let (t, i) = (r / TILE, r % TILE);
+        let w = self.tile_weights(t);
         for (b, o) in out.chunks_exact_mut(BLOCK).enumerate().take(kb) {
             let at = (t * kb + b) * TILE + i;
             let (d, m) = (f16_to_f32(self.d[at]), self.offset_at(at));
-            let q = &self.qs[at * 16..][..16];
-            let h = self.qh.get(at).copied().unwrap_or(0);
-            let high = |j: usize| (fifth_bit(h, j) << 4) as f32;
-            for j in 0..16 {
-                o[j] = d * ((q[j] & 0xf) as f32 + high(j)) + m;
-                o[j + 16] = d * ((q[j] >> 4) as f32 + high(j + 16)) + m;
+            for (k, o) in o.iter_mut().enumerate() {
+                *o = d * w.value(b, i, k) as f32 + m;
             }
         }
     }
@@ -329,6 +338,17 @@ impl Q4Matrix {
         let tiles = self.rows.div_ceil(TILE);
         let ptr = OutPtr(out.as_mut_ptr());
         let run = |range: std::ops::Range<usize>| {
+            #[cfg(target_arch = "x86_64")]
+            if simd && m <= 2 {
+                let x = Acts {
+                    q: &xq,
+                    d: &xd,
+                    s: &xs,
+                };
+                // SAFETY: the tiles of `range` write only their own columns (see OutPtr).
+                unsafe { avx2::few_rows(self, range, &x, m, ptr) };
+                return;
+            }
             for t in range {
                 // SAFETY: tile `t` writes only columns t*TILE.. of each output row (see OutPtr).
                 unsafe { self.tile(t, &xq, &xd, &xs, m, ptr, simd) };
@@ -341,6 +361,35 @@ impl Q4Matrix {
             team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
         }
         out
+    }
+
+    /// Writes tile `t`'s sums for activation rows `a..a + mt`.
+    ///
+    /// # Safety
+    /// `out` points to `m x rows` floats (`a + mt <= m`) and no other thread writes these columns.
+    #[inline(always)]
+    unsafe fn store(&self, t: usize, a: usize, mt: usize, sums: &[[f32; TILE]; 2], out: OutPtr) {
+        let rows = (self.rows - t * TILE).min(TILE);
+        for (j, s) in sums.iter().enumerate().take(mt) {
+            for (i, &v) in s.iter().enumerate().take(rows) {
+                *out.get().add((a + j) * self.rows + t * TILE + i) = v;
+            }
+        }
+    }
+
+    /// Tile `t`'s weights.
+    #[inline(always)]
+    fn tile_weights(&self, t: usize) -> Tile<'_> {
+        let kb = self.cols / BLOCK;
+        Tile {
+            qs: &self.qs[t * kb * TILE * 16..][..kb * TILE * 16],
+            qh: tile_part(&self.qh, t, kb * TILE),
+            d: &self.d[t * kb * TILE..][..kb * TILE],
+            m: tile_part(&self.m, t, kb * TILE),
+            offset: self.offset,
+            kb,
+            unpacked: &[],
+        }
     }
 
     /// Output columns `t*TILE..` for every activation row.
@@ -359,16 +408,7 @@ impl Q4Matrix {
         simd: bool,
     ) {
         let kb = self.cols / BLOCK;
-        let w = Tile {
-            qs: &self.qs[t * kb * TILE * 16..][..kb * TILE * 16],
-            qh: tile_part(&self.qh, t, kb * TILE),
-            d: &self.d[t * kb * TILE..][..kb * TILE],
-            m: tile_part(&self.m, t, kb * TILE),
-            offset: self.offset,
-            kb,
-            unpacked: &[],
-        };
-        let rows = (self.rows - t * TILE).min(TILE);
+        let w = self.tile_weights(t);
         // More than one pair of activation rows: the tile's values are unpacked to bytes once
         // (a byte a value, 4 KiB for 1024 columns), not once a pair.
         #[cfg(target_arch = "x86_64")]
@@ -413,11 +453,7 @@ impl Q4Matrix {
                 let _ = simd;
                 plain_tile(&w, &x, mt, &mut sums);
             }
-            for (j, s) in sums.iter().enumerate().take(mt) {
-                for (i, &v) in s.iter().enumerate().take(rows) {
-                    *out.get().add((a + j) * self.rows + t * TILE + i) = v;
-                }
-            }
+            self.store(t, a, mt, &sums, out);
             a += mt;
         }
         if let Some(buf) = buffer {
@@ -458,6 +494,52 @@ impl Tile<'_> {
     fn m(&self, at: usize) -> f32 {
         block_offset(self.offset, self.d, self.m, at)
     }
+
+    /// Element `k` of block `b`, row `i` (0..=31), read from the packed bytes.
+    fn value(&self, b: usize, i: usize, k: usize) -> u8 {
+        let byte = self.qs[qs_at(self.kb, b, i) + k % 16];
+        let nibble = if k < 16 { byte & 0xf } else { byte >> 4 };
+        let high = match self.qh.is_empty() {
+            true => 0,
+            false => {
+                let (slot, bit) = qh_at(self.kb, b, i, k);
+                fifth_bit(self.qh[slot], bit) as u8
+            }
+        };
+        nibble | high << 4
+    }
+}
+
+/// Whether block `b` of `kb` is one of a pair (all but an odd last block).
+fn paired(kb: usize, b: usize) -> bool {
+    (b | 1) < kb
+}
+
+/// Where block `b`'s 16 packed bytes of row `i` start inside a tile's nibbles (`kb` blocks).
+/// Blocks go in pairs, `[pair][row in tile][32]` (block `2p`'s 16 bytes, then `2p + 1`'s), so
+/// that one 32-byte load gives a row's two blocks: after masking, byte `c` of the low nibbles
+/// is element `c` of the first block for `c < 16` and element `c - 16` of the second above;
+/// the high nibbles hold elements 16..32 the same way. An odd last block stands alone,
+/// `[row in tile][16]`. Either way block `b` lies in `b * TILE * 16..(b + 1) * TILE * 16`.
+fn qs_at(kb: usize, b: usize, i: usize) -> usize {
+    if paired(kb, b) {
+        (b & !1) * TILE * 16 + i * 32 + (b & 1) * 16
+    } else {
+        b * TILE * 16 + i * 16
+    }
+}
+
+/// Where element `k` of block `b`, row `i`, keeps its fifth bit inside a tile's fifth-bit words
+/// (`kb` blocks): the word, and the bit in it before [`spread_order`]. A pair's words follow its
+/// nibbles: `[pair][row in tile][2]`, the first word the fifth bits of the low-nibble vector
+/// (elements 0..16 of both blocks), the second those of the high one; an odd last block's word
+/// is its own 32 bits.
+fn qh_at(kb: usize, b: usize, i: usize, k: usize) -> (usize, usize) {
+    if paired(kb, b) {
+        ((b & !1) * TILE + 2 * i + k / 16, (b & 1) * 16 + k % 16)
+    } else {
+        (b * TILE + i, k)
+    }
 }
 
 /// Block `at`'s offset: `offset * d` when the format fixes it, else the stored `m`.
@@ -482,14 +564,9 @@ fn plain_tile(w: &Tile<'_>, x: &Acts<'_>, mt: usize, sums: &mut [[f32; TILE]; 2]
             let xb = &x.q[(j * kb + b) * BLOCK..][..BLOCK];
             for (i, s) in s.iter_mut().enumerate() {
                 let at = b * TILE + i;
-                let q = &w.qs[at * 16..][..16];
-                let h = w.qh.get(at).copied().unwrap_or(0);
-                let high = |k: usize| (fifth_bit(h, k) << 4) as i32;
-                let mut dot = 0i32;
-                for k in 0..16 {
-                    dot += ((q[k] & 0xf) as i32 + high(k)) * xb[k] as i32;
-                    dot += ((q[k] >> 4) as i32 + high(k + 16)) * xb[k + 16] as i32;
-                }
+                let dot: i32 = (0..BLOCK)
+                    .map(|k| w.value(b, i, k) as i32 * xb[k] as i32)
+                    .sum();
                 *s +=
                     f16_to_f32(w.d[at]) * x.d[j * kb + b] * dot as f32 + w.m(at) * x.s[j * kb + b];
             }
@@ -521,42 +598,127 @@ mod avx2 {
     pub(super) const FIVE_BIT: u8 = 1;
     pub(super) const UNPACKED: u8 = 2;
 
-    /// Row `i`'s 32 values of block `b`, one a byte (0..=31).
+    /// Row `i`'s values of the pair of blocks `b`, `b + 1` (`b` even), one a byte (0..=31), as
+    /// [`super::qs_at`] describes: elements 0..16 of both blocks, then 16..32 of both.
     #[inline(always)]
-    unsafe fn values<const FIVE: bool>(w: &Tile<'_>, b: usize, i: usize) -> __m256i {
-        let packed = _mm_loadu_si128(w.qs.as_ptr().add((b * TILE + i) * 16) as *const __m128i);
+    unsafe fn pair_values<const MODE: u8>(w: &Tile<'_>, b: usize, i: usize) -> (__m256i, __m256i) {
+        if MODE == UNPACKED {
+            let p = w.unpacked.as_ptr().add(b * TILE * BLOCK + i * 2 * BLOCK);
+            return (
+                _mm256_loadu_si256(p as *const __m256i),
+                _mm256_loadu_si256(p.add(BLOCK) as *const __m256i),
+            );
+        }
+        let v = _mm256_loadu_si256(w.qs.as_ptr().add(b * TILE * 16 + i * 32) as *const __m256i);
+        let mask = _mm256_set1_epi8(0x0f);
+        let low = _mm256_and_si256(v, mask);
+        let high = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+        if MODE == FIVE_BIT {
+            let h = w.qh.as_ptr().add(b * TILE + 2 * i);
+            (
+                _mm256_or_si256(low, fifth_bits(*h)),
+                _mm256_or_si256(high, fifth_bits(*h.add(1))),
+            )
+        } else {
+            (low, high)
+        }
+    }
+
+    /// Row `i`'s 32 values of block `b` when it stands alone (an odd last block), in order.
+    #[inline(always)]
+    unsafe fn single_values<const MODE: u8>(w: &Tile<'_>, b: usize, i: usize) -> __m256i {
+        if MODE == UNPACKED {
+            let p = w.unpacked.as_ptr().add(b * TILE * BLOCK + i * BLOCK);
+            return _mm256_loadu_si256(p as *const __m256i);
+        }
+        let packed = _mm_loadu_si128(w.qs.as_ptr().add(b * TILE * 16 + i * 16) as *const __m128i);
         // Low nibbles (elements 0..16) in the low lane, high nibbles (16..32) above.
         let q = _mm256_and_si256(
             _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
             _mm256_set1_epi8(0x0f),
         );
-        if FIVE {
+        if MODE == FIVE_BIT {
             _mm256_or_si256(q, fifth_bits(*w.qh.get_unchecked(b * TILE + i)))
         } else {
             q
         }
     }
 
-    /// Writes the tile's values to `out` (`kb * TILE * 32` bytes), `[block][row][32]`.
+    /// Tiles `range` against one or two activation rows (`m`, decoding) in one call, so that
+    /// the loop over tiles runs inside the kernel's target features: per tile, the weights'
+    /// slices and the kernel come inlined, with no call or dispatch of their own (a tile of a
+    /// 576-column matrix is about 200 cycles of work; the per-tile call and slicing cost 5% of
+    /// SmolLM2's decoding in a profile).
+    ///
+    /// # Safety
+    /// `out` points to `m x rows` floats and no other thread writes the columns of `range`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn few_rows(
+        q: &super::Q4Matrix,
+        range: std::ops::Range<usize>,
+        x: &Acts<'_>,
+        m: usize,
+        out: super::OutPtr,
+    ) {
+        let five = !q.qh.is_empty();
+        for t in range {
+            let w = q.tile_weights(t);
+            let mut sums = [[0f32; TILE]; 2];
+            match (m == 2, five) {
+                (true, false) => tile::<2, NIBBLES>(&w, x, &mut sums),
+                (false, false) => tile::<1, NIBBLES>(&w, x, &mut sums),
+                (true, true) => tile::<2, FIVE_BIT>(&w, x, &mut sums),
+                (false, true) => tile::<1, FIVE_BIT>(&w, x, &mut sums),
+            }
+            q.store(t, 0, m.min(2), &sums, out);
+        }
+    }
+
+    /// Writes the tile's values to `out` (`kb * TILE * 32` bytes), one a byte, in the order
+    /// the kernel reads them: a pair's two vectors `[pair][row][64]`, an odd last block
+    /// `[row][32]`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn unpack(w: &Tile<'_>, out: &mut [u8]) {
         assert!(out.len() >= w.kb * TILE * BLOCK && w.qs.len() >= w.kb * TILE * 16);
         assert!(w.qh.is_empty() || w.qh.len() >= w.kb * TILE);
-        for b in 0..w.kb {
+        let five = !w.qh.is_empty();
+        let o = out.as_mut_ptr();
+        for b in (0..w.kb & !1).step_by(2) {
             for i in 0..TILE {
-                let q = if w.qh.is_empty() {
-                    values::<false>(w, b, i)
-                } else {
-                    values::<true>(w, b, i)
+                let (low, high) = match five {
+                    true => pair_values::<FIVE_BIT>(w, b, i),
+                    false => pair_values::<NIBBLES>(w, b, i),
                 };
-                _mm256_storeu_si256(out.as_mut_ptr().add((b * TILE + i) * BLOCK) as *mut _, q);
+                let p = o.add(b * TILE * BLOCK + i * 2 * BLOCK);
+                _mm256_storeu_si256(p as *mut __m256i, low);
+                _mm256_storeu_si256(p.add(BLOCK) as *mut __m256i, high);
+            }
+        }
+        if w.kb % 2 == 1 {
+            let b = w.kb - 1;
+            for i in 0..TILE {
+                let q = match five {
+                    true => single_values::<FIVE_BIT>(w, b, i),
+                    false => single_values::<NIBBLES>(w, b, i),
+                };
+                _mm256_storeu_si256(o.add(b * TILE * BLOCK + i * BLOCK) as *mut __m256i, q);
             }
         }
     }
 
     /// `M` activation rows (1 or 2) against one tile of [`TILE`] weight rows, reading the
     /// values as `MODE` says.
+    ///
+    /// Blocks go two at a time: the activations' halves are regrouped to match the pair's two
+    /// vectors (elements 0..16 of both blocks, then 16..32), the two products added as 16-bit
+    /// sums (at most 2 x 2 x 31 x 127, no overflow) and widened once; lanes 0..4 of the
+    /// result then belong to the first block and 4..8 to the second, so one vector of scales
+    /// (`[d_i dx_b; 4], [d_i dx_b+1; 4]`, an in-lane shuffle of the tile's eight scales) applies
+    /// both. Per row and pair that is one load, five integer operations per activation row and
+    /// one conversion and one multiply-add, against twice a load, an insert, a shift, two
+    /// integer operations, a conversion, a broadcast and a multiply-add a block.
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     #[allow(clippy::needless_range_loop)]
     pub(super) unsafe fn tile<const M: usize, const MODE: u8>(
         w: &Tile<'_>,
@@ -571,47 +733,92 @@ mod avx2 {
         assert!(x.q.len() >= M * kb * BLOCK && x.d.len() >= M * kb && x.s.len() >= M * kb);
         let ones = _mm256_set1_epi16(1);
         let mut acc = [[_mm256_setzero_ps(); TILE]; M];
-        let mut offs = [_mm_setzero_ps(); M];
+        let mut offs = [_mm256_setzero_ps(); M];
         let xp = x.q.as_ptr();
-        for b in 0..kb {
-            let mut xv = [_mm256_setzero_si256(); M];
-            let mut dx = [0f32; M];
+        // Two blocks' scale (or offset) pairs, `[a; 4], [b; 4]`.
+        let two = |a: f32, b: f32| _mm256_set_m128(_mm_set1_ps(b), _mm_set1_ps(a));
+        for b in (0..kb & !1).step_by(2) {
+            let mut x_low = [_mm256_setzero_si256(); M];
+            let mut x_high = [_mm256_setzero_si256(); M];
+            let mut scales = [_mm256_setzero_ps(); M];
+            // The tile's scales and offsets of both blocks, f16 to f32.
+            let d8 = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(b * TILE) as *const __m128i));
+            let m8 = match w.offset {
+                Some(k) => _mm256_mul_ps(d8, _mm256_set1_ps(k)),
+                None => {
+                    _mm256_cvtph_ps(_mm_loadu_si128(w.m.as_ptr().add(b * TILE) as *const __m128i))
+                }
+            };
             for j in 0..M {
-                xv[j] = _mm256_loadu_si256(xp.add((j * kb + b) * BLOCK) as *const __m256i);
-                dx[j] = *x.d.get_unchecked(j * kb + b);
+                let first = _mm256_loadu_si256(xp.add((j * kb + b) * BLOCK) as *const __m256i);
+                let second = _mm256_loadu_si256(xp.add((j * kb + b + 1) * BLOCK) as *const __m256i);
+                x_low[j] = _mm256_permute2x128_si256(first, second, 0x20);
+                x_high[j] = _mm256_permute2x128_si256(first, second, 0x31);
+                let at = j * kb + b;
+                let (dx, sx) = (x.d.as_ptr().add(at), x.s.as_ptr().add(at));
+                scales[j] = _mm256_mul_ps(d8, two(*dx, *dx.add(1)));
+                offs[j] = _mm256_fmadd_ps(m8, two(*sx, *sx.add(1)), offs[j]);
             }
-            // The tile's four scales and offsets, f16 to f32.
+            for i in 0..TILE {
+                let (low, high) = pair_values::<MODE>(w, b, i);
+                for j in 0..M {
+                    let s16 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(low, x_low[j]),
+                        _mm256_maddubs_epi16(high, x_high[j]),
+                    );
+                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
+                    let scale = match i {
+                        0 => _mm256_shuffle_ps(scales[j], scales[j], 0x00),
+                        1 => _mm256_shuffle_ps(scales[j], scales[j], 0x55),
+                        2 => _mm256_shuffle_ps(scales[j], scales[j], 0xaa),
+                        _ => _mm256_shuffle_ps(scales[j], scales[j], 0xff),
+                    };
+                    acc[j][i] = _mm256_fmadd_ps(p, scale, acc[j][i]);
+                }
+            }
+        }
+        if kb % 2 == 1 {
+            // The odd last block alone: its scales in both halves, its offsets in the low one.
+            let b = kb - 1;
             let d4 = _mm_cvtph_ps(_mm_loadl_epi64(w.d.as_ptr().add(b * TILE) as *const __m128i));
             let m4 = match w.offset {
                 Some(k) => _mm_mul_ps(d4, _mm_set1_ps(k)),
                 None => _mm_cvtph_ps(_mm_loadl_epi64(w.m.as_ptr().add(b * TILE) as *const __m128i)),
             };
-            let mut dw = [0f32; TILE];
-            _mm_storeu_ps(dw.as_mut_ptr(), d4);
+            let mut xv = [_mm256_setzero_si256(); M];
+            let mut scales = [_mm256_setzero_ps(); M];
             for j in 0..M {
-                offs[j] = _mm_fmadd_ps(m4, _mm_set1_ps(*x.s.get_unchecked(j * kb + b)), offs[j]);
+                xv[j] = _mm256_loadu_si256(xp.add((j * kb + b) * BLOCK) as *const __m256i);
+                let (dx, sx) = (
+                    *x.d.get_unchecked(j * kb + b),
+                    *x.s.get_unchecked(j * kb + b),
+                );
+                let d = _mm_mul_ps(d4, _mm_set1_ps(dx));
+                scales[j] = _mm256_set_m128(d, d);
+                let m = _mm_mul_ps(m4, _mm_set1_ps(sx));
+                offs[j] = _mm256_add_ps(offs[j], _mm256_set_m128(_mm_setzero_ps(), m));
             }
             for i in 0..TILE {
-                let q = match MODE {
-                    UNPACKED => _mm256_loadu_si256(
-                        w.unpacked.as_ptr().add((b * TILE + i) * BLOCK) as *const __m256i
-                    ),
-                    FIVE_BIT => values::<true>(w, b, i),
-                    _ => values::<false>(w, b, i),
-                };
+                let q = single_values::<MODE>(w, b, i);
                 for j in 0..M {
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[j]), ones);
-                    acc[j][i] = _mm256_fmadd_ps(
-                        _mm256_cvtepi32_ps(p),
-                        _mm256_set1_ps(dw[i] * dx[j]),
-                        acc[j][i],
-                    );
+                    let scale = match i {
+                        0 => _mm256_shuffle_ps(scales[j], scales[j], 0x00),
+                        1 => _mm256_shuffle_ps(scales[j], scales[j], 0x55),
+                        2 => _mm256_shuffle_ps(scales[j], scales[j], 0xaa),
+                        _ => _mm256_shuffle_ps(scales[j], scales[j], 0xff),
+                    };
+                    acc[j][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[j][i]);
                 }
             }
         }
         for j in 0..M {
             let mut o = [0f32; TILE];
-            _mm_storeu_ps(o.as_mut_ptr(), offs[j]);
+            let both = _mm_add_ps(
+                _mm256_castps256_ps128(offs[j]),
+                _mm256_extractf128_ps(offs[j], 1),
+            );
+            _mm_storeu_ps(o.as_mut_ptr(), both);
             for i in 0..TILE {
                 sums[j][i] = hsum(acc[j][i]) + o[i];
             }
@@ -725,46 +932,55 @@ mod tests {
     fn rows_are_candles_dequantised_rows() {
         use candle_core::quantized::{GgmlDType, QTensor};
         use candle_core::{Device, Tensor};
-        let (rows, cols) = (9usize, 512usize);
-        let w: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i * 104_729 % 9973) as f32 / 9973.0 - 0.45) * (1.0 + (i / cols) as f32))
-            .collect();
-        let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
-        for (format, dtype) in [
-            (Q4Format::Q4_0, GgmlDType::Q4_0),
-            (Q4Format::Q4_1, GgmlDType::Q4_1),
-            (Q4Format::Q5_0, GgmlDType::Q5_0),
-            (Q4Format::Q4K, GgmlDType::Q4K),
-        ] {
-            let qt = QTensor::quantize(&t, dtype).expect("quantize");
-            let reference: Vec<f32> = qt
-                .dequantize(&Device::Cpu)
-                .and_then(|d| d.flatten_all())
-                .and_then(|d| d.to_vec1())
-                .expect("dequantize");
-            let data = qt.data().expect("data");
-            let q = Q4Matrix::from_blocks(format, &[(&data, rows, 0)], 12, cols).expect("matrix");
-            // A part whose byte count does not fit is refused.
-            assert!(Q4Matrix::from_blocks(format, &[(&data[1..], rows, 0)], 12, cols).is_none());
-            let mut dense = vec![0f32; 12 * cols];
-            for (r, row) in dense.chunks_exact_mut(cols).enumerate() {
-                q.dequantize_row(r, row);
-            }
-            let tolerance = match format {
-                Q4Format::Q4K => 2e-3,
-                _ => 0.0,
-            };
-            for (k, (a, b)) in dense.iter().zip(&reference).enumerate() {
-                let scale = reference[k / cols * cols..][..cols]
-                    .iter()
-                    .fold(0f32, |m, v| m.max(v.abs()));
+        let rows = 9usize;
+        // An even and an odd number of 32-value blocks (an odd last block is stored alone).
+        for cols in [512usize, 480] {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 104_729 % 9973) as f32 / 9973.0 - 0.45) * (1.0 + (i / cols) as f32))
+                .collect();
+            let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
+            for (format, dtype) in [
+                (Q4Format::Q4_0, GgmlDType::Q4_0),
+                (Q4Format::Q4_1, GgmlDType::Q4_1),
+                (Q4Format::Q5_0, GgmlDType::Q5_0),
+                (Q4Format::Q4K, GgmlDType::Q4K),
+            ] {
+                if cols % format.block_values() != 0 {
+                    continue;
+                }
+                let qt = QTensor::quantize(&t, dtype).expect("quantize");
+                let reference: Vec<f32> = qt
+                    .dequantize(&Device::Cpu)
+                    .and_then(|d| d.flatten_all())
+                    .and_then(|d| d.to_vec1())
+                    .expect("dequantize");
+                let data = qt.data().expect("data");
+                let q =
+                    Q4Matrix::from_blocks(format, &[(&data, rows, 0)], 12, cols).expect("matrix");
+                // A part whose byte count does not fit is refused.
                 assert!(
-                    (a - b).abs() <= tolerance * scale,
-                    "{format:?} value {k}: {a} against Candle's {b}"
+                    Q4Matrix::from_blocks(format, &[(&data[1..], rows, 0)], 12, cols).is_none()
                 );
+                let mut dense = vec![0f32; 12 * cols];
+                for (r, row) in dense.chunks_exact_mut(cols).enumerate() {
+                    q.dequantize_row(r, row);
+                }
+                let tolerance = match format {
+                    Q4Format::Q4K => 2e-3,
+                    _ => 0.0,
+                };
+                for (k, (a, b)) in dense.iter().zip(&reference).enumerate() {
+                    let scale = reference[k / cols * cols..][..cols]
+                        .iter()
+                        .fold(0f32, |m, v| m.max(v.abs()));
+                    assert!(
+                        (a - b).abs() <= tolerance * scale,
+                        "{format:?} value {k}: {a} against Candle's {b}"
+                    );
+                }
+                assert!(dense[rows * cols..].iter().all(|&v| v == 0.0));
+                check_matmul(&q, &dense, cols, &format!("{format:?}, {cols} columns"));
             }
-            assert!(dense[rows * cols..].iter().all(|&v| v == 0.0));
-            check_matmul(&q, &dense, cols, &format!("{format:?}"));
         }
     }
 }
