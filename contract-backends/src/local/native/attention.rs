@@ -49,7 +49,10 @@ pub(super) fn attention(
         run(0..units);
     } else if team {
         let team = Team::global();
-        team.for_each(units, units.div_ceil(2 * team.size()), run);
+        // Small chunks: a decoding step has one unit a head (9 for SmolLM2), and in chunks of
+        // a quarter one thread got 6 heads and the other 3; a prompt's later rows cost more
+        // than its first (causal), so a few large chunks are uneven there too.
+        team.for_each(units, (units / (8 * team.size())).max(1), run);
     } else {
         candle_core::utils::barrier_pool().execute_chunked(units, run);
     }
