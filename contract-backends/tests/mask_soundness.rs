@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use contract_backends::local::fetch::default_model_path;
+use contract_backends::local::mask::rules::{RulePlan, Scanner};
 use contract_backends::local::mask::{percentile_us, MaskEngine};
 use contract_backends::local::sample::{allowed_ids, SplitMix64};
 use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
@@ -274,6 +275,77 @@ fn filter_matches_its_reference() {
             "{name}: the filter differs from its reference"
         );
     }
+}
+
+/// One random walk's output under the contract mask (uniform among the allowed tokens).
+fn walk_output(engine: &Arc<MaskEngine>, grammar: &Grammar, rng: &mut SplitMix64) -> Vec<u8> {
+    let mut mask = engine.mask(grammar).expect("grammar compiles");
+    let stops = engine.stop_tokens().to_vec();
+    for _ in 0..MAX_TOKENS {
+        if mask.is_stopped() {
+            break;
+        }
+        let allowed = allowed_ids(mask.allowed_tokens().expect("mask"));
+        let Some(&tok) = allowed.get(rng.below(allowed.len())) else {
+            break;
+        };
+        if stops.contains(&tok) {
+            break;
+        }
+        mask.consume(&[tok]).expect("an allowed token is consumed");
+    }
+    mask.output().to_vec()
+}
+
+/// The reach classes the filter scans at its quiet steps ([`Reach`]: a `:` or `,` followed by a
+/// byte other than whitespace, after a `"` inside a string) leave out only tokens the scanner
+/// never refuses there: at every byte prefix of random walks' outputs where the scanner is quiet,
+/// every token of the vocabulary outside the class is allowed by a full run of the scanner over
+/// its bytes.
+#[test]
+fn reach_classes_hold_every_token_the_scanner_may_refuse() {
+    let e = engine();
+    let vocab: Vec<&[u8]> = (0..e.vocab_size() as u32)
+        .map(|t| e.token_bytes(t))
+        .collect();
+    let mut rng = SplitMix64(21);
+    let (mut steps, mut checked) = (0, 0);
+    let mut reaches = std::collections::HashSet::new();
+    for spec in [
+        Guidance::contract_spec(),
+        Address::contract_spec(),
+        FilingTable::contract_spec(),
+        Exclusions::contract_spec(),
+    ] {
+        let grammar = Grammar::with_options(spec, options());
+        let plan = RulePlan::new(&grammar);
+        for _ in 0..3 {
+            let out = walk_output(&e, &grammar, &mut rng);
+            for end in 0..=out.len() {
+                let mut s = Scanner::new();
+                assert!(s.advance(&plan, &out[..end]), "a walk's own prefix refused");
+                let Some(reach) = s.quiet() else {
+                    continue;
+                };
+                reaches.insert(format!("{reach:?}"));
+                steps += 1;
+                for tok in vocab.iter().filter(|t| !reach.reached_by(t)) {
+                    checked += 1;
+                    assert!(
+                        s.clone().advance(&plan, tok),
+                        "after {:?} ({reach:?}), token {:?} is refused outside its class",
+                        String::from_utf8_lossy(&out[..end]),
+                        String::from_utf8_lossy(tok)
+                    );
+                }
+            }
+        }
+    }
+    println!("quiet steps {steps}, tokens checked {checked}, reaches {reaches:?}");
+    assert!(
+        reaches.len() >= 4,
+        "too few kinds of quiet step: {reaches:?}"
+    );
 }
 
 /// Mask time per step, llguidance alone against llguidance plus the value filter.
