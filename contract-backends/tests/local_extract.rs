@@ -83,26 +83,17 @@ async fn fast_and_reference_models_extract_the_same_values() {
     }
     // The native engine quantizes activations to int8, so a greedy near-tie can go the other way
     // (the logits' error itself is bounded in `local_model.rs`); after such a flip the rest of
-    // the reply may differ too. Allow one release to differ, in one field only.
+    // the reply is another path and may differ in every field. Release 0 opens on such a tie:
+    // the token after `{` (a newline and indent, or none) differs between Candle's own f32 and
+    // Q8_0 models of this file, whose replies then differ in the year as well (measured
+    // 2026-12-03). So one release of the four may differ; the others must be the same values,
+    // and a release gives a value on both engines or on neither.
     assert!(
         same + 1 >= RELEASES.len(),
         "{same} of {} agree",
         RELEASES.len()
     );
     for (a, b) in values[0].iter().zip(&values[1]) {
-        let (Some(a), Some(b)) = (a, b) else {
-            assert_eq!(a, b);
-            continue;
-        };
-        let differing = [
-            a.quarter != b.quarter,
-            a.year != b.year,
-            a.low != b.low,
-            a.high != b.high,
-        ]
-        .iter()
-        .filter(|d| **d)
-        .count();
-        assert!(differing <= 1, "fast {a:?} vs reference {b:?}");
+        assert_eq!(a.is_some(), b.is_some(), "fast {a:?} vs reference {b:?}");
     }
 }
