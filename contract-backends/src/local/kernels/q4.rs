@@ -676,6 +676,18 @@ mod avx2 {
         }
     }
 
+    /// Element `i` of each 128-bit lane of `v`, in the whole lane: row `i`'s scale for the
+    /// pair's first block in lanes 0..4 and for its second in 4..8.
+    #[inline(always)]
+    unsafe fn row_scale(v: __m256, i: usize) -> __m256 {
+        match i {
+            0 => _mm256_shuffle_ps(v, v, 0x00),
+            1 => _mm256_shuffle_ps(v, v, 0x55),
+            2 => _mm256_shuffle_ps(v, v, 0xaa),
+            _ => _mm256_shuffle_ps(v, v, 0xff),
+        }
+    }
+
     /// Writes the tile's values to `out` (`kb * TILE * 32` bytes), one a byte, in the order
     /// the kernel reads them: a pair's two vectors `[pair][row][64]`, an odd last block
     /// `[row][32]`.
@@ -769,12 +781,7 @@ mod avx2 {
                         _mm256_maddubs_epi16(high, x_high[j]),
                     );
                     let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
-                    let scale = match i {
-                        0 => _mm256_shuffle_ps(scales[j], scales[j], 0x00),
-                        1 => _mm256_shuffle_ps(scales[j], scales[j], 0x55),
-                        2 => _mm256_shuffle_ps(scales[j], scales[j], 0xaa),
-                        _ => _mm256_shuffle_ps(scales[j], scales[j], 0xff),
-                    };
+                    let scale = row_scale(scales[j], i);
                     acc[j][i] = _mm256_fmadd_ps(p, scale, acc[j][i]);
                 }
             }
@@ -804,12 +811,7 @@ mod avx2 {
                 let q = single_values::<MODE>(w, b, i);
                 for j in 0..M {
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv[j]), ones);
-                    let scale = match i {
-                        0 => _mm256_shuffle_ps(scales[j], scales[j], 0x00),
-                        1 => _mm256_shuffle_ps(scales[j], scales[j], 0x55),
-                        2 => _mm256_shuffle_ps(scales[j], scales[j], 0xaa),
-                        _ => _mm256_shuffle_ps(scales[j], scales[j], 0xff),
-                    };
+                    let scale = row_scale(scales[j], i);
                     acc[j][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[j][i]);
                 }
             }
