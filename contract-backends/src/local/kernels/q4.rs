@@ -436,19 +436,13 @@ impl Q4Matrix {
                 d: &xd[a * kb..][..mt * kb],
                 s: &xs[a * kb..][..mt * kb],
             };
+            // With SIMD this runs only for more than two rows (one or two go through
+            // `avx2::few_rows`), so the values are unpacked.
             #[cfg(target_arch = "x86_64")]
-            if simd {
-                use avx2::{FIVE_BIT, NIBBLES, UNPACKED};
-                match (mt == 2, unpacked.is_some(), w.qh.is_empty()) {
-                    (true, true, _) => avx2::tile::<2, UNPACKED>(&w, &x, &mut sums),
-                    (false, true, _) => avx2::tile::<1, UNPACKED>(&w, &x, &mut sums),
-                    (true, false, true) => avx2::tile::<2, NIBBLES>(&w, &x, &mut sums),
-                    (false, false, true) => avx2::tile::<1, NIBBLES>(&w, &x, &mut sums),
-                    (true, false, false) => avx2::tile::<2, FIVE_BIT>(&w, &x, &mut sums),
-                    (false, false, false) => avx2::tile::<1, FIVE_BIT>(&w, &x, &mut sums),
-                }
-            } else {
-                plain_tile(&w, &x, mt, &mut sums);
+            match (unpacked.is_some(), mt == 2) {
+                (true, true) => avx2::tile::<2, { avx2::UNPACKED }>(&w, &x, &mut sums),
+                (true, false) => avx2::tile::<1, { avx2::UNPACKED }>(&w, &x, &mut sums),
+                (false, _) => plain_tile(&w, &x, mt, &mut sums),
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
@@ -525,10 +519,47 @@ fn paired(kb: usize, b: usize) -> bool {
 /// `[row in tile][16]`. Either way block `b` lies in `b * TILE * 16..(b + 1) * TILE * 16`.
 fn qs_at(kb: usize, b: usize, i: usize) -> usize {
     if paired(kb, b) {
-        (b & !1) * TILE * 16 + i * 32 + (b & 1) * 16
+        pair_qs(b & !1, i) + (b & 1) * 16
     } else {
-        b * TILE * 16 + i * 16
+        single_qs(b, i)
     }
+}
+
+/// Where row `i`'s 32 bytes of the pair starting at block `b` (even) start in a tile's nibbles.
+#[inline(always)]
+fn pair_qs(b: usize, i: usize) -> usize {
+    b * TILE * 16 + i * 32
+}
+
+/// Where row `i`'s 16 bytes of block `b` start when it stands alone (an odd last block).
+#[inline(always)]
+fn single_qs(b: usize, i: usize) -> usize {
+    b * TILE * 16 + i * 16
+}
+
+/// Where row `i`'s two fifth-bit words of the pair starting at block `b` (even) start.
+#[inline(always)]
+fn pair_qh(b: usize, i: usize) -> usize {
+    b * TILE + 2 * i
+}
+
+/// Where row `i`'s fifth-bit word of block `b` is when it stands alone.
+#[inline(always)]
+fn single_qh(b: usize, i: usize) -> usize {
+    b * TILE + i
+}
+
+/// Where row `i`'s values of the pair starting at block `b` (even) start in a tile's unpacked
+/// bytes (`[pair][row][64]`, an odd last block `[row][32]` after them).
+#[inline(always)]
+fn pair_unpacked(b: usize, i: usize) -> usize {
+    b * TILE * BLOCK + i * 2 * BLOCK
+}
+
+/// Where row `i`'s values of block `b` start in a tile's unpacked bytes when it stands alone.
+#[inline(always)]
+fn single_unpacked(b: usize, i: usize) -> usize {
+    b * TILE * BLOCK + i * BLOCK
 }
 
 /// Where element `k` of block `b`, row `i`, keeps its fifth bit inside a tile's fifth-bit words
@@ -538,9 +569,9 @@ fn qs_at(kb: usize, b: usize, i: usize) -> usize {
 /// is its own 32 bits.
 fn qh_at(kb: usize, b: usize, i: usize, k: usize) -> (usize, usize) {
     if paired(kb, b) {
-        ((b & !1) * TILE + 2 * i + k / 16, (b & 1) * 16 + k % 16)
+        (pair_qh(b & !1, i) + k / 16, (b & 1) * 16 + k % 16)
     } else {
-        (b * TILE + i, k)
+        (single_qh(b, i), k)
     }
 }
 
@@ -605,18 +636,18 @@ mod avx2 {
     #[inline(always)]
     unsafe fn pair_values<const MODE: u8>(w: &Tile<'_>, b: usize, i: usize) -> (__m256i, __m256i) {
         if MODE == UNPACKED {
-            let p = w.unpacked.as_ptr().add(b * TILE * BLOCK + i * 2 * BLOCK);
+            let p = w.unpacked.as_ptr().add(super::pair_unpacked(b, i));
             return (
                 _mm256_loadu_si256(p as *const __m256i),
                 _mm256_loadu_si256(p.add(BLOCK) as *const __m256i),
             );
         }
-        let v = _mm256_loadu_si256(w.qs.as_ptr().add(b * TILE * 16 + i * 32) as *const __m256i);
+        let v = _mm256_loadu_si256(w.qs.as_ptr().add(super::pair_qs(b, i)) as *const __m256i);
         let mask = _mm256_set1_epi8(0x0f);
         let low = _mm256_and_si256(v, mask);
         let high = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
         if MODE == FIVE_BIT {
-            let h = w.qh.as_ptr().add(b * TILE + 2 * i);
+            let h = w.qh.as_ptr().add(super::pair_qh(b, i));
             (
                 _mm256_or_si256(low, fifth_bits(*h)),
                 _mm256_or_si256(high, fifth_bits(*h.add(1))),
@@ -630,17 +661,17 @@ mod avx2 {
     #[inline(always)]
     unsafe fn single_values<const MODE: u8>(w: &Tile<'_>, b: usize, i: usize) -> __m256i {
         if MODE == UNPACKED {
-            let p = w.unpacked.as_ptr().add(b * TILE * BLOCK + i * BLOCK);
+            let p = w.unpacked.as_ptr().add(super::single_unpacked(b, i));
             return _mm256_loadu_si256(p as *const __m256i);
         }
-        let packed = _mm_loadu_si128(w.qs.as_ptr().add(b * TILE * 16 + i * 16) as *const __m128i);
+        let packed = _mm_loadu_si128(w.qs.as_ptr().add(super::single_qs(b, i)) as *const __m128i);
         // Low nibbles (elements 0..16) in the low lane, high nibbles (16..32) above.
         let q = _mm256_and_si256(
             _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
             _mm256_set1_epi8(0x0f),
         );
         if MODE == FIVE_BIT {
-            _mm256_or_si256(q, fifth_bits(*w.qh.get_unchecked(b * TILE + i)))
+            _mm256_or_si256(q, fifth_bits(*w.qh.get_unchecked(super::single_qh(b, i))))
         } else {
             q
         }
@@ -703,7 +734,7 @@ mod avx2 {
                     true => pair_values::<FIVE_BIT>(w, b, i),
                     false => pair_values::<NIBBLES>(w, b, i),
                 };
-                let p = o.add(b * TILE * BLOCK + i * 2 * BLOCK);
+                let p = o.add(super::pair_unpacked(b, i));
                 _mm256_storeu_si256(p as *mut __m256i, low);
                 _mm256_storeu_si256(p.add(BLOCK) as *mut __m256i, high);
             }
@@ -715,7 +746,7 @@ mod avx2 {
                     true => single_values::<FIVE_BIT>(w, b, i),
                     false => single_values::<NIBBLES>(w, b, i),
                 };
-                _mm256_storeu_si256(o.add(b * TILE * BLOCK + i * BLOCK) as *mut __m256i, q);
+                _mm256_storeu_si256(o.add(super::single_unpacked(b, i)) as *mut __m256i, q);
             }
         }
     }
