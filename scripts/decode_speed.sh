@@ -2,7 +2,9 @@
 # Prefill and decode tokens/s, single document: this crate's CPU engine (the `local_speed` bench,
 # stage `raw`, format `fast`) against llama.cpp's `llama-bench` on the same GGUF files, 2 threads,
 # 256 prompt tokens then 64 generated, alternated ROUNDS times (the machine's speed drifts; compare
-# rounds pairwise). Issue 17, goal 1; the figures are in docs/benchmarks.md.
+# rounds pairwise). Our 64 tokens decode after the 256 of the prompt, llama-bench's `tg64` from an
+# empty context, so llama-bench also runs `tg64 @ d256` (`-d 256`: the 64 tokens after a context
+# of 256, the depth ours run at). Issue 17, goal 1; the figures are in docs/benchmarks.md.
 #
 #   scripts/decode_speed.sh /path/to/llama-bench [ROUNDS]
 #
@@ -28,5 +30,7 @@ for round in $(seq 1 "$ROUNDS"); do
       | grep -E '^\| fast' || true
     echo "=== round $round $f llama-bench $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
     "$BENCH" -m "$MODELS/$f" -p 256 -n 64 -t 2 -r 3 2>&1 | grep -E 'pp256|tg64' || true
+    echo "=== round $round $f llama-bench at depth 256 $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
+    "$BENCH" -m "$MODELS/$f" -p 0 -n 64 -d 256 -t 2 -r 3 2>&1 | grep -E 'tg64' || true
   done
 done

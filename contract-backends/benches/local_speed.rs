@@ -90,7 +90,7 @@ fn status_mib(field: &str) -> f64 {
 
 /// A format name: `as_stored`, `f32`, `q8_0`, `fast`, `auto`, or `fast:` followed
 /// by options separated by `:` (`q8_0`, `q4k`, `q6k`, `f16`, `pad`, `nopad`, `dense`, `own`,
-/// `candle`, `q8` (4-bit matrices re-quantized to Q8_0)) to try
+/// `candle`, `q8` (4-bit matrices re-quantized to Q8_0), `kv16` (the KV cache in f16)) to try
 /// other settings of the native engine.
 fn format_of(name: &str) -> (Engine, NativeOptions) {
     if let Some(opts) = name.strip_prefix("fast:") {
@@ -108,6 +108,7 @@ fn format_of(name: &str) -> (Engine, NativeOptions) {
                 "own" => o.own_kernel(true),
                 "candle" => o.own_kernel(false),
                 "q8" => o.keep_4bit(false),
+                "kv16" => o.kv_f16(true),
                 other => panic!("unknown fast option {other}"),
             };
         }

@@ -513,7 +513,8 @@ fn logit_trace(m: &mut Model) -> Vec<Vec<f32>> {
 }
 
 /// The native engine against candle-transformers' model with f32 weights (the file's numbers):
-/// exact up to rounding when the native engine's matrices are f32 too (padded or not), within the
+/// exact up to rounding when the native engine's matrices and KV cache are f32 too (padded or
+/// not), within the f16 rounding of the cache with f32 matrices and an f16 cache, within the
 /// noise of int8 activations (and of Q8_0 weights where re-quantized) otherwise; prefill, single
 /// tokens and a multi-token call alike.
 #[test]
@@ -532,6 +533,13 @@ fn the_native_engine_matches_the_reference_model() {
         for (name, opts, tolerance) in [
             ("f32", f32_opts.pad(false), 1e-4),
             ("f32 padded", f32_opts.pad(true), 1e-4),
+            // Only the cache's rounding to f16 (11 significant bits) between the two.
+            ("f32, f16 cache", f32_opts.kv_f16(true), 2e-3),
+            (
+                "own kernels, 4-bit as stored, f16 cache",
+                NativeOptions::default().own_kernel(true).kv_f16(true),
+                0.05,
+            ),
             (
                 "own kernels, 4-bit as stored",
                 NativeOptions::default().own_kernel(true),

@@ -1,19 +1,68 @@
-//! Causal attention over the KV cache slices, with an AVX2 kernel and a plain one.
+//! Causal attention over the KV cache slices (f16), with an AVX2 kernel and a plain one.
+
+use half::f16;
 
 use super::config::Config;
 use crate::local::kernels::team::Team;
 use crate::local::kernels::OutPtr;
+
+/// A number type the KV cache holds: f32 (the default) or f16, as llama.cpp
+/// ([`NativeOptions::kv_f16`](super::NativeOptions::kv_f16)).
+pub(super) trait CacheValue: Copy + Send + Sync + 'static {
+    /// The zero the cache grows with.
+    const ZERO: Self;
+    fn to_f32(self) -> f32;
+    /// `dst[i] = src[i]` rounded to this type (same lengths).
+    fn convert(dst: &mut [Self], src: &[f32]);
+    /// Eight values at `p` as f32 lanes.
+    ///
+    /// # Safety
+    /// Eight values are readable at `p`; the CPU has AVX2 and F16C.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+}
+
+impl CacheValue for f16 {
+    const ZERO: Self = f16::ZERO;
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn convert(dst: &mut [Self], src: &[f32]) {
+        half::slice::HalfFloatSliceExt::convert_from_f32_slice(dst, src);
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+    }
+}
+
+impl CacheValue for f32 {
+    const ZERO: Self = 0.0;
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn convert(dst: &mut [Self], src: &[f32]) {
+        dst.copy_from_slice(src);
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256 {
+        std::arch::x86_64::_mm256_loadu_ps(p)
+    }
+}
 
 /// Causal attention of the `m` new query rows (in `qkv`, rows of `qkv_rows`) over the cache
 /// (`pos + m` positions), each query head reading its key/value head in place. Writes `m` rows
 /// of `attn_p` to `out` (zeros past `n_head * head_dim`).
 /// Runs on our own thread team with our own kernels (`team`), else on Candle's pool.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn attention(
+pub(super) fn attention<T: CacheValue>(
     c: &Config,
     qkv: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: &[T],
+    v: &[T],
     pos: usize,
     m: usize,
     out: &mut [f32],
@@ -61,19 +110,21 @@ pub(super) fn attention(
 mod simd {
     //! The attention inner loops: AVX2 + FMA when the CPU has them, else plain Rust.
 
-    /// Whether the AVX2 + FMA loops can run.
+    use super::CacheValue;
+
+    /// Whether the AVX2 + FMA loops (F16C for the cache) can run.
     pub(super) fn available() -> bool {
-        crate::local::kernels::avx2_fma()
+        crate::local::kernels::avx2_fma_f16c()
     }
 
     /// One query head against `scores.len()` cached positions: the keys and values of this head
     /// start at `offset` in each `row`-long cache row. Writes the weighted sum of values to `out`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn attend(
+    pub(super) fn attend<T: CacheValue>(
         simd: bool,
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        k: &[T],
+        v: &[T],
         row: usize,
         offset: usize,
         scale: f32,
@@ -82,7 +133,7 @@ mod simd {
     ) {
         #[cfg(target_arch = "x86_64")]
         if simd && q.len() % 8 == 0 {
-            // SAFETY: the CPU has AVX2 and FMA (checked by `available`).
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked by `available`).
             unsafe { attend_avx2(q, k, v, row, offset, scale, scores, out) };
             return;
         }
@@ -91,10 +142,10 @@ mod simd {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn attend_plain(
+    fn attend_plain<T: CacheValue>(
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        k: &[T],
+        v: &[T],
         row: usize,
         offset: usize,
         scale: f32,
@@ -104,14 +155,14 @@ mod simd {
         let hd = q.len();
         for (j, s) in scores.iter_mut().enumerate() {
             let kr = &k[j * row + offset..][..hd];
-            *s = q.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * scale;
+            *s = q.iter().zip(kr).map(|(a, b)| a * b.to_f32()).sum::<f32>() * scale;
         }
         let sum = softmax(scores);
         out.fill(0.0);
         for (j, &s) in scores.iter().enumerate() {
             let p = s / sum;
             for (o, &x) in out.iter_mut().zip(&v[j * row + offset..][..hd]) {
-                *o += p * x;
+                *o += p * x.to_f32();
             }
         }
     }
@@ -128,12 +179,12 @@ mod simd {
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn attend_avx2(
+    unsafe fn attend_avx2<T: CacheValue>(
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        k: &[T],
+        v: &[T],
         row: usize,
         offset: usize,
         scale: f32,
@@ -152,10 +203,10 @@ mod simd {
         assert!(k.len() >= (n - 1) * row + offset + hd && out.len() == hd);
         let qp = q.as_ptr();
         let kp = k.as_ptr().add(offset);
-        let dot = |kr: *const f32| {
+        let dot = |kr: *const T| {
             let mut acc = _mm256_setzero_ps();
             for i in (0..lanes * 8).step_by(8) {
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(kr.add(i)), acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), T::load8(kr.add(i)), acc);
             }
             acc
         };
@@ -183,15 +234,15 @@ mod simd {
         let sum = softmax_avx2(scores);
         let p = 1.0 / sum;
         match lanes {
-            8 => weighted_sum::<8>(v, row, offset, scores, p, out),
-            16 => weighted_sum::<16>(v, row, offset, scores, p, out),
-            4 => weighted_sum::<4>(v, row, offset, scores, p, out),
+            8 => weighted_sum::<T, 8>(v, row, offset, scores, p, out),
+            16 => weighted_sum::<T, 16>(v, row, offset, scores, p, out),
+            4 => weighted_sum::<T, 4>(v, row, offset, scores, p, out),
             _ => {
                 out.fill(0.0);
                 for (j, &s) in scores.iter().enumerate() {
                     let w = s * p;
                     for (o, &x) in out.iter_mut().zip(&v[j * row + offset..][..hd]) {
-                        *o = w.mul_add(x, *o);
+                        *o = w.mul_add(x.to_f32(), *o);
                     }
                 }
             }
@@ -253,9 +304,9 @@ mod simd {
 
     /// `out = sum_j scores[j] * p * v_j`, `L` vectors of 8 lanes held in registers.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn weighted_sum<const L: usize>(
-        v: &[f32],
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weighted_sum<T: CacheValue, const L: usize>(
+        v: &[T],
         row: usize,
         offset: usize,
         scores: &[f32],
@@ -270,7 +321,7 @@ mod simd {
             let w = _mm256_set1_ps(s * p);
             let vp = v.as_ptr().add(j * row + offset);
             for (l, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp.add(l * 8)), *a);
+                *a = _mm256_fmadd_ps(w, T::load8(vp.add(l * 8)), *a);
             }
         }
         let op = out.as_mut_ptr();
@@ -316,8 +367,8 @@ mod tests {
         let n = 37;
         let val = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
         let q: Vec<f32> = (0..hd).map(val).collect();
-        let k: Vec<f32> = (0..n * row).map(|i| val(i + 13)).collect();
-        let v: Vec<f32> = (0..n * row).map(|i| val(i + 101)).collect();
+        let k: Vec<f16> = (0..n * row).map(|i| f16::from_f32(val(i + 13))).collect();
+        let v: Vec<f16> = (0..n * row).map(|i| f16::from_f32(val(i + 101))).collect();
         let mut s1 = vec![0.0; n];
         let mut s2 = vec![0.0; n];
         let mut o1 = vec![0.0; hd];

@@ -4,17 +4,87 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use super::attention::attention;
+use half::f16;
+
+use super::attention::{attention, CacheValue};
 use super::layers::{add, rms_norm, rope, rope_table};
 use super::weights::NativeWeights;
 use crate::local::causal_lm::{other_engine, CausalLm};
 use crate::local::LocalError;
 
-/// The cached keys and values of one layer: `[position][kv head][head dim]`, rotary applied.
-#[derive(Clone, Default)]
-struct LayerCache {
-    k: Vec<f32>,
-    v: Vec<f32>,
+/// The cached keys and values of one layer: `[position][kv head][head dim]`, rotary applied;
+/// in f32, or in f16 as llama.cpp keeps them with
+/// [`NativeOptions::kv_f16`](super::NativeOptions::kv_f16) (a decoding step reads the whole
+/// cache of every layer, and at a few hundred positions that is, in f32, about a seventh of
+/// SmolLM2's weights).
+#[derive(Clone)]
+enum LayerCache {
+    F16 { k: Vec<f16>, v: Vec<f16> },
+    F32 { k: Vec<f32>, v: Vec<f32> },
+}
+
+impl LayerCache {
+    fn new(f16: bool) -> LayerCache {
+        if f16 {
+            LayerCache::F16 {
+                k: Vec::new(),
+                v: Vec::new(),
+            }
+        } else {
+            LayerCache::F32 {
+                k: Vec::new(),
+                v: Vec::new(),
+            }
+        }
+    }
+
+    /// Appends one position's keys and values.
+    fn push(&mut self, k: &[f32], v: &[f32]) {
+        fn append<T: CacheValue>(cache: &mut Vec<T>, new: &[f32]) {
+            let at = cache.len();
+            cache.resize(at + new.len(), T::ZERO);
+            T::convert(&mut cache[at..], new);
+        }
+        match self {
+            LayerCache::F16 { k: ck, v: cv } => {
+                append(ck, k);
+                append(cv, v);
+            }
+            LayerCache::F32 { k: ck, v: cv } => {
+                append(ck, k);
+                append(cv, v);
+            }
+        }
+    }
+
+    /// Keeps the first `len` values of keys and of values.
+    fn truncate(&mut self, len: usize) {
+        match self {
+            LayerCache::F16 { k, v } => {
+                k.truncate(len);
+                v.truncate(len);
+            }
+            LayerCache::F32 { k, v } => {
+                k.truncate(len);
+                v.truncate(len);
+            }
+        }
+    }
+
+    /// Copies `other` into this one, reusing the buffers when both hold the same type.
+    fn copy_from(&mut self, other: &LayerCache) {
+        match (&mut *self, other) {
+            (LayerCache::F16 { k, v }, LayerCache::F16 { k: ok, v: ov }) => {
+                k.clone_from(ok);
+                v.clone_from(ov);
+            }
+            (LayerCache::F32 { k, v }, LayerCache::F32 { k: ok, v: ov }) => {
+                k.clone_from(ok);
+                v.clone_from(ov);
+            }
+            _ => *self = other.clone(),
+        }
+    }
 }
 
 /// The native model: shared weights and its own KV cache. Cloning copies the cache (a prompt prefix
@@ -29,9 +99,10 @@ pub(crate) struct NativeModel {
 impl NativeModel {
     pub(crate) fn new(w: Arc<NativeWeights>) -> NativeModel {
         let layers = w.cfg.n_layer;
+        let kv_f16 = w.opts.kv_f16;
         NativeModel {
             w,
-            cache: vec![LayerCache::default(); layers],
+            cache: vec![LayerCache::new(kv_f16); layers],
             len: 0,
         }
     }
@@ -48,8 +119,7 @@ impl NativeModel {
             ));
         }
         for (a, b) in self.cache.iter_mut().zip(&other.cache) {
-            a.k.clone_from(&b.k);
-            a.v.clone_from(&b.v);
+            a.copy_from(b);
         }
         self.len = other.len;
         Ok(())
@@ -59,8 +129,7 @@ impl NativeModel {
     fn truncate(&mut self, len: usize) {
         let kv = self.w.cfg.kv_dim();
         for c in &mut self.cache {
-            c.k.truncate(len * kv);
-            c.v.truncate(len * kv);
+            c.truncate(len * kv);
         }
         self.len = len.min(self.len);
     }
@@ -176,23 +245,20 @@ pub(crate) fn run_batch(segs: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, Local
             let rows = &mut qkv[start * c.qkv_rows..(start + m) * c.qkv_rows];
             for (r, row) in rows.chunks_exact_mut(c.qkv_rows).enumerate() {
                 let (q, rest) = row.split_at_mut(attn);
-                let k = &mut rest[..kv];
+                let (k, v) = rest.split_at_mut(kv);
                 for head in q.chunks_exact_mut(hd).chain(k.chunks_exact_mut(hd)) {
                     rope(head, &cos[r], &sin[r], c.arch);
                 }
-                cache.k.extend_from_slice(k);
-                cache.v.extend_from_slice(&rest[kv..2 * kv]);
+                cache.push(k, &v[..kv]);
             }
-            attention(
-                c,
+            let (q, out) = (
                 &qkv[start * c.qkv_rows..],
-                &cache.k,
-                &cache.v,
-                s.pos,
-                m,
                 &mut att[start * c.attn_p..(start + m) * c.attn_p],
-                own,
             );
+            match cache {
+                LayerCache::F16 { k, v } => attention(c, q, k, v, s.pos, m, out, own),
+                LayerCache::F32 { k, v } => attention(c, q, k, v, s.pos, m, out, own),
+            }
         }
         let o = layer.wo.forward(&mut att, total, dense_from)?;
         add(&mut x, &o);

@@ -7,7 +7,8 @@
 //! - every matrix re-quantised to one format with a SIMD kernel on x86 (Q8_0 by default, from
 //!   whatever the file stores: Q4_1, Q5_0 and Q5_1 have none);
 //! - q/k/v fused into one matmul, gate/up into another;
-//! - a KV cache that grows in place (one buffer per layer, no concatenation per step), shared
+//! - a KV cache that grows in place (one buffer per layer, no concatenation per step; f32, or
+//!   f16 with [`NativeOptions::kv_f16`]), shared
 //!   key/value heads read in place (no `repeat_kv`), and a small attention kernel over the cache
 //!   slices, run on Candle's thread pool;
 //! - on CPUs where Candle has its repacked VNNI kernels (AVX-512 VNNI or AVX-VNNI), every inner
@@ -64,6 +65,15 @@ pub struct NativeOptions {
     /// (default): the file's numbers (Q4_K's sub-block scales rounded to f16), 0.56-0.69 bytes
     /// per weight; else re-quantize them to Q8_0 (1.06 bytes per weight).
     pub keep_4bit: bool,
+    /// Hold the KV cache in f16, as llama.cpp does, instead of f32 (default): half the bytes a
+    /// decoding step reads from the cache, each key and value rounded to 11 significant bits.
+    ///
+    /// Measured (docs/benchmarks.md, "f16 KV cache"): SmolLM2-135M decodes 1.11-1.16x faster
+    /// after a 256-token prompt (its cache is a seventh of its weights' bytes there), Qwen2.5-
+    /// Coder-0.5B no faster (its two KV heads make a small cache), and on a fresh seed of the
+    /// filings study Qwen's passage ranking moved enough to lose 2 of 38 correct answers; so
+    /// it is off unless asked for.
+    pub kv_f16: bool,
 }
 
 impl NativeOptions {
@@ -95,6 +105,12 @@ impl NativeOptions {
         self
     }
 
+    /// Holds the KV cache in f16 (`true`) or f32 (`false`, the default).
+    pub fn kv_f16(mut self, on: bool) -> Self {
+        self.kv_f16 = on;
+        self
+    }
+
     /// Whether Q8_0 matrices go through our own kernel on this CPU.
     pub fn uses_own_kernel(&self) -> bool {
         self.dtype == GgmlDType::Q8_0
@@ -120,6 +136,7 @@ impl Default for NativeOptions {
             dense_from: None,
             own_kernel: None,
             keep_4bit: true,
+            kv_f16: false,
         }
     }
 }
