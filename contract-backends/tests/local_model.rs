@@ -582,6 +582,60 @@ fn the_native_engine_matches_the_reference_model() {
     }
 }
 
+/// `Engine::CandleOps` (this crate's forward pass in Candle's tensor operations, the engine on a
+/// GPU) against candle-transformers' model with the same weights as stored: the same operations
+/// and kernels, so the same logits to rounding, on prefill, single tokens and a multi-token
+/// call; and the same again after a rewind and after restoring a snapshot.
+#[test]
+fn the_candle_ops_engine_matches_candle_transformers() {
+    for (arch, path) in [
+        ("llama", tiny_model()),
+        ("qwen2", tiny_qwen2()),
+        ("qwen2 Q5_0/Q4_K", tiny_qwen2_k()),
+    ] {
+        let mut reference =
+            Model::load(&path, Engine::Candle(WeightFormat::AsStored), &Device::Cpu).unwrap();
+        let expected = logit_trace(&mut reference);
+        let scale = expected.iter().map(|l| max_abs(l)).fold(0.0, f32::max);
+        assert!(scale > 0.5, "{arch}: degenerate logits");
+        let mut ops = Model::load(&path, Engine::CandleOps, &Device::Cpu).unwrap();
+        assert_eq!(ops.engine(), Engine::CandleOps);
+        assert!(ops.batches() && ops.can_snapshot() && ops.can_rewind());
+        let trace = logit_trace(&mut ops);
+        for (step, (a, b)) in expected.iter().zip(&trace).enumerate() {
+            let d = max_diff(a, b) / scale;
+            assert!(
+                d < 1e-5,
+                "{arch}, call {step}: max difference {d} of {scale}"
+            );
+        }
+        // Rewind past the last call and run it again; restore a snapshot taken mid-way.
+        let end = ops.pos();
+        ops.rewind(end - 4).unwrap();
+        let again = ops.feed(&[600, 601, 48000, 2]).unwrap();
+        assert_eq!(&again, trace.last().unwrap(), "{arch}: after a rewind");
+        let mut early = Model::load(&path, Engine::CandleOps, &Device::Cpu).unwrap();
+        early.forward(&[100, 101, 102], 0).unwrap();
+        let snapshot = early.snapshot().unwrap();
+        early.feed(&[5, 6, 7]).unwrap();
+        let from_snapshot = early.snapshot().unwrap().feed(&[9]).unwrap();
+        early.restore_from(&snapshot).unwrap();
+        assert_eq!(early.pos(), 3);
+        early.feed(&[5, 6, 7]).unwrap();
+        assert_eq!(
+            early.feed(&[9]).unwrap(),
+            from_snapshot,
+            "{arch}: after a restore"
+        );
+        // A token id past the vocabulary is an error that leaves the cache as it was.
+        let pos = early.pos();
+        let err = early.feed(&[u32::MAX]).unwrap_err().to_string();
+        assert!(err.contains("outside the model's"), "{arch}: {err}");
+        assert_eq!(early.pos(), pos);
+        early.feed(&[9]).unwrap();
+    }
+}
+
 #[test]
 fn native_snapshots_restore_the_cache() {
     for path in [tiny_model(), tiny_qwen2()] {
@@ -1243,13 +1297,18 @@ async fn a_timeout_around_a_local_extraction_interrupts_it() {
     assert_eq!(steps[1], 3);
 }
 
-/// `Model::forward_batch` on the native engine: one call for several sequences (a prompt, a
-/// decode step, a few forced tokens, each at its own position, one with a mask) gives each
-/// sequence the very logits it gets alone, and leaves each cache where a lone call would.
+/// `Model::forward_batch` on the engines that batch (the native one, and Candle's tensor
+/// operations on the CPU): one call for several sequences (a prompt, a decode step, a few
+/// forced tokens, each at its own position, one with a mask) gives each sequence the very
+/// logits it gets alone, and leaves each cache where a lone call would.
 #[test]
 fn a_batched_forward_call_gives_each_sequence_its_own_logits() {
-    for path in [tiny_model(), tiny_qwen2()] {
-        let base = Model::load(&path, Engine::Native, &Device::Cpu).unwrap();
+    let engines = [Engine::Native, Engine::CandleOps];
+    for (engine, path) in engines
+        .into_iter()
+        .flat_map(|e| [(e, tiny_model()), (e, tiny_qwen2())])
+    {
+        let base = Model::load(&path, engine, &Device::Cpu).unwrap();
         assert!(base.batches());
         let seqs: [&[u32]; 4] = [&[5, 17, 300, 2], &[9], &[44, 45], &[1000, 7, 7, 7, 12]];
         // Different caches first: sequence i has i * 3 earlier tokens.
@@ -1289,12 +1348,12 @@ fn a_batched_forward_call_gives_each_sequence_its_own_logits() {
         let got = Model::forward_batch(&mut items).unwrap();
         drop(items);
         for i in 0..seqs.len() {
-            assert_eq!(got[i], expected[i], "{path:?}: sequence {i}");
+            assert_eq!(got[i], expected[i], "{engine:?} {path:?}: sequence {i}");
             assert_eq!(batched[i].pos(), alone[i].pos());
             // The caches agree too: the next lone step gives the same logits.
             let a = alone[i].feed(&[42]).unwrap();
             let b = batched[i].feed(&[42]).unwrap();
-            assert_eq!(a, b, "{path:?}: sequence {i} after the batch");
+            assert_eq!(a, b, "{engine:?} {path:?}: sequence {i} after the batch");
         }
         // Exactly the allowed logits are finite on the masked sequence.
         let finite: Vec<usize> = (0..got[1].len())
@@ -1306,9 +1365,21 @@ fn a_batched_forward_call_gives_each_sequence_its_own_logits() {
 
 /// Requests sent at once decode in one batch (`max_batch`) and each gets the reply it gets when
 /// decoded alone: the same text, finish reason, token counts and forward calls. Half of them are
-/// constrained by a contract's mask.
+/// constrained by a contract's mask. On both engines that batch (Candle's tensor operations, the
+/// engine on a GPU, run here on the CPU), and with the masks computed while the batch's forward
+/// call runs, as on a GPU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_decode_in_one_batch_as_they_would_alone() {
+    for (engine, overlap) in [
+        (Engine::Native, false),
+        (Engine::CandleOps, false),
+        (Engine::CandleOps, true),
+    ] {
+        concurrent_requests_match_lone_ones(engine, overlap).await;
+    }
+}
+
+async fn concurrent_requests_match_lone_ones(engine: Engine, overlap: bool) {
     let requests: Vec<Request> = (0..6)
         .map(|i| {
             let text = format!("Acme expects revenue of ${i}0 to ${i}5 million in quarter {i}.");
@@ -1329,14 +1400,15 @@ async fn concurrent_requests_decode_in_one_batch_as_they_would_alone() {
     // Each backend first computes the shared system prefix on a request of its own: otherwise
     // whichever request the scheduler starts first pays the prefix's forward call, and that is
     // request 0 alone but any of them at once.
-    let alone = tiny(LocalOptions::default().max_batch(1));
+    let options = LocalOptions::default().engine(engine).overlap_mask(overlap);
+    let alone = tiny(options.clone().max_batch(1));
     alone.complete(&requests[0]).await.unwrap();
     let mut expected = Vec::new();
     for req in &requests {
         expected.push(alone.complete(req).await.unwrap());
     }
     assert_eq!(alone.decode_stats().batched_calls, 0);
-    let batched = tiny(LocalOptions::default().max_batch(4));
+    let batched = tiny(options.max_batch(4));
     batched.complete(&requests[0]).await.unwrap();
     let tasks: Vec<_> = requests
         .iter()
@@ -1346,7 +1418,8 @@ async fn concurrent_requests_decode_in_one_batch_as_they_would_alone() {
         })
         .collect();
     for (i, (task, want)) in tasks.into_iter().zip(&expected).enumerate() {
-        assert_eq!(&task.await.unwrap().unwrap(), want, "request {i}");
+        let got = task.await.unwrap().unwrap();
+        assert_eq!(&got, want, "{engine:?}, overlap {overlap}: request {i}");
     }
     let stats = batched.decode_stats();
     assert!(stats.batched_calls > 0, "{stats:?}");
@@ -1355,4 +1428,6 @@ async fn concurrent_requests_decode_in_one_batch_as_they_would_alone() {
         "batches of two or more: {stats:?}"
     );
     assert_eq!(stats.generations, 7);
+    // The masks ran beside the forward calls exactly when asked to.
+    assert_eq!(stats.mask_overlapped_ms > 0.0, overlap, "{stats:?}");
 }

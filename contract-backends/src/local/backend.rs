@@ -63,14 +63,18 @@ pub struct LocalOptions {
     /// tokens of step `n`, not on its logits, so candle-transformers' models give the same
     /// output either way. The native engine, given the mask first, computes only the allowed
     /// tokens' logits on steps with few of them (equal to the full computation to rounding);
-    /// overlapped, it computes them all.
+    /// overlapped, it computes them all. Requests decoded together in a batch
+    /// ([`LocalOptions::max_batch`]) overlap the same way: every request's mask on this thread
+    /// while the batch's forward call runs.
     pub overlap_mask: Option<bool>,
     /// Most requests [`Backend::complete`] decodes together (default 8). Requests that arrive
     /// while others decode join them: every step feeds all of them in one forward call, which
     /// reads the weights once for all (a decode step on a CPU is bound by reading them), and a
     /// request that finishes leaves at once while the others go on. Each request decodes
-    /// exactly as it would alone (the same tokens, the same [`Output`]). Only models that
-    /// batch ([`Model::batches`]: the native engine) do; 1 decodes one request at a time.
+    /// exactly as it would alone (the same tokens, the same [`Output`]; on a GPU to the
+    /// rounding of Candle's matrix kernels, which change with the number of rows). Only models
+    /// that batch ([`Model::batches`]: [`Engine::Native`], [`Engine::CandleOps`]) do; 1 decodes
+    /// one request at a time.
     pub max_batch: usize,
 }
 
@@ -371,8 +375,7 @@ fn admit(job: Job, batch: &mut Vec<Active>) {
     let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let backend = &job.backend;
         let options = &backend.inner.options;
-        // A mask computed while the forward call runs is a one-request affair.
-        if options.max_batch <= 1 || options.overlap_mask == Some(true) {
+        if options.max_batch <= 1 {
             return Err(backend.complete_now(&job.req, &job.cancel));
         }
         match backend.start_in_batch(&job.req, &job.cancel) {
@@ -430,52 +433,113 @@ fn step(batch: &mut Vec<Active>) {
     if batch.is_empty() {
         return;
     }
-    // The mask of the step after each request's last call, computed before the forward call.
+    // The mask of the step after each request's last call: computed before the forward call
+    // (which then gets it: the native engine computes only the allowed logits), or, with the
+    // model on a device other than the CPU (`LocalOptions::overlap_mask`), on this thread while
+    // another runs the forward call, then applied to the logits (the mask of a step depends on
+    // the tokens fed, not on their logits: the same output either way).
+    let overlap = batch.first().is_some_and(|a| {
+        a.job
+            .backend
+            .inner
+            .options
+            .overlap_mask
+            .unwrap_or_else(|| !a.model.device().is_cpu())
+    });
     let mut failed: Vec<(usize, LocalError)> = Vec::new();
     let mut masked = vec![false; batch.len()];
-    for (i, a) in batch.iter_mut().enumerate() {
-        if a.gen.pending.len() == 1 {
-            let t = Instant::now();
-            let has_mask = a.mask.is_some();
-            match next_allowed(
-                a.mask.as_deref_mut().map(|m| m as &mut dyn TokenMask),
-                &mut a.bits,
-            ) {
-                Ok(allowed) => masked[i] = allowed.is_some(),
-                Err(e) => failed.push((i, e)),
-            }
-            if has_mask {
-                a.gen.timing.mask += t.elapsed();
-            }
-        }
-    }
-    let t = Instant::now();
     let mut items: Vec<BatchItem<'_>> = Vec::with_capacity(batch.len());
     let mut fed: Vec<usize> = Vec::with_capacity(batch.len());
+    // Each request's mask, its bitset and its generation's timing, split from what the forward
+    // call borrows.
+    let mut maskers: Vec<(usize, MaskParts<'_>)> = Vec::with_capacity(batch.len());
     for (i, a) in batch.iter_mut().enumerate() {
-        if failed.iter().any(|(f, _)| *f == i) {
-            continue;
-        }
         let Active {
-            model, gen, bits, ..
+            model,
+            gen,
+            bits,
+            mask,
+            ..
         } = a;
-        let Some(tokens) = gen.pending.first() else {
+        let Generation {
+            pending, timing, ..
+        } = gen;
+        let Some(tokens) = pending.first() else {
             failed.push((
                 i,
                 LocalError::State("a generation with nothing to feed".into()),
             ));
             continue;
         };
+        if pending.len() == 1 {
+            maskers.push((i, (mask, bits, timing)));
+        }
         items.push(BatchItem {
             model,
             tokens,
-            allowed: masked[i].then_some(bits.as_slice()),
+            allowed: None,
         });
         fed.push(i);
     }
-    let result = Model::forward_batch(&mut items);
+    let (result, elapsed) = if overlap {
+        let (result, elapsed) = std::thread::scope(|scope| {
+            let handle = std::thread::Builder::new()
+                .name("contract-local-forward".into())
+                .spawn_scoped(scope, || {
+                    let t = Instant::now();
+                    let result = Model::forward_batch(&mut items);
+                    (result, t.elapsed())
+                });
+            let mask_times = compute_masks(&mut maskers, &mut masked, &mut failed);
+            let joined = match handle {
+                Ok(h) => h.join().unwrap_or_else(|p| {
+                    let message = format!("the forward pass panicked: {}", panic_message(&p));
+                    (Err(LocalError::State(message)), Duration::ZERO)
+                }),
+                Err(e) => (
+                    Err(LocalError::State(format!(
+                        "cannot start the forward pass's thread: {e}"
+                    ))),
+                    Duration::ZERO,
+                ),
+            };
+            // The part of each mask's time the forward call hid, shared in proportion.
+            let total: Duration = mask_times.iter().map(|(_, d)| *d).sum();
+            let hidden = total.min(joined.1).as_secs_f64() / total.as_secs_f64().max(1e-12);
+            for (k, d) in mask_times {
+                if let Some((_, (_, _, timing))) = maskers.get_mut(k) {
+                    timing.mask_overlapped += d.mul_f64(hidden);
+                }
+            }
+            joined
+        });
+        let result = result.map(|mut logits| {
+            for (&i, l) in fed.iter().zip(logits.iter_mut()) {
+                if masked[i] {
+                    if let Some((_, (_, bits, _))) = maskers.iter().find(|(m, _)| *m == i) {
+                        apply_mask(l, Allowed::Bits(bits.as_slice()));
+                    }
+                }
+            }
+            logits
+        });
+        (result, elapsed)
+    } else {
+        compute_masks(&mut maskers, &mut masked, &mut failed);
+        for (item, &i) in items.iter_mut().zip(&fed) {
+            if masked[i] {
+                item.allowed = maskers
+                    .iter()
+                    .find(|(m, _)| *m == i)
+                    .map(|(_, (_, bits, _))| bits.as_slice());
+            }
+        }
+        let t = Instant::now();
+        let result = Model::forward_batch(&mut items);
+        (result, t.elapsed())
+    };
     drop(items);
-    let elapsed = t.elapsed();
+    drop(maskers);
     if fed.len() > 1 {
         if let Some(a) = batch.first() {
             let stats = &a.job.backend.inner.stats;
@@ -488,6 +552,10 @@ fn step(batch: &mut Vec<Active>) {
     match result {
         Ok(logits) => {
             for (&i, logits) in fed.iter().zip(logits) {
+                // A request whose mask failed leaves with that error, whatever its call gave.
+                if failed.iter().any(|(f, _)| *f == i) {
+                    continue;
+                }
                 let a = &mut batch[i];
                 a.gen.timing.forward += elapsed;
                 a.gen.calls += 1;
@@ -506,7 +574,7 @@ fn step(batch: &mut Vec<Active>) {
         }
         Err(e) => {
             let message = e.to_string();
-            for &i in &fed {
+            for &i in fed.iter().filter(|i| !failed.iter().any(|(f, _)| f == *i)) {
                 answers.push((i, Err(LocalError::State(message.clone()))));
             }
         }
@@ -1227,6 +1295,39 @@ fn next_allowed<'b>(
             Ok(Some(bits.as_slice()))
         }
     }
+}
+
+/// What a batch step's mask computation borrows of one request: its mask, its bitset of allowed
+/// tokens and its generation's timing.
+type MaskParts<'a> = (
+    &'a mut Option<Box<dyn TokenMask + Send>>,
+    &'a mut Vec<u32>,
+    &'a mut Timing,
+);
+
+/// Computes the next step's mask of each request in `maskers` (request index, parts) into its
+/// bitset, marking `masked` and recording failures in `failed`; returns each mask's time by its
+/// place in `maskers`.
+fn compute_masks(
+    maskers: &mut [(usize, MaskParts<'_>)],
+    masked: &mut [bool],
+    failed: &mut Vec<(usize, LocalError)>,
+) -> Vec<(usize, Duration)> {
+    let mut times = Vec::with_capacity(maskers.len());
+    for (k, (i, (mask, bits, timing))) in maskers.iter_mut().enumerate() {
+        let Some(mask) = mask.as_deref_mut() else {
+            continue;
+        };
+        let t = Instant::now();
+        match next_allowed(Some(mask as &mut dyn TokenMask), bits) {
+            Ok(allowed) => masked[*i] = allowed.is_some(),
+            Err(e) => failed.push((*i, e)),
+        }
+        let d = t.elapsed();
+        timing.mask += d;
+        times.push((k, d));
+    }
+    times
 }
 
 /// Where a generation's time went ([`Output::forward_ms`], [`Output::mask_ms`],

@@ -5,22 +5,26 @@
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer (and its `tokenizer.json`) built from the GGUF
 //!   metadata, as llama.cpp builds it.
 //! - [`chat`]: the GGUF's chat template, rendered with minijinja (ChatML when absent).
-//! - [`model`]: the model, picked from `general.architecture` (llama or qwen2), run by one of two
-//!   engines behind one interface: this crate's own forward pass ([`Engine::Native`], the
-//!   default on the CPU) or candle-transformers' quantized llama / qwen2 ([`Engine::Candle`], the
-//!   engine on a GPU).
+//! - [`model`]: the model, picked from `general.architecture` (llama or qwen2), run by one of
+//!   three engines behind one interface: this crate's own forward pass on the CPU
+//!   ([`Engine::Native`], the default there), the same written in Candle's tensor operations for
+//!   any device ([`Engine::CandleOps`], the default on a GPU; both decode several sequences in
+//!   one forward call), or candle-transformers' quantized llama / qwen2 ([`Engine::Candle`], the
+//!   reference).
 //! - [`native`]: the native forward pass (Q8_0 or 4-bit weights, fused matmuls, in-place KV
 //!   cache); its CPU kernels and feature detection are in a private `kernels` module.
 //! - [`mask`]: the contract's token mask (llguidance plus the cross-field value filter,
 //!   [`mask::rules`]).
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
 //! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
-//!   every step and forced tokens fed in one forward call; on a GPU the next step's mask is
-//!   computed on the CPU while the forward call runs.
+//!   every step and forced tokens fed in one forward call; requests that arrive together decode
+//!   in one batch; a request decoded alone on a GPU has its next step's mask computed on the
+//!   CPU while the forward call runs.
 
 mod arch;
 pub mod backend;
 mod candle_models;
+mod candle_ops;
 mod causal_lm;
 pub mod chat;
 pub mod device;

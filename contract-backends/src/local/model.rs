@@ -12,6 +12,7 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::Device;
 use candle_transformers::models::quantized_llama;
 
+use super::candle_ops::{OpsModel, OpsSegment, OpsWeights};
 use super::causal_lm::CausalLm;
 use super::native::{run_batch, NativeModel, NativeOptions, NativeWeights, Segment};
 use super::LocalError;
@@ -20,10 +21,10 @@ use super::LocalError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Engine {
-    /// [`Engine::Native`] on the CPU; on a GPU [`Engine::Candle`] with
-    /// [`WeightFormat::AsStored`]: the file's quantized matrices on the device, multiplied by
-    /// Candle's CUDA kernels for those formats (no dequantised copy: nothing has measured one
-    /// faster there).
+    /// [`Engine::Native`] on the CPU; on a GPU [`Engine::CandleOps`]: the file's quantized
+    /// matrices on the device, multiplied by Candle's CUDA kernels for those formats (no
+    /// dequantised copy: nothing has measured one faster there), several sequences in one
+    /// forward call.
     #[default]
     Auto,
     /// This crate's own forward pass ([`super::native`], CPU only): matrices in its kernels'
@@ -33,8 +34,19 @@ pub enum Engine {
     /// [`NativeOptions`]. On another device loading fails with [`LocalError::Device`].
     Native,
     /// candle-transformers' `quantized_llama` / `quantized_qwen2`, the weights held as the
-    /// [`WeightFormat`] says; the engine for a device other than the CPU.
+    /// [`WeightFormat`] says: the reference the other engines are tested against. One sequence
+    /// a forward call; no snapshots for qwen2 (not `Clone` in Candle 0.11).
     Candle(WeightFormat),
+    /// This crate's forward pass written in Candle's tensor operations, on any device Candle
+    /// has (the engine [`Engine::Auto`] picks on a GPU): the file's quantized matrices as stored,
+    /// multiplied by Candle's kernels for their formats, each sequence's KV cache on the device.
+    /// Unlike [`Engine::Candle`], sequences at different positions run in one call
+    /// ([`Model::forward_batch`]: the matrix products take every sequence's rows at once,
+    /// attention runs per sequence), and both architectures have snapshots and rewinds. The
+    /// operations are candle-transformers' own, so on the CPU its logits are
+    /// [`Engine::Candle`]'s with [`WeightFormat::AsStored`] (slower there than
+    /// [`Engine::Native`]).
+    CandleOps,
 }
 
 pub use super::candle_models::WeightFormat;
@@ -188,6 +200,11 @@ impl Model {
                 context = w.context_length();
                 Box::new(NativeModel::new(std::sync::Arc::new(w)))
             }
+            Engine::CandleOps => {
+                let w = OpsWeights::load(&ct, reader, arch, device)?;
+                context = w.context_length();
+                Box::new(OpsModel::new(std::sync::Arc::new(w)))
+            }
             Engine::Candle(format) => {
                 // quantized_llama precomputes rotary embeddings for this many positions.
                 if arch == Arch::Llama {
@@ -226,6 +243,7 @@ impl Model {
         let Some(m) = self.native() else {
             return match self.engine {
                 Engine::Candle(format) => format!("{format:?} (candle-transformers)"),
+                Engine::CandleOps => "AsStored (Candle's tensor operations, batched)".to_owned(),
                 other => format!("{other:?}"),
             };
         };
@@ -294,7 +312,7 @@ impl Model {
     /// A copy of the model in its current state, sharing the weights and the cached keys and
     /// values (later calls on either copy do not affect the other); `None` when the model does
     /// not allow it (candle-transformers' qwen2, which is not `Clone` in Candle 0.11; the native
-    /// engine allows it for both architectures).
+    /// engine and [`Engine::CandleOps`] allow it for both architectures).
     pub fn snapshot(&self) -> Option<Model> {
         Some(Model {
             lm: self.lm.snapshot()?,
@@ -388,16 +406,19 @@ impl Model {
     }
 
     /// Whether [`Model::forward_batch`] runs this model's sequences in one pass over the weights
-    /// (the native engine) rather than one after the other.
+    /// ([`Engine::Native`], [`Engine::CandleOps`]) rather than one after the other.
     pub fn batches(&self) -> bool {
-        self.lm.as_any().is::<NativeModel>()
+        let lm = self.lm.as_any();
+        lm.is::<NativeModel>() || lm.is::<OpsModel>()
     }
 
     /// Appends each item's tokens to its model's cache, as [`Model::forward_masked`] at the
-    /// model's position, and returns each item's logits. Models of the native engine loaded
-    /// together (one load and its [`snapshots`](Model::snapshot)) run in one forward call, the
-    /// weights read once for all; others run one after the other. A sequence's logits are the
-    /// same either way (the kernels compute each row on its own).
+    /// model's position, and returns each item's logits. Models of a batching engine
+    /// ([`Model::batches`]) loaded together (one load and its [`snapshots`](Model::snapshot))
+    /// run in one forward call, the weights read once for all; others run one after the other.
+    /// A sequence's logits are the same either way on the CPU (the kernels compute each row on
+    /// its own); on a GPU Candle may pick another matrix kernel for more rows, whose sums are
+    /// rounded in another order.
     ///
     /// # Errors
     ///
@@ -415,11 +436,20 @@ impl Model {
                 });
             }
         }
-        let weights = |m: &Model| m.native().map(|n| std::sync::Arc::as_ptr(n.weights()));
+        // The weights' address, for the engines that batch: a batch is one load's sequences.
+        let weights = |m: &Model| {
+            let lm = m.lm.as_any();
+            if let Some(n) = lm.downcast_ref::<NativeModel>() {
+                Some(std::sync::Arc::as_ptr(n.weights()) as usize)
+            } else {
+                lm.downcast_ref::<OpsModel>()
+                    .map(|o| std::sync::Arc::as_ptr(o.weights()) as usize)
+            }
+        };
         let first = items.first().and_then(|i| weights(i.model));
-        let native =
+        let together =
             items.len() > 1 && first.is_some() && items.iter().all(|i| weights(i.model) == first);
-        if !native {
+        if !together {
             return items
                 .iter_mut()
                 .map(|i| {
@@ -428,6 +458,38 @@ impl Model {
                 })
                 .collect();
         }
+        let logits = if items[0].model.lm.as_any().is::<OpsModel>() {
+            Self::ops_batch(items)?
+        } else {
+            Self::native_batch(items)?
+        };
+        for item in items.iter_mut() {
+            item.model.pos += item.tokens.len();
+            item.model.forward_calls += 1;
+        }
+        Ok(logits)
+    }
+
+    /// [`Model::forward_batch`]'s call for models of [`Engine::CandleOps`] (checked).
+    fn ops_batch(items: &mut [BatchItem<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+        let mut segments = Vec::with_capacity(items.len());
+        for item in items.iter_mut() {
+            let pos = item.model.pos;
+            let Some(model) = item.model.lm.as_any_mut().downcast_mut::<OpsModel>() else {
+                return Err(LocalError::State("a batch mixes engines".into()));
+            };
+            segments.push(OpsSegment {
+                model,
+                tokens: item.tokens,
+                pos,
+                allowed: item.allowed,
+            });
+        }
+        super::candle_ops::run_batch(&mut segments)
+    }
+
+    /// [`Model::forward_batch`]'s call for models of [`Engine::Native`] (checked).
+    fn native_batch(items: &mut [BatchItem<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
         let mut segments = Vec::with_capacity(items.len());
         for item in items.iter_mut() {
             let pos = item.model.pos;
@@ -441,13 +503,7 @@ impl Model {
                 allowed: item.allowed,
             });
         }
-        let logits = run_batch(&mut segments)?;
-        drop(segments);
-        for item in items.iter_mut() {
-            item.model.pos += item.tokens.len();
-            item.model.forward_calls += 1;
-        }
-        Ok(logits)
+        run_batch(&mut segments)
     }
 }
 
@@ -476,11 +532,11 @@ fn arch_of(ct: &Content) -> Result<Arch, LocalError> {
 }
 
 /// The engine [`Engine::Auto`] stands for on `device` (other engines are returned as they are):
-/// the native engine on the CPU, candle-transformers' model with the weights as stored elsewhere.
+/// the native engine on the CPU, [`Engine::CandleOps`] elsewhere.
 pub fn resolve_engine(engine: Engine, device: &Device) -> Engine {
     match engine {
         Engine::Auto if device.is_cpu() => Engine::Native,
-        Engine::Auto => Engine::Candle(WeightFormat::AsStored),
+        Engine::Auto => Engine::CandleOps,
         e => e,
     }
 }

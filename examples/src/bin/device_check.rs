@@ -6,13 +6,17 @@
 //! device_check --device cuda:0 --model smollm2.gguf     # and a real one, with greedy generations
 //! ```
 //!
-//! The device runs what [`Engine::Auto`] picks there (on a GPU candle-transformers' model with
-//! the weights as stored), the CPU the same model code with the same weights, and the reference
-//! is the CPU with the weights dequantised to f32 (the file's numbers, f32 arithmetic). The
-//! device's logits must stay within [`TOLERANCE`] of the logits' scale from the reference: the
-//! bound the CPU engines are held to in the test suite. The CPU's own distance from the
-//! reference, and the device's from the CPU, are printed beside it. Exit status: 0 when every
-//! comparison holds, 1 when one does not, 2 on an error (no GPU, a model that does not load).
+//! The device runs what [`Engine::Auto`] picks there (on a GPU [`Engine::CandleOps`], this
+//! crate's batching forward pass in Candle's tensor operations) and candle-transformers' model
+//! with the weights as stored; the CPU runs candle-transformers' model with the same weights,
+//! and the reference is the CPU with the weights dequantised to f32 (the file's numbers, f32
+//! arithmetic). The device's logits must stay within [`TOLERANCE`] of the logits' scale from
+//! the reference: the bound the CPU engines are held to in the test suite. The CPU's own
+//! distance from the reference, and the device's from the CPU, are printed beside it. Then one
+//! batched forward call on the device (sequences at different positions) against the same
+//! sequences run alone there, and with a real model the batched decoding speed (tokens/s for
+//! 1, 8 and 32 sequences a call). Exit status: 0 when every comparison holds, 1 when one does
+//! not, 2 on an error (no GPU, a model that does not load).
 
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -25,7 +29,8 @@ use candle_core::Tensor;
 use clap::Parser;
 use contract_backends::local::sample::SplitMix64;
 use contract_backends::local::{
-    parse_device, Device, Engine, LocalBackend, LocalError, LocalOptions, Model, WeightFormat,
+    parse_device, BatchItem, Device, Engine, LocalBackend, LocalError, LocalOptions, Model,
+    WeightFormat,
 };
 use contract_core::extract::Sampling;
 use contract_core::prompt::Message;
@@ -100,6 +105,7 @@ fn run(args: &Args) -> Result<bool, LocalError> {
         let load = |engine: Engine, device: &Device| Model::load(path, engine, device);
         ok &= compare_logits(&name, &load, &device)?;
         ok &= compare_generations(&name, path, &device)?;
+        batched_speed(&name, &load, &device)?;
     }
     println!("logits agree: {}", if ok { "yes" } else { "no" });
     Ok(ok)
@@ -147,10 +153,6 @@ fn compare_logits(
         Engine::Candle(WeightFormat::AsStored),
         &Device::Cpu,
     )?)?;
-    let t = Instant::now();
-    let mut on_device = load(Engine::Auto, device)?;
-    let load_s = t.elapsed().as_secs_f64();
-    let dev = trace(&mut on_device)?;
     let scale = reference
         .iter()
         .flatten()
@@ -167,31 +169,224 @@ fn compare_logits(
             .map(|(x, y)| max_diff(x, y) / scale)
             .fold(0.0, f32::max)
     };
-    let device_error = worst(&dev, &reference);
-    let argmax_agree = cpu
-        .iter()
-        .zip(&dev)
-        .filter(|(a, b)| argmax(a) == argmax(b))
-        .count();
-    let ok = device_error <= TOLERANCE && dev.iter().flatten().all(|x| x.is_finite());
-    println!("{name} engine on the device: {:?}", on_device.engine());
-    println!("{name} load s: {load_s:.2}");
     println!("{name} logits scale: {scale:.3}");
-    println!("{name} max diff device vs f32 reference (of scale): {device_error:.2e}");
     println!(
         "{name} max diff cpu as stored vs f32 reference (of scale): {:.2e}",
         worst(&cpu, &reference)
     );
-    println!(
-        "{name} max diff device vs cpu as stored (of scale): {:.2e}",
-        worst(&dev, &cpu)
-    );
-    println!(
-        "{name} argmax agree device vs cpu: {argmax_agree}/{}",
-        cpu.len()
-    );
-    println!("{name} within tolerance: {}", if ok { "yes" } else { "no" });
+    let mut ok = true;
+    for engine in [Engine::Auto, Engine::Candle(WeightFormat::AsStored)] {
+        let t = Instant::now();
+        let mut on_device = load(engine, device)?;
+        let load_s = t.elapsed().as_secs_f64();
+        let dev = trace(&mut on_device)?;
+        let label = format!("{name} {}", engine_name(on_device.engine()));
+        let device_error = worst(&dev, &reference);
+        let argmax_agree = cpu
+            .iter()
+            .zip(&dev)
+            .filter(|(a, b)| argmax(a) == argmax(b))
+            .count();
+        let held = device_error <= TOLERANCE && dev.iter().flatten().all(|x| x.is_finite());
+        println!("{label} load s: {load_s:.2}");
+        println!("{label} max diff device vs f32 reference (of scale): {device_error:.2e}");
+        println!(
+            "{label} max diff device vs cpu as stored (of scale): {:.2e}",
+            worst(&dev, &cpu)
+        );
+        println!(
+            "{label} argmax agree device vs cpu: {argmax_agree}/{}",
+            cpu.len()
+        );
+        println!(
+            "{label} within tolerance: {}",
+            if held { "yes" } else { "no" }
+        );
+        ok &= held;
+        if on_device.batches() {
+            // The same sequences on the CPU with the same engine, for the noise of each side.
+            let mut cpu_base = load(on_device.engine(), &Device::Cpu)?;
+            trace(&mut cpu_base)?;
+            ok &= compare_batch(&label, &on_device, &cpu_base, scale)?;
+        }
+    }
     Ok(ok)
+}
+
+/// The engine's name in the printed lines (no spaces).
+fn engine_name(engine: Engine) -> String {
+    match engine {
+        Engine::Candle(format) => format!("candle-transformers-{format:?}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// One batched forward call on the device (four sequences at different positions: a prompt, a
+/// decode step, a few forced tokens; 12 rows, past the 8 up to which Candle's CUDA matmul takes
+/// its one-row kernel) against each sequence alone on the device; whether the logits agree
+/// within [`TOLERANCE`] of `scale`. Both are also compared with the sequences run alone on
+/// `cpu_base` (the same engine and state on the CPU), to tell which side the kernels' noise is on.
+fn compare_batch(
+    label: &str,
+    base: &Model,
+    cpu_base: &Model,
+    scale: f32,
+) -> Result<bool, LocalError> {
+    let vocab = base.vocab_size().max(1) as u32;
+    let seqs: Vec<Vec<u32>> = [
+        &[5u32, 17, 300, 2][..],
+        &[9],
+        &[44, 45],
+        &[1000, 7, 7, 7, 12],
+    ]
+    .iter()
+    .map(|s| s.iter().map(|t| t % vocab).collect())
+    .collect();
+    let mut alone = Vec::new();
+    let mut batched = Vec::new();
+    let mut on_cpu = Vec::new();
+    for (i, seq) in seqs.iter().enumerate() {
+        let mut c = cpu_base
+            .snapshot()
+            .ok_or_else(|| LocalError::State(format!("{label}: no snapshot on the CPU")))?;
+        let mut m = base
+            .snapshot()
+            .ok_or_else(|| LocalError::State(format!("{label}: no snapshot")))?;
+        let head: Vec<u32> = (0..i as u32 * 3).map(|t| (100 + t) % vocab).collect();
+        if !head.is_empty() {
+            m.feed(&head)?;
+            c.feed(&head)?;
+        }
+        on_cpu.push(c.feed(seq)?);
+        batched.push(
+            m.snapshot()
+                .ok_or_else(|| LocalError::State(format!("{label}: no snapshot")))?,
+        );
+        alone.push(m);
+    }
+    let expected: Vec<Vec<f32>> = alone
+        .iter_mut()
+        .zip(&seqs)
+        .map(|(m, s)| m.feed(s))
+        .collect::<Result<_, _>>()?;
+    let mut items: Vec<BatchItem<'_>> = batched
+        .iter_mut()
+        .zip(&seqs)
+        .map(|(model, s)| BatchItem {
+            model,
+            tokens: s,
+            allowed: None,
+        })
+        .collect();
+    let got = Model::forward_batch(&mut items)?;
+    drop(items);
+    let diff = got
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| max_diff(a, b) / scale)
+        .fold(0.0, f32::max);
+    let argmax_agree = got
+        .iter()
+        .zip(&expected)
+        .filter(|(a, b)| argmax(a) == argmax(b))
+        .count();
+    // The caches too: one more lone step on each side.
+    let next = alone
+        .iter_mut()
+        .zip(batched.iter_mut())
+        .map(|(a, b)| Ok(max_diff(&a.feed(&[42 % vocab])?, &b.feed(&[42 % vocab])?) / scale))
+        .collect::<Result<Vec<f32>, LocalError>>()?
+        .into_iter()
+        .fold(0.0, f32::max);
+    let worst = |a: &[Vec<f32>]| {
+        a.iter()
+            .zip(&on_cpu)
+            .map(|(x, y)| max_diff(x, y) / scale)
+            .fold(0.0, f32::max)
+    };
+    println!(
+        "{label} batched vs cpu alone max diff (of scale): {:.2e}",
+        worst(&got)
+    );
+    println!(
+        "{label} alone vs cpu alone max diff (of scale): {:.2e}",
+        worst(&expected)
+    );
+    let held = diff <= TOLERANCE && next <= TOLERANCE;
+    println!("{label} batched vs alone max diff (of scale): {diff:.2e}");
+    println!("{label} batched vs alone next step max diff (of scale): {next:.2e}");
+    println!(
+        "{label} batched vs alone argmax agree: {argmax_agree}/{}",
+        seqs.len()
+    );
+    println!(
+        "{label} batched within tolerance: {}",
+        if held { "yes" } else { "no" }
+    );
+    Ok(held)
+}
+
+/// Decoding speed of [`Engine::Auto`] on the device with 1, 8 and 32 sequences a forward call
+/// (each after its own 64-token prompt, greedy, 32 steps timed after 2 of warm-up): the figure
+/// batching is for.
+fn batched_speed(
+    name: &str,
+    load: &dyn Fn(Engine, &Device) -> Result<Model, LocalError>,
+    device: &Device,
+) -> Result<(), LocalError> {
+    let base = load(Engine::Auto, device)?;
+    if !base.batches() {
+        println!("{name} batched decode: the engine does not batch");
+        return Ok(());
+    }
+    let vocab = base.vocab_size().max(1) as u32;
+    for batch in [1usize, 8, 32] {
+        let mut models = Vec::with_capacity(batch);
+        let mut next = Vec::with_capacity(batch);
+        for b in 0..batch {
+            let mut m = base
+                .snapshot()
+                .ok_or_else(|| LocalError::State(format!("{name}: no snapshot")))?;
+            let prompt: Vec<u32> = (0..64)
+                .map(|i| (i * 37 + 100 + b as u32 * 11) % vocab)
+                .collect();
+            let logits = m.forward(&prompt, 0)?;
+            next.push(argmax(&logits).unwrap_or(0) as u32);
+            models.push(m);
+        }
+        let (warm, timed) = (2, 32);
+        let mut t = Instant::now();
+        for step in 0..warm + timed {
+            if step == warm {
+                t = Instant::now();
+            }
+            let tokens: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
+            let mut items: Vec<BatchItem<'_>> = models
+                .iter_mut()
+                .zip(&tokens)
+                .map(|(model, t)| BatchItem {
+                    model,
+                    tokens: t,
+                    allowed: None,
+                })
+                .collect();
+            let logits = Model::forward_batch(&mut items)?;
+            next = logits
+                .iter()
+                .map(|l| argmax(l).unwrap_or(0) as u32)
+                .collect();
+        }
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "{name} batched decode tokens/s, {batch} a call: {:.1}",
+            (batch * timed) as f64 / secs
+        );
+        println!(
+            "{name} batched decode ms per call, {batch} a call: {:.2}",
+            secs * 1e3 / timed as f64
+        );
+    }
+    Ok(())
 }
 
 /// Greedy generations of a real model on both sides, and their speed: the backend end to end

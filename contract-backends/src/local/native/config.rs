@@ -29,7 +29,7 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    pub(super) fn from_content(ct: &Content, arch: Arch, pad: bool) -> Result<Config, LocalError> {
+    pub(crate) fn from_content(ct: &Content, arch: Arch, pad: bool) -> Result<Config, LocalError> {
         let prefix = arch.name();
         let get = |k: &str| -> Option<&candle_core::quantized::gguf_file::Value> {
             ct.metadata.get(&format!("{prefix}.{k}"))

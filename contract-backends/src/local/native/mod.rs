@@ -36,6 +36,7 @@ mod layers;
 mod linear;
 mod weights;
 
+pub(crate) use config::Config;
 pub(crate) use forward::{run_batch, NativeModel, Segment};
 pub(crate) use weights::NativeWeights;
 
