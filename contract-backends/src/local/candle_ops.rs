@@ -25,7 +25,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::arch::Arch;
-use super::causal_lm::{other_engine, CausalLm};
+use super::causal_lm::{only_logits, other_engine, other_load, CausalLm};
 use super::native::Config;
 use super::LocalError;
 
@@ -397,10 +397,7 @@ impl CausalLm for OpsModel {
             pos,
             allowed,
         }];
-        let mut logits = run_batch(&mut one)?;
-        logits
-            .pop()
-            .ok_or_else(|| LocalError::State("the forward call returned no logits".into()))
+        only_logits(run_batch(&mut one)?)
     }
 
     fn reset(&mut self) {
@@ -426,9 +423,7 @@ impl CausalLm for OpsModel {
             .downcast_ref::<OpsModel>()
             .ok_or_else(other_engine)?;
         if !Arc::ptr_eq(&self.w, &other.w) {
-            return Err(LocalError::State(
-                "cannot restore a model from another model's snapshot".into(),
-            ));
+            return Err(other_load());
         }
         self.cache.clone_from(&other.cache);
         self.len = other.len;

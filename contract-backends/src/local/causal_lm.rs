@@ -60,3 +60,18 @@ pub(crate) trait CausalLm: Send {
 pub(crate) fn other_engine() -> LocalError {
     LocalError::State("cannot restore a model from a different kind of model".into())
 }
+
+/// The error of [`CausalLm::restore_from`] from a model of another load (the weights differ).
+pub(crate) fn other_load() -> LocalError {
+    LocalError::State("cannot restore a model from another model's snapshot".into())
+}
+
+/// The one sequence's logits of a batched call made for one sequence.
+pub(crate) fn only_logits(mut logits: Vec<Vec<f32>>) -> Result<Vec<f32>, LocalError> {
+    match (logits.pop(), logits.is_empty()) {
+        (Some(l), true) => Ok(l),
+        _ => Err(LocalError::State(
+            "a forward call for one sequence returned another number of logits".into(),
+        )),
+    }
+}

@@ -9,7 +9,7 @@ use half::f16;
 use super::attention::{attention, CacheValue};
 use super::layers::{add, rms_norm, rope, rope_table};
 use super::weights::NativeWeights;
-use crate::local::causal_lm::{other_engine, CausalLm};
+use crate::local::causal_lm::{only_logits, other_engine, other_load, CausalLm};
 use crate::local::LocalError;
 
 /// The cached keys and values of one layer: `[position][kv head][head dim]`, rotary applied;
@@ -114,9 +114,7 @@ impl NativeModel {
     /// Copies `other`'s cache into this one (reusing the buffers); both must share the weights.
     fn restore_cache(&mut self, other: &NativeModel) -> Result<(), LocalError> {
         if !Arc::ptr_eq(&self.w, &other.w) {
-            return Err(LocalError::State(
-                "cannot restore a model from another model's snapshot".into(),
-            ));
+            return Err(other_load());
         }
         for (a, b) in self.cache.iter_mut().zip(&other.cache) {
             a.copy_from(b);
@@ -149,10 +147,7 @@ impl NativeModel {
             pos,
             allowed,
         }];
-        let mut logits = run_batch(&mut one)?;
-        logits
-            .pop()
-            .ok_or_else(|| LocalError::State("the forward pass returned no logits".into()))
+        only_logits(run_batch(&mut one)?)
     }
 }
 
