@@ -43,9 +43,9 @@ pub enum Engine {
     /// Unlike [`Engine::Candle`], sequences at different positions run in one call
     /// ([`Model::forward_batch`]: the matrix products take every sequence's rows at once,
     /// attention runs per sequence), and both architectures have snapshots and rewinds. The
-    /// operations are candle-transformers' own, so on the CPU its logits are
-    /// [`Engine::Candle`]'s with [`WeightFormat::AsStored`] (slower there than
-    /// [`Engine::Native`]).
+    /// operations are candle-transformers' own (only the attention's grouping differs), so on
+    /// the CPU its logits are [`Engine::Candle`]'s with [`WeightFormat::AsStored`] to rounding
+    /// (slower there than [`Engine::Native`]).
     CandleOps,
 }
 
