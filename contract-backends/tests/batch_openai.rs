@@ -38,7 +38,7 @@ enum Kind {
 }
 
 fn kind(i: usize) -> Kind {
-    if i % 5 != 0 {
+    if !i.is_multiple_of(5) {
         return Kind::Clean;
     }
     match (i / 5) % 10 {

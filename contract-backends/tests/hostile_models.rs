@@ -326,7 +326,7 @@ fn mutate(bytes: &mut Vec<u8>, next: &mut impl FnMut() -> u64) {
             1 | 2 => {
                 let values = [0u64, 1, 2, 255, 1 << 31, u32::MAX as u64, u64::MAX, next()];
                 let v = values[(next() % values.len() as u64) as usize];
-                let width = if next() % 2 == 0 { 8 } else { 4 };
+                let width = if next().is_multiple_of(2) { 8 } else { 4 };
                 if at + width <= bytes.len() {
                     bytes[at..at + width].copy_from_slice(&v.to_le_bytes()[..width]);
                 }

@@ -86,10 +86,16 @@ async fn fast_and_reference_models_extract_the_same_values() {
     // the reply is another path and may differ in every field. Release 0 opens on such a tie:
     // the token after `{` (a newline and indent, or none) differs between Candle's own f32 and
     // Q8_0 models of this file, whose replies then differ in the year as well (measured
-    // 2026-12-03). So one release of the four may differ; the others must be the same values,
-    // and a release gives a value on both engines or on neither.
+    // 2026-12-03). With the AVX-512 VNNI kernels (2026-12-04) release 2 also meets one: after
+    // `{\n  ` the native engine writes `"` where the reference indents further, the two
+    // continuations 0.065 nats apart on the native engine and 0.093 on the reference (scored with
+    // `score_continuations`), well inside the native logits' measured error against the
+    // reference (1.2-1.6e-2 of a logits scale of 21-27 in `local_model.rs`, 0.3 nats or more).
+    // Which releases meet such a tie depends on the kernels' rounding, not on their accuracy, so
+    // two releases of the four may differ; the others must be the same values, and a release
+    // gives a value on both engines or on neither.
     assert!(
-        same + 1 >= RELEASES.len(),
+        same + 2 >= RELEASES.len(),
         "{same} of {} agree",
         RELEASES.len()
     );

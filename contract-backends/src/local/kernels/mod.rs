@@ -1,11 +1,13 @@
 //! The CPU kernels of the native forward pass ([`super::native`]): this crate's own int8 and 4-bit matmuls
-//! ([`q8`], [`q4`]), the thread team they run on ([`team`]), and what they share: CPU feature
+//! ([`q8`], [`q4`]; AVX2, and with AVX-512 VNNI a few-row kernel in each and the many-row
+//! kernel of [`vnni`]), the thread team they run on ([`team`]), and what they share: CPU feature
 //! detection, the f16 conversion, the activation quantizer and the output pointer the workers
 //! of one call write through. Nothing here depends on the model code above it.
 
 pub(crate) mod q4;
 pub(crate) mod q8;
 pub(crate) mod team;
+pub(crate) mod vnni;
 
 /// Values per quantization block (of weights and of activations).
 pub(crate) const BLOCK: usize = 32;

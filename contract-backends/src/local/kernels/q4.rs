@@ -30,6 +30,7 @@
 //! a call to 18-25 us).
 
 use super::team::Team;
+use super::vnni;
 use super::{avx2_fma_f16c as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
 
 /// A 4- or 5-bit matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
@@ -204,7 +205,7 @@ impl Q4Matrix {
         rows: usize,
         cols: usize,
     ) -> Option<Q4Matrix> {
-        if cols % format.block_values() != 0 {
+        if !cols.is_multiple_of(format.block_values()) {
             return None;
         }
         let kb = cols / BLOCK;
@@ -297,9 +298,45 @@ impl Q4Matrix {
         }
     }
 
-    /// `x` (`m x cols`) times the transpose: `m x rows`.
+    /// `x` (`m x cols`) times the transpose: `m x rows`. With AVX-512 VNNI through this
+    /// module's few-row kernel below [`vnni::MIN_ROWS`] rows and [`vnni::matmul`] from there,
+    /// which give each row the same numbers (so a row's result does not depend on the call it
+    /// is in); else the AVX2 kernels, whose rows do not depend on the call either.
     pub(crate) fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        self.matmul_with(x, m, avx2())
+        let simd = avx2();
+        if simd && vnni::available() {
+            if m >= vnni::MIN_ROWS {
+                if let Some(y) = vnni::matmul(self, x, m) {
+                    return y;
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            return self.matmul_vnni_few(x, m);
+        }
+        self.matmul_with(x, m, simd)
+    }
+
+    /// [`Q4Matrix::matmul`] with AVX-512 VNNI for few rows: per tile and row, the tile's four
+    /// weight rows against one activation row (`avx2::vnni_few`).
+    #[cfg(target_arch = "x86_64")]
+    fn matmul_vnni_few(&self, x: &[f32], m: usize) -> Vec<f32> {
+        assert_eq!(x.len(), m * self.cols);
+        let acts = vnni::RowActs::new(x, vnni::Source::zero(self));
+        let mut out = vec![0f32; m * self.rows];
+        let tiles = self.rows.div_ceil(TILE);
+        let kb = self.cols / BLOCK;
+        let ptr = OutPtr(out.as_mut_ptr());
+        // SAFETY: the CPU has AVX-512 VNNI (checked by the caller); the tiles of `range` write
+        // only their own columns (see OutPtr).
+        let run =
+            |range: std::ops::Range<usize>| unsafe { avx2::vnni_few(self, range, &acts, m, ptr) };
+        let team = Team::global();
+        if tiles * m * kb < 2048 || team.size() == 1 {
+            run(0..tiles);
+        } else {
+            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
+        }
+        out
     }
 
     fn matmul_with(&self, x: &[f32], m: usize, simd: bool) -> Vec<f32> {
@@ -435,6 +472,65 @@ impl Q4Matrix {
         }
         if let Some(buf) = buffer {
             UNPACK.with(|b| b.replace(buf));
+        }
+    }
+}
+
+impl vnni::Source for Q4Matrix {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The fixed offsets are -8 d (Q4_0) and -16 d (Q5_0): zero points 8 and 16.
+    fn zero(&self) -> i32 {
+        self.offset.map_or(0, |k| -k as i32)
+    }
+
+    /// The tile unpacked as the AVX2 path unpacks it (blocks paired), its scales and offsets
+    /// widened to f32.
+    fn fill(&self, t: usize, w: &mut vnni::WeightTile) {
+        use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+        let kb = self.cols / BLOCK;
+        w.reset(kb, true, self.offset.is_none());
+        let tile = self.tile_weights(t);
+        #[cfg(target_arch = "x86_64")]
+        if avx2() {
+            // SAFETY: the CPU has AVX2, FMA and F16C; `w.qs` holds a tile's values.
+            unsafe { avx2::unpack(&tile, &mut w.qs) };
+        } else {
+            unpack_plain(&tile, &mut w.qs);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unpack_plain(&tile, &mut w.qs);
+        tile.d
+            .reinterpret_cast::<half::f16>()
+            .convert_to_f32_slice(&mut w.d);
+        if !w.m.is_empty() {
+            tile.m
+                .reinterpret_cast::<half::f16>()
+                .convert_to_f32_slice(&mut w.m);
+        }
+    }
+}
+
+/// The tile's values a byte each, in [`avx2::unpack`]'s order, without SIMD.
+fn unpack_plain(w: &Tile<'_>, out: &mut [u8]) {
+    for b in 0..w.kb {
+        for i in 0..TILE {
+            for k in 0..BLOCK {
+                let at = match paired(w.kb, b) {
+                    true => {
+                        let half = if k < 16 { k } else { 32 + k - 16 };
+                        pair_unpacked(b & !1, i) + (b & 1) * 16 + half
+                    }
+                    false => single_unpacked(b, i) + k,
+                };
+                out[at] = w.value(b, i, k);
+            }
         }
     }
 }
@@ -590,7 +686,7 @@ fn plain_tile(w: &Tile<'_>, x: &Acts<'_>, mt: usize, sums: &mut [[f32; TILE]; 2]
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::hsum;
+    use super::super::{hsum, vnni};
     use super::{Acts, Tile, BLOCK, TILE};
     use std::arch::x86_64::*;
 
@@ -686,6 +782,114 @@ mod avx2 {
             }
             q.store(t, 0, m.min(2), &sums, out);
         }
+    }
+
+    /// Tiles `range` against each of the `m` activation rows with AVX-512 VNNI (256-bit), each
+    /// output computed with [`vnni::matmul`]'s operations (see `vnni::few`): the same numbers.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI; `out` points to `m x rows`
+    /// floats and no other thread writes the columns of `range`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn vnni_few(
+        q: &super::Q4Matrix,
+        range: std::ops::Range<usize>,
+        x: &vnni::RowActs,
+        m: usize,
+        out: super::OutPtr,
+    ) {
+        let five = !q.qh.is_empty();
+        for t in range {
+            let w = q.tile_weights(t);
+            for j in 0..m {
+                let sums = match five {
+                    true => vnni_tile::<FIVE_BIT>(&w, x, j),
+                    false => vnni_tile::<NIBBLES>(&w, x, j),
+                };
+                let mut s = [[0f32; TILE]; 2];
+                s[0] = sums;
+                q.store(t, j, 1, &s, out);
+            }
+        }
+    }
+
+    /// One tile against activation row `j`: block by block, the four rows' exact dot products
+    /// (`vpdpbusd` on the pair's two vectors, then summed per block), then `vnni::few::step`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    #[allow(clippy::needless_range_loop)]
+    unsafe fn vnni_tile<const MODE: u8>(w: &Tile<'_>, x: &vnni::RowActs, j: usize) -> [f32; TILE] {
+        use vnni::few::{row_sums, step};
+        let kb = w.kb;
+        assert!(w.qs.len() >= kb * TILE * 16 && w.d.len() >= kb * TILE);
+        assert!(w.offset.is_some() || w.m.len() >= kb * TILE);
+        assert!(MODE != FIVE_BIT || w.qh.len() >= kb * TILE);
+        assert!(x.q.len() >= (j + 1) * kb * BLOCK && x.d.len() >= (j + 1) * kb);
+        assert!(x.s.len() >= (j + 1) * kb && x.z.len() >= (j + 1) * kb);
+        let offsets = w.offset.is_none();
+        let xp = x.q.as_ptr().add(j * kb * BLOCK);
+        let (xd, xs, xz) = (&x.d[j * kb..], &x.s[j * kb..], &x.z[j * kb..]);
+        let zero = _mm256_setzero_si256();
+        let mut acc = _mm_setzero_ps();
+        for b in (0..kb & !1).step_by(2) {
+            let first = _mm256_loadu_si256(xp.add(b * BLOCK) as *const __m256i);
+            let second = _mm256_loadu_si256(xp.add((b + 1) * BLOCK) as *const __m256i);
+            let x_low = _mm256_permute2x128_si256(first, second, 0x20);
+            let x_high = _mm256_permute2x128_si256(first, second, 0x31);
+            let mut s = [zero; TILE];
+            for i in 0..TILE {
+                let (low, high) = pair_values::<MODE>(w, b, i);
+                s[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, low, x_low), high, x_high);
+            }
+            let (first_sums, second_sums) = row_sums(&s);
+            let d8 = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(b * TILE) as *const __m128i));
+            let m8 = match offsets {
+                true => {
+                    _mm256_cvtph_ps(_mm_loadu_si128(w.m.as_ptr().add(b * TILE) as *const __m128i))
+                }
+                false => _mm256_setzero_ps(),
+            };
+            let (d_lo, d_hi) = (_mm256_castps256_ps128(d8), _mm256_extractf128_ps(d8, 1));
+            let (m_lo, m_hi) = (_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+            acc = step(acc, first_sums, d_lo, m_lo, xd[b], xs[b], xz[b], offsets);
+            acc = step(
+                acc,
+                second_sums,
+                d_hi,
+                m_hi,
+                xd[b + 1],
+                xs[b + 1],
+                xz[b + 1],
+                offsets,
+            );
+        }
+        if kb % 2 == 1 {
+            let b = kb - 1;
+            let xv = _mm256_loadu_si256(xp.add(b * BLOCK) as *const __m256i);
+            let mut s = [zero; TILE];
+            for i in 0..TILE {
+                s[i] = _mm256_dpbusd_epi32(zero, single_values::<MODE>(w, b, i), xv);
+            }
+            let (lo, hi) = row_sums(&s);
+            let d4 = _mm_cvtph_ps(_mm_loadl_epi64(w.d.as_ptr().add(b * TILE) as *const __m128i));
+            let m4 = match offsets {
+                true => _mm_cvtph_ps(_mm_loadl_epi64(w.m.as_ptr().add(b * TILE) as *const __m128i)),
+                false => _mm_setzero_ps(),
+            };
+            acc = step(
+                acc,
+                _mm_add_epi32(lo, hi),
+                d4,
+                m4,
+                xd[b],
+                xs[b],
+                xz[b],
+                offsets,
+            );
+        }
+        let mut o = [0f32; TILE];
+        _mm_storeu_ps(o.as_mut_ptr(), acc);
+        o
     }
 
     /// Element `i` of each 128-bit lane of `v`, in the whole lane: row `i`'s scale for the
@@ -900,7 +1104,7 @@ mod tests {
     /// `q.matmul` agrees with the plain loop and with the exact product of `dense` (`q`'s rows
     /// dequantised, the first 16 of them checked) and the activations as the kernel sees them.
     fn check_matmul(q: &Q4Matrix, dense: &[f32], cols: usize, what: &str) {
-        for mrows in [1, 2, 3] {
+        for mrows in [1, 2, 3, 9] {
             let x: Vec<f32> = (0..mrows * cols)
                 .map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0)
                 .collect();
@@ -991,6 +1195,57 @@ mod tests {
             }
         }
     }
+    /// A row's numbers do not depend on the call it comes in: every row of a call of `m` rows
+    /// is bit for bit the row alone, whichever kernels the two calls take (with AVX-512 VNNI,
+    /// the few-row kernel alone and the panel kernel from `vnni::MIN_ROWS` rows), for every
+    /// format, an even and an odd number of blocks, and Q8_0.
+    #[test]
+    fn a_row_is_the_same_in_any_call() {
+        use crate::local::kernels::q8::Q8Matrix;
+        use candle_core::quantized::{GgmlDType, QTensor};
+        use candle_core::{Device, Tensor};
+        let rows = 23usize;
+        for cols in [512usize, 480] {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 104_729 % 9973) as f32 / 9973.0 - 0.45) * (1.0 + (i / cols) as f32))
+                .collect();
+            let t = Tensor::from_vec(w.clone(), (rows, cols), &Device::Cpu).expect("tensor");
+            type Kernel = Box<dyn Fn(&[f32], usize) -> Vec<f32>>;
+            let mut kernels: Vec<(String, Kernel)> = Vec::new();
+            for (format, dtype) in [
+                (Q4Format::Q4_0, GgmlDType::Q4_0),
+                (Q4Format::Q4_1, GgmlDType::Q4_1),
+                (Q4Format::Q5_0, GgmlDType::Q5_0),
+                (Q4Format::Q4K, GgmlDType::Q4K),
+            ] {
+                if cols % format.block_values() != 0 {
+                    continue;
+                }
+                let qt = QTensor::quantize(&t, dtype).expect("quantize");
+                let data = qt.data().expect("data");
+                let q = Q4Matrix::from_blocks(format, &[(&data, rows, 0)], rows, cols).expect("q");
+                kernels.push((format!("{format:?}"), Box::new(move |x, m| q.matmul(x, m))));
+            }
+            let q8 = Q8Matrix::quantize(&w, rows, cols);
+            kernels.push(("Q8_0".into(), Box::new(move |x, m| q8.matmul(x, m))));
+            for (name, f) in &kernels {
+                for m in [1usize, 2, 3, 7, 8, 9, 17, 33] {
+                    let x: Vec<f32> = (0..m * cols)
+                        .map(|i| ((i * 7919 % 2001) as f32 / 1000.0) - 1.0)
+                        .collect();
+                    let y = f(&x, m);
+                    for r in 0..m {
+                        let alone = f(&x[r * cols..(r + 1) * cols], 1);
+                        assert_eq!(
+                            &y[r * rows..(r + 1) * rows],
+                            &alone[..],
+                            "{name}, {cols} columns: row {r} of {m}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1001,7 +1256,9 @@ mod speed {
 
     /// Kernel throughput (run with `--ignored --nocapture` in release): Candle-quantized
     /// matrices in each format this kernel takes, and Q8_0, of Qwen2.5-0.5B's gate/up shape
-    /// (9728 x 896) or `KERNEL_SHAPE=rows,cols`.
+    /// (9728 x 896) or `KERNEL_SHAPE=rows,cols`, for `KERNEL_ROWS=m,..` activation rows (1, 2
+    /// and 16 unless told); with AVX-512 VNNI
+    /// also the AVX2 kernels and each VNNI kernel alone.
     #[test]
     #[ignore]
     fn kernel_speed() {
@@ -1019,6 +1276,7 @@ mod speed {
         let t = Tensor::from_vec(w.clone(), (rows, cols), &Device::Cpu).expect("tensor");
         type Kernel = Box<dyn Fn(&[f32], usize) -> Vec<f32>>;
         let mut kernels: Vec<(String, Kernel)> = Vec::new();
+        let vnni_here = vnni::available();
         for (format, dtype) in [
             (Q4Format::Q4_1, GgmlDType::Q4_1),
             (Q4Format::Q4_0, GgmlDType::Q4_0),
@@ -1026,12 +1284,51 @@ mod speed {
         ] {
             let qt = QTensor::quantize(&t, dtype).expect("quantize");
             let data = qt.data().expect("data");
-            let q = Q4Matrix::from_blocks(format, &[(&data, rows, 0)], rows, cols).expect("q");
-            kernels.push((format!("{format:?}"), Box::new(move |x, m| q.matmul(x, m))));
+            let q = std::sync::Arc::new(
+                Q4Matrix::from_blocks(format, &[(&data, rows, 0)], rows, cols).expect("q"),
+            );
+            kernels.push((format!("{format:?}"), {
+                let q = q.clone();
+                Box::new(move |x, m| q.matmul(x, m))
+            }));
+            if vnni_here {
+                let (a, b) = (q.clone(), q.clone());
+                kernels.push((
+                    format!("{format:?} AVX2"),
+                    Box::new(move |x, m| a.matmul_with(x, m, true)),
+                ));
+                kernels.push((
+                    format!("{format:?} VNNI few"),
+                    Box::new(move |x, m| b.matmul_vnni_few(x, m)),
+                ));
+                kernels.push((
+                    format!("{format:?} VNNI panel"),
+                    Box::new(move |x, m| vnni::matmul(&*q, x, m).expect("vnni")),
+                ));
+            }
         }
-        let q8 = Q8Matrix::quantize(&w, rows, cols);
-        kernels.push(("Q8_0".into(), Box::new(move |x, m| q8.matmul(x, m))));
-        for m in [1usize, 2, 16] {
+        let q8 = std::sync::Arc::new(Q8Matrix::quantize(&w, rows, cols));
+        kernels.push(("Q8_0".into(), {
+            let q8 = q8.clone();
+            Box::new(move |x, m| q8.matmul(x, m))
+        }));
+        if vnni_here {
+            let a = q8.clone();
+            kernels.push((
+                "Q8_0 AVX2".into(),
+                Box::new(move |x, m| a.matmul_tiles_for_bench(x, m)),
+            ));
+            kernels.push((
+                "Q8_0 VNNI panel".into(),
+                Box::new(move |x, m| vnni::matmul(&*q8, x, m).expect("vnni")),
+            ));
+        }
+        let ms: Vec<usize> = std::env::var("KERNEL_ROWS")
+            .unwrap_or_else(|_| "1,2,16".into())
+            .split(',')
+            .map(|v| v.trim().parse().expect("KERNEL_ROWS=m,m,..."))
+            .collect();
+        for m in ms {
             let x: Vec<f32> = (0..m * cols)
                 .map(|i| ((i % 13) as f32 - 6.0) * 0.1)
                 .collect();

@@ -9,6 +9,7 @@
 //! two blocks is exact in i32 (`|q| <= 127`, so `maddubs` never saturates).
 
 use super::team::Team;
+use super::vnni;
 use super::{avx2_fma as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
 
 /// A quantized matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
@@ -24,7 +25,7 @@ pub(crate) struct Q8Matrix {
 impl Q8Matrix {
     /// Quantizes `w` (`rows x cols`, row-major).
     pub(crate) fn quantize(w: &[f32], rows: usize, cols: usize) -> Q8Matrix {
-        assert!(cols % BLOCK == 0 && w.len() == rows * cols);
+        assert!(cols.is_multiple_of(BLOCK) && w.len() == rows * cols);
         let kb = cols / BLOCK;
         let tiles = rows.div_ceil(TILE);
         let mut qs = vec![0i8; tiles * kb * TILE * BLOCK];
@@ -50,7 +51,7 @@ impl Q8Matrix {
         rows: usize,
         cols: usize,
     ) -> Option<Q8Matrix> {
-        if cols % BLOCK != 0 {
+        if !cols.is_multiple_of(BLOCK) {
             return None;
         }
         let kb = cols / BLOCK;
@@ -145,8 +146,63 @@ impl Q8Matrix {
             .collect()
     }
 
-    /// `x` (`m x cols`) times the transpose: `m x rows`.
+    /// `x` (`m x cols`) times the transpose: `m x rows`. With AVX-512 VNNI through this
+    /// module's few-row kernel below [`vnni::MIN_ROWS`] rows and [`vnni::matmul`] from there,
+    /// which give each row the same numbers (so a row's result does not depend on the call it
+    /// is in); else the AVX2 tile kernels, whose rows do not depend on the call either.
     pub(crate) fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        if avx2() && vnni::available() {
+            if m >= vnni::MIN_ROWS {
+                if let Some(y) = vnni::matmul(self, x, m) {
+                    return y;
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            return self.matmul_vnni_few(x, m);
+        }
+        self.matmul_tiles(x, m)
+    }
+
+    /// [`Q8Matrix::matmul`] with AVX-512 VNNI for few rows (`avx2::vnni_few`).
+    #[cfg(target_arch = "x86_64")]
+    fn matmul_vnni_few(&self, x: &[f32], m: usize) -> Vec<f32> {
+        assert_eq!(x.len(), m * self.cols);
+        let acts = vnni::RowActs::new(x, vnni::Source::zero(self));
+        let mut out = vec![0f32; m * self.rows];
+        let tiles = self.rows.div_ceil(TILE);
+        let kb = self.cols / BLOCK;
+        let ptr = OutPtr(out.as_mut_ptr());
+        let run = |range: std::ops::Range<usize>| {
+            for t in range {
+                for j in 0..m {
+                    // SAFETY: the CPU has AVX-512 VNNI (checked by the caller); tile `t` writes
+                    // only its own columns of row `j` (see OutPtr).
+                    let sums = unsafe { avx2::vnni_tile(self, t, &acts, j) };
+                    let rows = (self.rows - t * TILE).min(TILE);
+                    for (i, &v) in sums.iter().enumerate().take(rows) {
+                        // SAFETY: as above; `out` holds `m x rows` floats.
+                        unsafe { *ptr.get().add(j * self.rows + t * TILE + i) = v };
+                    }
+                }
+            }
+        };
+        let team = Team::global();
+        if tiles * m * kb < 2048 || team.size() == 1 {
+            run(0..tiles);
+        } else {
+            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
+        }
+        out
+    }
+
+    /// [`Q8Matrix::matmul`] with the tile kernels (for the kernels' speed bench).
+    #[cfg(test)]
+    pub(crate) fn matmul_tiles_for_bench(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_tiles(x, m)
+    }
+
+    /// [`Q8Matrix::matmul`] with the tile kernels.
+    fn matmul_tiles(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.cols);
         let kb = self.cols / BLOCK;
         let mut xq = vec![0i8; m * self.cols];
@@ -217,6 +273,31 @@ impl Q8Matrix {
     }
 }
 
+impl vnni::Source for Q8Matrix {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The int8 values are handed over as `q + 128` (unsigned).
+    fn zero(&self) -> i32 {
+        128
+    }
+
+    fn fill(&self, t: usize, w: &mut vnni::WeightTile) {
+        let kb = self.cols / BLOCK;
+        w.reset(kb, false, false);
+        let src = &self.qs[t * kb * TILE * BLOCK..][..kb * TILE * BLOCK];
+        for (o, &v) in w.qs.iter_mut().zip(src) {
+            *o = (v as u8) ^ 0x80;
+        }
+        w.d.copy_from_slice(&self.d[t * kb * TILE..][..kb * TILE]);
+    }
+}
+
 fn plain_tile(
     qs: &[i8],
     d: &[f32],
@@ -243,6 +324,57 @@ mod avx2 {
     use super::super::hsum;
     use super::{BLOCK, TILE};
     use std::arch::x86_64::*;
+
+    /// Tile `t` against activation row `j` with AVX-512 VNNI: per block, each row's 32 values
+    /// made unsigned (`q + 128`), its exact dot product, then `vnni::few::step` (zero point 128):
+    /// [`super::vnni::matmul`]'s numbers.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and AVX-512 F, BW, VL and VNNI.
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[allow(clippy::needless_range_loop)]
+    pub(super) unsafe fn vnni_tile(
+        q: &super::Q8Matrix,
+        t: usize,
+        x: &super::vnni::RowActs,
+        j: usize,
+    ) -> [f32; TILE] {
+        use super::vnni::few::{row_sums, step};
+        let kb = q.cols / BLOCK;
+        let qs = &q.qs[t * kb * TILE * BLOCK..][..kb * TILE * BLOCK];
+        let d = &q.d[t * kb * TILE..][..kb * TILE];
+        assert!(x.q.len() >= (j + 1) * kb * BLOCK && x.d.len() >= (j + 1) * kb);
+        assert!(x.s.len() >= (j + 1) * kb && x.z.len() >= (j + 1) * kb);
+        let xp = x.q.as_ptr().add(j * kb * BLOCK);
+        let (xd, xs, xz) = (&x.d[j * kb..], &x.s[j * kb..], &x.z[j * kb..]);
+        let zero = _mm256_setzero_si256();
+        let flip = _mm256_set1_epi8(-128);
+        let mut acc = _mm_setzero_ps();
+        for b in 0..kb {
+            let xv = _mm256_loadu_si256(xp.add(b * BLOCK) as *const __m256i);
+            let mut s = [zero; TILE];
+            for i in 0..TILE {
+                let w =
+                    _mm256_loadu_si256(qs.as_ptr().add((b * TILE + i) * BLOCK) as *const __m256i);
+                s[i] = _mm256_dpbusd_epi32(zero, _mm256_xor_si256(w, flip), xv);
+            }
+            let (lo, hi) = row_sums(&s);
+            let d4 = _mm_loadu_ps(d.as_ptr().add(b * TILE));
+            acc = step(
+                acc,
+                _mm_add_epi32(lo, hi),
+                d4,
+                _mm_setzero_ps(),
+                xd[b],
+                xs[b],
+                xz[b],
+                false,
+            );
+        }
+        let mut o = [0f32; TILE];
+        _mm_storeu_ps(o.as_mut_ptr(), acc);
+        o
+    }
 
     /// The exact dot product of two blocks of 32 int8 (`|q| <= 127`).
     #[target_feature(enable = "avx2,fma")]
@@ -319,9 +451,14 @@ mod tests {
         for (a, b) in row.iter().zip(&w[5 * cols..6 * cols]) {
             assert!((a - b).abs() < 0.01, "{a} {b}");
         }
-        for m in [1, 2, 3, 5] {
+        for m in [1, 2, 3, 5, 12] {
             let x: Vec<f32> = (0..m * cols).map(|i| val(i * 13 + 7)).collect();
             let y = q.matmul(&x, m);
+            // With AVX-512 VNNI (from vnni::MIN_ROWS rows) the sums are the tile kernels' up to
+            // the order of the additions.
+            for (a, b) in y.iter().zip(&q.matmul_tiles(&x, m)) {
+                assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "m {m}: {a} {b}");
+            }
             for r in 0..m {
                 for c in 0..rows {
                     let exact: f32 = (0..cols).map(|k| x[r * cols + k] * w[c * cols + k]).sum();

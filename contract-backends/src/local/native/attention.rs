@@ -132,7 +132,7 @@ mod simd {
         out: &mut [f32],
     ) {
         #[cfg(target_arch = "x86_64")]
-        if simd && q.len() % 8 == 0 {
+        if simd && q.len().is_multiple_of(8) {
             // SAFETY: the CPU has AVX2, FMA and F16C (checked by `available`).
             unsafe { attend_avx2(q, k, v, row, offset, scale, scores, out) };
             return;

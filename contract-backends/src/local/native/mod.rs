@@ -53,8 +53,12 @@ pub struct NativeOptions {
     /// Keep an f32 copy of every matrix for calls with at least this many tokens (`None`: no
     /// copy; prompt processing uses the quantized matrices).
     pub dense_from: Option<usize>,
-    /// Use our own matmuls (int8 and 4-bit, AVX2) instead of Candle's (`None`: on every x86
-    /// CPU with AVX2, FMA and F16C, VNNI or not). They take Q8_0 only as [`NativeOptions::dtype`].
+    /// Use our own matmuls (int8 and 4-bit; AVX2, and AVX-512 VNNI where the CPU has it)
+    /// instead of Candle's (`None`: on every x86 CPU with AVX2, FMA and F16C, VNNI or not). They
+    /// take Q8_0 only as [`NativeOptions::dtype`]. On a CPU with AVX-512 VNNI the numbers are
+    /// not bit for bit those of an AVX2-only CPU (the same exact integer products, other
+    /// rounding of their float sums); on either, a row's numbers do not depend on the call it
+    /// comes in (batch, prefix cache).
     ///
     /// Measured on an AVX-512 VNNI machine (2026-12-01): with Candle's repacked VNNI kernels
     /// (padded to 256) the native engine's logits on the tiny test model were 0.54 off the
