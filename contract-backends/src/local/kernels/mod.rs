@@ -52,6 +52,18 @@ pub(crate) fn vnni() -> bool {
     }
 }
 
+/// Runs `run` over the tiles `0..tiles` of one matmul: on the thread team in chunks (four a
+/// worker), or on this thread when the call is small (`work`, tiles x activation rows x blocks,
+/// under 2048) or the team has one worker.
+pub(crate) fn for_tiles<F: Fn(std::ops::Range<usize>) + Sync>(tiles: usize, work: usize, run: F) {
+    let team = team::Team::global();
+    if work < 2048 || team.size() == 1 {
+        run(0..tiles);
+    } else {
+        team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
+    }
+}
+
 /// The sum of the eight lanes of `v` (for the AVX2 kernels, inlined into them).
 ///
 /// # Safety

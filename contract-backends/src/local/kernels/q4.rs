@@ -29,9 +29,8 @@
 //! cache from 0.6-0.7x the speed of our Q8_0 kernel to 1.1-1.5x (Q4_1 on 1536 x 576: 38-44 us
 //! a call to 18-25 us).
 
-use super::team::Team;
 use super::vnni;
-use super::{avx2_fma_f16c as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
+use super::{avx2_fma_f16c as avx2, f16_to_f32, for_tiles, quantize_block, OutPtr, BLOCK, TILE};
 
 /// A 4- or 5-bit matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
 pub(crate) struct Q4Matrix {
@@ -330,12 +329,7 @@ impl Q4Matrix {
         // only their own columns (see OutPtr).
         let run =
             |range: std::ops::Range<usize>| unsafe { avx2::vnni_few(self, range, &acts, m, ptr) };
-        let team = Team::global();
-        if tiles * m * kb < 2048 || team.size() == 1 {
-            run(0..tiles);
-        } else {
-            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
-        }
+        for_tiles(tiles, tiles * m * kb, run);
         out
     }
 
@@ -374,12 +368,7 @@ impl Q4Matrix {
                 unsafe { self.tile(t, &xq, &xd, &xs, m, ptr, simd) };
             }
         };
-        let team = Team::global();
-        if tiles * m * kb < 2048 || team.size() == 1 {
-            run(0..tiles);
-        } else {
-            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
-        }
+        for_tiles(tiles, tiles * m * kb, run);
         out
     }
 

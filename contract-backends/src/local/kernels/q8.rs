@@ -8,9 +8,8 @@
 //! row and block, the same way (`d = max|x| / 127`, `q = round(x / d)`), and the dot product of
 //! two blocks is exact in i32 (`|q| <= 127`, so `maddubs` never saturates).
 
-use super::team::Team;
 use super::vnni;
-use super::{avx2_fma as avx2, f16_to_f32, quantize_block, OutPtr, BLOCK, TILE};
+use super::{avx2_fma as avx2, f16_to_f32, for_tiles, quantize_block, OutPtr, BLOCK, TILE};
 
 /// A quantized matrix of `rows x cols` (`cols` a multiple of [`BLOCK`]).
 pub(crate) struct Q8Matrix {
@@ -186,12 +185,7 @@ impl Q8Matrix {
                 }
             }
         };
-        let team = Team::global();
-        if tiles * m * kb < 2048 || team.size() == 1 {
-            run(0..tiles);
-        } else {
-            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
-        }
+        for_tiles(tiles, tiles * m * kb, run);
         out
     }
 
@@ -224,12 +218,7 @@ impl Q8Matrix {
                 unsafe { self.tile(t, &xq, &xd, m, ptr, simd) };
             }
         };
-        let team = Team::global();
-        if tiles * m * kb < 2048 || team.size() == 1 {
-            run(0..tiles);
-        } else {
-            team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
-        }
+        for_tiles(tiles, tiles * m * kb, run);
         out
     }
 

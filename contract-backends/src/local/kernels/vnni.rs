@@ -18,7 +18,6 @@
 //!
 //! Measured in `docs/benchmarks.md` ("Prefill with AVX-512 VNNI").
 
-use super::team::Team;
 use super::{OutPtr, BLOCK, TILE};
 
 /// Activation rows in one vector of 32-bit sums.
@@ -196,12 +195,7 @@ pub(crate) fn matmul<S: Source>(w: &S, x: &[f32], m: usize) -> Option<Vec<f32>> 
             }
         })
     };
-    let team = Team::global();
-    if tiles * m * acts.kb < 2048 || team.size() == 1 {
-        run(0..tiles);
-    } else {
-        team.for_each(tiles, tiles.div_ceil(4 * team.size()), run);
-    }
+    super::for_tiles(tiles, tiles * m * acts.kb, run);
     Some(out)
 }
 
