@@ -30,13 +30,16 @@ const PASS: usize = 2;
 /// take this kernel (measured: `docs/benchmarks.md`, "Prefill with AVX-512 VNNI").
 pub(crate) const MIN_ROWS: usize = 8;
 
-/// Whether the CPU has the AVX-512 foundation, byte/word and VNNI instructions this kernel
-/// uses.
+/// Whether the CPU has the AVX-512 foundation, byte/word, vector-length and VNNI instructions
+/// this kernel and the few-row kernels (256-bit `vpdpbusd`, which needs VL) use, and AVX2, FMA
+/// and F16C (the tiles are unpacked with AVX2).
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        is_x86_feature_detected!("avx512f")
+        super::avx2_fma_f16c()
+            && is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx512vnni")
     }
     #[cfg(not(target_arch = "x86_64"))]
