@@ -1102,6 +1102,11 @@ mod tests {
             for (a, b) in y.iter().zip(&plain) {
                 assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{what}: {a} {b}");
             }
+            // The AVX2 kernels too, which `matmul` does not take on a CPU with AVX-512 VNNI.
+            let simd = q.matmul_with(&x, mrows, avx2());
+            for (a, b) in simd.iter().zip(&plain) {
+                assert!((a - b).abs() <= 1e-4 * a.abs().max(1.0), "{what}: {a} {b}");
+            }
             // The activations as the kernel sees them (int8 per block).
             let mut xdq = x.clone();
             for xb in xdq.chunks_exact_mut(BLOCK) {
@@ -1187,7 +1192,8 @@ mod tests {
     /// A row's numbers do not depend on the call it comes in: every row of a call of `m` rows
     /// is bit for bit the row alone, whichever kernels the two calls take (with AVX-512 VNNI,
     /// the few-row kernel alone and the panel kernel from `vnni::MIN_ROWS` rows), for every
-    /// format, an even and an odd number of blocks, and Q8_0.
+    /// format, an even and an odd number of blocks, and Q8_0; and the AVX2 kernels on their own
+    /// (Q5_0 and Q8_0), which `matmul` leaves aside on a CPU with AVX-512 VNNI.
     #[test]
     fn a_row_is_the_same_in_any_call() {
         use crate::local::kernels::q8::Q8Matrix;
@@ -1217,6 +1223,21 @@ mod tests {
             }
             let q8 = Q8Matrix::quantize(&w, rows, cols);
             kernels.push(("Q8_0".into(), Box::new(move |x, m| q8.matmul(x, m))));
+            // The AVX2 kernels, which `matmul` does not take on a CPU with AVX-512 VNNI, keep the
+            // property on their own.
+            let qt = QTensor::quantize(&t, GgmlDType::Q5_0).expect("quantize");
+            let data = qt.data().expect("data");
+            let q5 =
+                Q4Matrix::from_blocks(Q4Format::Q5_0, &[(&data, rows, 0)], rows, cols).expect("q");
+            kernels.push((
+                "Q5_0, AVX2".into(),
+                Box::new(move |x, m| q5.matmul_with(x, m, avx2())),
+            ));
+            let q8 = Q8Matrix::quantize(&w, rows, cols);
+            kernels.push((
+                "Q8_0, AVX2".into(),
+                Box::new(move |x, m| q8.matmul_tiles_for_bench(x, m)),
+            ));
             for (name, f) in &kernels {
                 for m in [1usize, 2, 3, 7, 8, 9, 17, 33] {
                     let x: Vec<f32> = (0..m * cols)

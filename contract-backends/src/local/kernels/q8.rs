@@ -189,7 +189,7 @@ impl Q8Matrix {
         out
     }
 
-    /// [`Q8Matrix::matmul`] with the tile kernels (for the kernels' speed bench).
+    /// [`Q8Matrix::matmul`] with the tile kernels (for the kernels' tests and speed bench).
     #[cfg(test)]
     pub(crate) fn matmul_tiles_for_bench(&self, x: &[f32], m: usize) -> Vec<f32> {
         self.matmul_tiles(x, m)
