@@ -27,8 +27,10 @@ pub(crate) const LANES: usize = 16;
 /// rows, Q4_0 and Q5_0 on a 9728 x 896 matrix).
 const PASS: usize = 2;
 /// Activation rows from which [`super::q4::Q4Matrix::matmul`] and [`super::q8::Q8Matrix::matmul`]
-/// take this kernel (measured: `docs/benchmarks.md`, "Prefill with AVX-512 VNNI").
-pub(crate) const MIN_ROWS: usize = 8;
+/// take this kernel rather than their few-row one: the panel kernel was the faster at 6 rows
+/// and above for every format, the few-row one at 5 and below (`docs/benchmarks.md`, "Prefill
+/// with AVX-512 VNNI"). The two give the same numbers, so this changes speed only.
+pub(crate) const MIN_ROWS: usize = 6;
 
 /// Whether the CPU has the AVX-512 foundation, byte/word, vector-length and VNNI instructions
 /// this kernel and the few-row kernels (256-bit `vpdpbusd`, which needs VL) use, and AVX2, FMA
