@@ -302,8 +302,7 @@ impl Q4Matrix {
     /// which give each row the same numbers (so a row's result does not depend on the call it
     /// is in); else the AVX2 kernels, whose rows do not depend on the call either.
     pub(crate) fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        let simd = avx2();
-        if simd && vnni::available() {
+        if vnni::available() {
             if m >= vnni::MIN_ROWS {
                 if let Some(y) = vnni::matmul(self, x, m) {
                     return y;
@@ -312,7 +311,7 @@ impl Q4Matrix {
             #[cfg(target_arch = "x86_64")]
             return self.matmul_vnni_few(x, m);
         }
-        self.matmul_with(x, m, simd)
+        self.matmul_with(x, m, avx2())
     }
 
     /// [`Q4Matrix::matmul`] with AVX-512 VNNI for few rows: per tile and row, the tile's four
@@ -1189,6 +1188,49 @@ mod tests {
             }
         }
     }
+    /// The tile unpacking without SIMD (the panel kernel's fallback in `fill`) writes what the
+    /// AVX2 one writes, for every format with an even and an odd number of blocks.
+    #[test]
+    fn plain_unpacking_is_the_simd_one() {
+        use candle_core::quantized::{GgmlDType, QTensor};
+        use candle_core::{Device, Tensor};
+        if !avx2() {
+            return;
+        }
+        let rows = 7usize;
+        for cols in [512usize, 480] {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| (i * 104_729 % 9973) as f32 / 9973.0 - 0.45)
+                .collect();
+            let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
+            for (format, dtype) in [
+                (Q4Format::Q4_0, GgmlDType::Q4_0),
+                (Q4Format::Q4_1, GgmlDType::Q4_1),
+                (Q4Format::Q5_0, GgmlDType::Q5_0),
+                (Q4Format::Q4K, GgmlDType::Q4K),
+            ] {
+                if cols % format.block_values() != 0 {
+                    continue;
+                }
+                let qt = QTensor::quantize(&t, dtype).expect("quantize");
+                let data = qt.data().expect("data");
+                let q = Q4Matrix::from_blocks(format, &[(&data, rows, 0)], rows, cols).expect("q");
+                for tile in 0..rows.div_ceil(TILE) {
+                    let w = q.tile_weights(tile);
+                    let mut plain = vec![0u8; w.kb * TILE * BLOCK];
+                    let mut simd = vec![1u8; w.kb * TILE * BLOCK];
+                    unpack_plain(&w, &mut plain);
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
+                    unsafe {
+                        avx2::unpack(&w, &mut simd)
+                    };
+                    assert_eq!(plain, simd, "{format:?}, {cols} columns, tile {tile}");
+                }
+            }
+        }
+    }
+
     /// A row's numbers do not depend on the call it comes in: every row of a call of `m` rows
     /// is bit for bit the row alone, whichever kernels the two calls take (with AVX-512 VNNI,
     /// the few-row kernel alone and the panel kernel from `vnni::MIN_ROWS` rows), for every
@@ -1236,7 +1278,7 @@ mod tests {
             let q8 = Q8Matrix::quantize(&w, rows, cols);
             kernels.push((
                 "Q8_0, AVX2".into(),
-                Box::new(move |x, m| q8.matmul_tiles_for_bench(x, m)),
+                Box::new(move |x, m| q8.matmul_tiles_for_tests(x, m)),
             ));
             for (name, f) in &kernels {
                 for m in [1usize, 2, 3, 7, 8, 9, 17, 33] {
@@ -1326,7 +1368,7 @@ mod speed {
             let a = q8.clone();
             kernels.push((
                 "Q8_0 AVX2".into(),
-                Box::new(move |x, m| a.matmul_tiles_for_bench(x, m)),
+                Box::new(move |x, m| a.matmul_tiles_for_tests(x, m)),
             ));
             kernels.push((
                 "Q8_0 VNNI panel".into(),

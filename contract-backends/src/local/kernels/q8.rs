@@ -150,7 +150,7 @@ impl Q8Matrix {
     /// which give each row the same numbers (so a row's result does not depend on the call it
     /// is in); else the AVX2 tile kernels, whose rows do not depend on the call either.
     pub(crate) fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        if avx2() && vnni::available() {
+        if vnni::available() {
             if m >= vnni::MIN_ROWS {
                 if let Some(y) = vnni::matmul(self, x, m) {
                     return y;
@@ -189,9 +189,10 @@ impl Q8Matrix {
         out
     }
 
-    /// [`Q8Matrix::matmul`] with the tile kernels (for the kernels' tests and speed bench).
+    /// [`Q8Matrix::matmul`] with the tile kernels (for the kernels' tests and speed bench, which call
+    /// the AVX2 kernels on any CPU).
     #[cfg(test)]
-    pub(crate) fn matmul_tiles_for_bench(&self, x: &[f32], m: usize) -> Vec<f32> {
+    pub(crate) fn matmul_tiles_for_tests(&self, x: &[f32], m: usize) -> Vec<f32> {
         self.matmul_tiles(x, m)
     }
 
