@@ -30,11 +30,24 @@ macro_rules! message {
 /// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
 ///
 /// Text that is not one JSON value gives a single `json_invalid` violation whose message carries
-/// the line and column. The text is parsed into a tree that borrows its strings (no
-/// `serde_json::Value`), which makes this about as fast as a plain typed parse plus the checks.
-/// A key written twice in one object is an `extra_field` (a `Value` would keep the last one
-/// silently).
+/// the line and column. A key written twice in one object is an `extra_field` (a `Value` would
+/// keep the last one silently).
+///
+/// The usual document, one object of scalars for a contract of scalar fields, is read onto the
+/// stack and checked by a plan compiled once per contract, then decoded with no tree; any other
+/// is parsed by serde_json into a tree that borrows its strings. Both give the same result, to
+/// the message (the plan hands a document it refuses to the same checker).
 pub fn from_json<C: Contract>(text: &str) -> Result<C, Violations> {
+    // A flat object of scalars, the usual case, is checked without building a tree; the
+    // result is the tree path's (see `flat`).
+    match super::flat::from_json::<C>(text) {
+        Some(result) => result,
+        None => from_json_tree(text),
+    }
+}
+
+/// [`from_json`] through the parsed tree, for every document.
+pub(super) fn from_json_tree<C: Contract>(text: &str) -> Result<C, Violations> {
     let mut doc: Doc<'_> = match serde_json::from_str(text) {
         Ok(doc) => doc,
         Err(e) => {
@@ -83,12 +96,12 @@ pub fn from_value<C: Contract>(value: &Value) -> Result<C, Violations> {
     }
 }
 
-fn has_field_level(out: &Violations) -> bool {
+pub(super) fn has_field_level(out: &Violations) -> bool {
     out.iter().any(|v| v.kind.is_field_level())
 }
 
 /// Runs the custom checks on a decoded value, or reports why it did not decode.
-fn finish<C: Contract, E: Display>(
+pub(super) fn finish<C: Contract, E: Display>(
     decoded: Result<C, E>,
     mut out: Violations,
 ) -> Result<C, Violations> {
@@ -143,7 +156,7 @@ pub fn check_value(spec: &ContractSpec, value: &Value, pointer: &str, out: &mut 
 /// Where a value sits, kept on the stack; turned into a JSON pointer or a display name only
 /// when a violation is reported.
 #[derive(Clone, Copy)]
-enum Path<'a> {
+pub(super) enum Path<'a> {
     /// The checked value: its pointer and the contract's name.
     Root(&'a str, &'a str),
     /// A key of an object.
@@ -182,7 +195,7 @@ impl fmt::Display for Label<'_> {
 
 /// A JSON number, compared exactly with any other.
 #[derive(Clone, Copy, Debug)]
-enum Num {
+pub(super) enum Num {
     Int(i128),
     Float(f64),
 }
@@ -191,7 +204,7 @@ impl Num {
     // `#[inline]` on these: the checker is generic, so it is compiled in the caller's crate, where
     // small functions of this one are inlined only when marked.
     #[inline]
-    fn of(n: &Number) -> Num {
+    pub(super) fn of(n: &Number) -> Num {
         if let Some(i) = n.as_i64() {
             Num::Int(i128::from(i))
         } else if let Some(u) = n.as_u64() {
@@ -203,7 +216,7 @@ impl Num {
 
     /// Exact comparison; `None` only for NaN, which JSON cannot hold.
     #[inline]
-    fn cmp(self, other: Num) -> Option<Ordering> {
+    pub(super) fn cmp(self, other: Num) -> Option<Ordering> {
         match (self, other) {
             (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
             (Num::Float(a), Num::Float(b)) => a.partial_cmp(&b),
@@ -214,7 +227,7 @@ impl Num {
 
     /// Whether the number has no fraction (`3`, `3.0`, `1e30`).
     #[inline]
-    fn is_integral(self) -> bool {
+    pub(super) fn is_integral(self) -> bool {
         match self {
             Num::Int(_) => true,
             Num::Float(f) => f.fract() == 0.0,
@@ -371,16 +384,16 @@ impl Seen {
     }
 }
 
-struct Checker<'o> {
+pub(super) struct Checker<'o> {
     out: &'o mut Violations,
     /// Checking a serialized typed value: keys of skipped fields are expected.
     typed: bool,
     /// An integer field holds a float with a zero fraction.
-    normalise: bool,
+    pub(super) normalise: bool,
 }
 
 impl<'o> Checker<'o> {
-    fn new(out: &'o mut Violations, typed: bool) -> Self {
+    pub(super) fn new(out: &'o mut Violations, typed: bool) -> Self {
         Checker {
             out,
             typed,
@@ -432,7 +445,12 @@ impl<'o> Checker<'o> {
         }
     }
 
-    fn check_object<J: Json>(&mut self, object: &ObjectNode, map: &J::Map, path: &Path<'_>) {
+    pub(super) fn check_object<J: Json>(
+        &mut self,
+        object: &ObjectNode,
+        map: &J::Map,
+        path: &Path<'_>,
+    ) {
         let fields = &object.properties;
         let mut seen = Seen::new(fields.len());
         for (key, value) in map.entries() {
@@ -536,41 +554,20 @@ impl<'o> Checker<'o> {
     }
 
     fn check_bounds(&mut self, num: Num, n: &NumberKeywords, value: &Number, path: &Path<'_>) {
-        if let Some((min, max)) = n.integer_type {
-            let (op, bound, which) = if num.cmp(Num::Int(min)) == Some(Ordering::Less) {
-                (">=", min, "smallest")
-            } else if num.cmp(Num::Int(max)) == Some(Ordering::Greater) {
-                ("<=", max, "largest")
-            } else {
-                ("", 0, "")
-            };
-            if !op.is_empty() {
-                let ty = match integer_type_name(min, max) {
-                    Some(name) => format!(", the {which} `{name}`"),
+        let message = match broken_bound(num, n) {
+            None => return,
+            Some(Broken::Type { op, bound, which }) => {
+                let ty = match integer_type_name(which.0, which.1) {
+                    Some(name) => format!(", the {} `{name}`", which.2),
                     None => String::new(),
                 };
-                let message = message!("`{}` ({value}) must be {op} {bound}{ty}", path.label());
-                self.push(path, ViolationKind::OutOfRange, message);
-                return;
+                message!("`{}` ({value}) must be {op} {bound}{ty}", path.label())
             }
-        }
-        let bounds = [
-            (&n.minimum, ">=", Ordering::Less, true),
-            (&n.maximum, "<=", Ordering::Greater, true),
-            (&n.exclusive_minimum, ">", Ordering::Less, false),
-            (&n.exclusive_maximum, "<", Ordering::Greater, false),
-        ];
-        for (bound, op, bad, inclusive) in bounds {
-            let Some(bound) = bound else { continue };
-            let Some(ord) = num.cmp(Num::of(bound)) else {
-                continue;
-            };
-            if ord == bad || (!inclusive && ord == Ordering::Equal) {
-                let message = message!("`{}` ({value}) must be {op} {bound}", path.label());
-                self.push(path, ViolationKind::OutOfRange, message);
-                return;
+            Some(Broken::Keyword { op, bound }) => {
+                message!("`{}` ({value}) must be {op} {bound}", path.label())
             }
-        }
+        };
+        self.push(path, ViolationKind::OutOfRange, message);
     }
 
     fn check_len(
@@ -663,6 +660,58 @@ impl<'o> Checker<'o> {
             }
         }
     }
+}
+
+/// The bound a number breaks: its Rust integer type's (`which`: the type's min, max, and
+/// `smallest`/`largest`), or a `minimum`/`maximum`/`exclusive*` keyword's.
+enum Broken<'n> {
+    Type {
+        op: &'static str,
+        bound: i128,
+        which: (i128, i128, &'static str),
+    },
+    Keyword {
+        op: &'static str,
+        bound: &'n Number,
+    },
+}
+
+/// The first bound of `n` that `num` breaks, in the order messages report them: the integer
+/// type's range, then `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`.
+#[inline]
+fn broken_bound(num: Num, n: &NumberKeywords) -> Option<Broken<'_>> {
+    if let Some((min, max)) = n.integer_type {
+        if num.cmp(Num::Int(min)) == Some(Ordering::Less) {
+            return Some(Broken::Type {
+                op: ">=",
+                bound: min,
+                which: (min, max, "smallest"),
+            });
+        }
+        if num.cmp(Num::Int(max)) == Some(Ordering::Greater) {
+            return Some(Broken::Type {
+                op: "<=",
+                bound: max,
+                which: (min, max, "largest"),
+            });
+        }
+    }
+    let bounds = [
+        (&n.minimum, ">=", Ordering::Less, true),
+        (&n.maximum, "<=", Ordering::Greater, true),
+        (&n.exclusive_minimum, ">", Ordering::Less, false),
+        (&n.exclusive_maximum, "<", Ordering::Greater, false),
+    ];
+    for (bound, op, bad, inclusive) in bounds {
+        let Some(bound) = bound else { continue };
+        let Some(ord) = num.cmp(Num::of(bound)) else {
+            continue;
+        };
+        if ord == bad || (!inclusive && ord == Ordering::Equal) {
+            return Some(Broken::Keyword { op, bound });
+        }
+    }
+    None
 }
 
 /// One rule's violations on an object's entries `map`: the key each is reported at (`None`: the
@@ -762,7 +811,7 @@ pub(crate) fn rule_violations<'r, J: Json>(
 }
 
 /// Whether `value` has the JSON type of scalar node `node` (a derived field's, `null` peeled).
-fn fits<J: Json>(node: &Node, value: &J) -> bool {
+pub(super) fn fits<J: Json>(node: &Node, value: &J) -> bool {
     if node.reference.is_some() || node.external.is_some() {
         return false;
     }
@@ -776,7 +825,7 @@ fn fits<J: Json>(node: &Node, value: &J) -> bool {
 }
 
 /// Numbers exactly, strings lexicographically, booleans `false < true`.
-fn compare<J: Json>(l: &J, r: &J) -> Option<Ordering> {
+pub(super) fn compare<J: Json>(l: &J, r: &J) -> Option<Ordering> {
     match (l.view(), r.view()) {
         (View::Number(a), View::Number(b)) => Num::of(a).cmp(Num::of(b)),
         (View::String(a), View::String(b)) => Some(a.cmp(b)),

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 mod check;
 mod doc;
+mod flat;
 mod format;
+mod read;
 
 pub(crate) use check::rule_violations;
 pub use check::{check_value, from_json, from_value, validate_typed};

@@ -1,0 +1,799 @@
+//! `from_json`'s fast path for the shape most contracts have: one object whose fields are
+//! scalars (numbers, integers, booleans, plain strings, each maybe nullable) with cross-field
+//! rules over them.
+//!
+//! The object is read onto the stack ([`read::flat`]), then checked against a [`Plan`] compiled
+//! once per contract from its IR: field positions instead of name lookups, each field's type
+//! and bounds, rules by field index. A document the plan finds valid is decoded straight from
+//! the entries, with no tree. A document it refuses goes through the tree path's own checker
+//! (`Checker::check_object`, on the same entries), so its violations (kinds, pointers, messages,
+//! order) are the tree path's by construction. Whatever the plan does not cover (a contract
+//! with nested contracts, lists, string keywords or `one_of`; a document with nested values,
+//! escapes, `3.0` in an integer field) goes the tree path, unchanged. Tests hold the two paths
+//! to the same result on every document they generate.
+//!
+//! Measured reason for a second path (the rules ask for one): `cargo bench -p contract-core
+//! --bench from_json` (issue 17, goal 3; figures and commands in `docs/benchmarks.md`): the
+//! valid documents take about 40% less time than through the tree, the refused ones a few
+//! percent more (the plan's check comes before the checker's, and text that is not JSON is read
+//! by both readers).
+
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use serde::de::value::{Error, MapAccessDeserializer, MapDeserializer};
+use serde::de::{Deserializer, IntoDeserializer, Visitor};
+use serde_json::Number;
+use smallvec::SmallVec;
+
+use super::check::{compare, finish, fits, has_field_level, Checker, Num, Path};
+use super::doc::{Json, JsonMap, View};
+use super::read;
+use super::Violations;
+use crate::contract::{Contract, ContractSpec, Rule};
+use crate::ir::{JsonType, Node};
+
+/// A scalar value of a flat object, borrowing its string from the text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(&'a str),
+}
+
+/// A flat object's entries in document order (repeated keys kept), on the stack up to 8.
+pub(crate) type Entries<'a> = SmallVec<[(&'a str, Scalar<'a>); 8]>;
+
+impl<'a> Json for Scalar<'a> {
+    type Map = [(&'a str, Scalar<'a>)];
+
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            Scalar::Null => View::Null,
+            Scalar::Bool(b) => View::Bool(*b),
+            Scalar::Number(n) => View::Number(n),
+            Scalar::String(s) => View::String(s),
+        }
+    }
+}
+
+impl<'a> JsonMap<Scalar<'a>> for [(&'a str, Scalar<'a>)] {
+    fn entries<'s>(&'s self) -> impl Iterator<Item = (&'s str, &'s Scalar<'a>)>
+    where
+        Scalar<'a>: 's,
+    {
+        self.iter().map(|(k, v)| (*k, v))
+    }
+
+    fn get(&self, key: &str) -> Option<&Scalar<'a>> {
+        self.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+/// `C::from_json` on the fast path; `None` where the tree path must decide.
+pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>> {
+    let spec = C::contract_spec();
+    let plan = plan_for(spec)?;
+    let mut entries = Entries::new();
+    read::flat(text, &mut entries)?;
+    let mut out = Violations::new();
+    match plan.check(&entries) {
+        Verdict::Valid => {}
+        Verdict::TreePath => return None,
+        Verdict::Invalid => {
+            let object = spec.object()?;
+            let mut checker = Checker::new(&mut out, false);
+            checker.check_object::<Scalar<'_>>(object, &entries, &Path::Root("", &spec.name));
+            if checker.normalise {
+                return None;
+            }
+            if has_field_level(&out) {
+                return Some(Err(out));
+            }
+        }
+    }
+    Some(finish(C::deserialize(Object(&entries)), out))
+}
+
+/// What the plan makes of a document.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// No violation: decode it.
+    Valid,
+    /// At least one violation: the checker writes them.
+    Invalid,
+    /// Something the plan does not cover: the tree path decides.
+    TreePath,
+}
+
+/// A contract's checks, compiled for flat objects.
+#[derive(Debug)]
+struct Plan {
+    fields: Vec<FieldPlan>,
+    rules: Vec<RulePlan>,
+}
+
+#[derive(Debug)]
+struct FieldPlan {
+    name: &'static str,
+    /// `null` is accepted.
+    nullable: bool,
+    /// The value node, `null` peeled off.
+    node: &'static Node,
+    ty: JsonType,
+    /// The bounds `broken_bound` checks, as numbers: the integer type's, then the keywords'
+    /// (`(bound, the ordering that breaks it, whether equal is allowed)`).
+    bounds: Vec<(Num, Ordering, bool)>,
+    /// The same bounds as one inclusive integer interval, for an integer, when they are all
+    /// integers.
+    ints: Option<(i128, i128)>,
+    /// The same bounds as float intervals (`(bound, inclusive)`, either end open), for a float,
+    /// when they are all floats or integers a float holds exactly.
+    floats: Option<(f64, bool, f64, bool)>,
+}
+
+#[derive(Debug)]
+enum RulePlan {
+    Compare {
+        left: usize,
+        op: contract_rules::CmpOp,
+        right: usize,
+    },
+    BothOrNeither(Vec<usize>),
+    AtLeastOne(Vec<usize>),
+}
+
+impl Plan {
+    /// The plan of `spec`, or `None` where it would not check exactly what the checker does.
+    fn compile(spec: &'static ContractSpec) -> Option<Plan> {
+        let object = spec.object()?;
+        if !object.pattern_properties.is_empty()
+            || object.min_properties.is_some()
+            || object.max_properties.is_some()
+            || object.properties.len() > 64
+        {
+            return None;
+        }
+        let mut fields = Vec::with_capacity(object.properties.len());
+        for field in &object.properties {
+            let outer = &field.node;
+            let node = outer.non_null();
+            // The checker peels one `anyOf [T, null]`; a second one, references, external
+            // types, `one_of` and string keywords are left to it.
+            let plain = std::ptr::eq(node.non_null(), node)
+                && node.external.is_none()
+                && node.reference.is_none()
+                && node.enumeration.is_none()
+                && node.array.is_none();
+            let ty = node.value_types().next()?;
+            let supported = match ty {
+                JsonType::Boolean | JsonType::Integer | JsonType::Number => true,
+                JsonType::String => {
+                    let k = &node.string;
+                    k.min_length.is_none()
+                        && k.max_length.is_none()
+                        && k.pattern.is_none()
+                        && k.format.is_none()
+                }
+                _ => false,
+            };
+            if !plain || !supported {
+                return None;
+            }
+            let n = &node.number;
+            let mut bounds = Vec::new();
+            if let Some((min, max)) = n.integer_type {
+                bounds.push((Num::Int(min), Ordering::Less, true));
+                bounds.push((Num::Int(max), Ordering::Greater, true));
+            }
+            for (bound, bad, inclusive) in [
+                (&n.minimum, Ordering::Less, true),
+                (&n.maximum, Ordering::Greater, true),
+                (&n.exclusive_minimum, Ordering::Less, false),
+                (&n.exclusive_maximum, Ordering::Greater, false),
+            ] {
+                if let Some(bound) = bound {
+                    bounds.push((Num::of(bound), bad, inclusive));
+                }
+            }
+            fields.push(FieldPlan {
+                name: field.name.as_str(),
+                nullable: outer.is_nullable() || node.is_nullable(),
+                node,
+                ty,
+                ints: int_interval(&bounds),
+                floats: float_interval(&bounds),
+                bounds,
+            });
+        }
+        let index = |name: &String| fields.iter().position(|f| f.name == name);
+        let indices = |names: &Vec<String>| names.iter().map(index).collect::<Option<Vec<_>>>();
+        let mut rules = Vec::with_capacity(object.rules.len());
+        for rule in &object.rules {
+            rules.push(match rule {
+                Rule::Compare { left, op, right } => RulePlan::Compare {
+                    left: index(left)?,
+                    op: *op,
+                    right: index(right)?,
+                },
+                Rule::BothOrNeither(names) => RulePlan::BothOrNeither(indices(names)?),
+                Rule::AtLeastOne(names) => RulePlan::AtLeastOne(indices(names)?),
+                #[allow(unreachable_patterns)]
+                _ => return None,
+            });
+        }
+        Some(Plan { fields, rules })
+    }
+
+    /// The field `key` names; `guess` (its position in the document) first.
+    #[inline]
+    fn index(&self, key: &str, guess: usize) -> Option<usize> {
+        match self.fields.get(guess) {
+            Some(f) if f.name == key => Some(guess),
+            _ => self.fields.iter().position(|f| f.name == key),
+        }
+    }
+
+    fn check(&self, entries: &[(&str, Scalar<'_>)]) -> Verdict {
+        // Where each field's value is in `entries`.
+        let mut at: SmallVec<[u8; 16]> = SmallVec::from_elem(u8::MAX, self.fields.len());
+        if entries.len() >= usize::from(u8::MAX) {
+            return Verdict::TreePath;
+        }
+        let mut verdict = Verdict::Valid;
+        for (i, (key, value)) in entries.iter().enumerate() {
+            let Some(f) = self.index(key, i) else {
+                verdict = Verdict::Invalid;
+                continue;
+            };
+            if at[f] != u8::MAX {
+                verdict = Verdict::Invalid;
+                continue;
+            }
+            at[f] = i as u8;
+            match self.fields[f].check(value) {
+                Verdict::Valid => {}
+                Verdict::Invalid => verdict = Verdict::Invalid,
+                Verdict::TreePath => return Verdict::TreePath,
+            }
+        }
+        if verdict == Verdict::Invalid || at.contains(&u8::MAX) {
+            return Verdict::Invalid;
+        }
+        let value = |f: usize| &entries[usize::from(at[f])].1;
+        let is_null = |f: usize| matches!(value(f), Scalar::Null);
+        for rule in &self.rules {
+            let holds = match rule {
+                RulePlan::Compare { left, op, right } => {
+                    let (l, r) = (value(*left), value(*right));
+                    is_null(*left)
+                        || is_null(*right)
+                        || !fits(self.fields[*left].node, l)
+                        || !fits(self.fields[*right].node, r)
+                        || compare(l, r).is_none_or(|ord| op.holds(ord))
+                }
+                RulePlan::BothOrNeither(fields) => {
+                    let nulls = fields.iter().filter(|f| is_null(**f)).count();
+                    nulls == 0 || nulls == fields.len()
+                }
+                RulePlan::AtLeastOne(fields) => !fields.iter().all(|f| is_null(*f)),
+            };
+            if !holds {
+                return Verdict::Invalid;
+            }
+        }
+        Verdict::Valid
+    }
+}
+
+impl FieldPlan {
+    /// The checker's `check_node` on this field's value, reduced to a verdict.
+    #[inline]
+    fn check(&self, value: &Scalar<'_>) -> Verdict {
+        let ok = match (self.ty, value) {
+            (_, Scalar::Null) => self.nullable,
+            (JsonType::Boolean, Scalar::Bool(_)) | (JsonType::String, Scalar::String(_)) => true,
+            (JsonType::Integer, Scalar::Number(n)) => {
+                let num = Num::of(n);
+                if let Num::Float(f) = num {
+                    // `3.0` in an integer field: the tree path normalises it; a fraction is
+                    // a type mismatch.
+                    return if f.fract() == 0.0 {
+                        Verdict::TreePath
+                    } else {
+                        Verdict::Invalid
+                    };
+                }
+                self.within(num)
+            }
+            (JsonType::Number, Scalar::Number(n)) => self.within(Num::of(n)),
+            _ => false,
+        };
+        if ok {
+            Verdict::Valid
+        } else {
+            Verdict::Invalid
+        }
+    }
+
+    /// Whether `num` breaks none of the bounds (what `broken_bound` finds, without which).
+    #[inline]
+    fn within(&self, num: Num) -> bool {
+        match (num, self.ints, self.floats) {
+            (Num::Int(v), Some((lo, hi)), _) => return lo <= v && v <= hi,
+            (Num::Float(f), _, Some((lo, lo_in, hi, hi_in))) => {
+                return (f > lo || (lo_in && f == lo)) && (f < hi || (hi_in && f == hi));
+            }
+            _ => {}
+        }
+        for &(bound, bad, inclusive) in &self.bounds {
+            match num.cmp(bound) {
+                Some(ord) if ord == bad || (!inclusive && ord == Ordering::Equal) => return false,
+                _ => {}
+            }
+        }
+        true
+    }
+}
+
+/// `bounds` as one inclusive interval of integers, when every bound is an integer (`> 3` is
+/// `>= 4`).
+fn int_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(i128, i128)> {
+    let (mut lo, mut hi) = (i128::MIN, i128::MAX);
+    for &(bound, bad, inclusive) in bounds {
+        let Num::Int(b) = bound else { return None };
+        if bad == Ordering::Less {
+            lo = lo.max(if inclusive { b } else { b.checked_add(1)? });
+        } else {
+            hi = hi.min(if inclusive { b } else { b.checked_sub(1)? });
+        }
+    }
+    Some((lo, hi))
+}
+
+/// `bounds` as float ends (`(lo, inclusive, hi, inclusive)`), when every bound is a float or an
+/// integer of at most 2^53 in magnitude (so comparing as floats is exact, as `Num::cmp` does).
+fn float_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(f64, bool, f64, bool)> {
+    const EXACT: i128 = 1 << 53;
+    let (mut lo, mut hi) = ((f64::NEG_INFINITY, true), (f64::INFINITY, true));
+    for &(bound, bad, inclusive) in bounds {
+        let b = match bound {
+            Num::Float(f) => f,
+            Num::Int(i) if (-EXACT..=EXACT).contains(&i) => i as f64,
+            // An integer type's range past 2^53 (`i64`, `u64`): only integer fields have one,
+            // and their floats are left to the loop.
+            Num::Int(_) => return None,
+        };
+        if bad == Ordering::Less {
+            if b > lo.0 || (b == lo.0 && !inclusive) {
+                lo = (b, inclusive);
+            }
+        } else if b < hi.0 || (b == hi.0 && !inclusive) {
+            hi = (b, inclusive);
+        }
+    }
+    Some((lo.0, lo.1, hi.0, hi.1))
+}
+
+/// The plan of `spec` (`None`: not covered), compiled once per contract and kept for the life of
+/// the program (contract specs are `'static` too).
+fn plan_for(spec: &'static ContractSpec) -> Option<&'static Plan> {
+    type Plans = Vec<(usize, Option<&'static Plan>)>;
+    thread_local! {
+        static LOCAL: RefCell<Plans> = const { RefCell::new(Vec::new()) };
+    }
+    static SHARED: OnceLock<Mutex<HashMap<usize, Option<&'static Plan>>>> = OnceLock::new();
+    let key = std::ptr::from_ref(spec) as usize;
+    let local = LOCAL.with(|plans| {
+        plans
+            .borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, plan)| *plan)
+    });
+    if let Some(plan) = local {
+        return plan;
+    }
+    let plan = {
+        let shared = SHARED.get_or_init(Default::default);
+        let mut map = shared.lock().unwrap_or_else(|e| e.into_inner());
+        *map.entry(key)
+            .or_insert_with(|| Plan::compile(spec).map(|plan| &*Box::leak(Box::new(plan))))
+    };
+    LOCAL.with(|plans| plans.borrow_mut().push((key, plan)));
+    plan
+}
+
+/// The entries as the object the tree path decodes (`&Doc::Object`'s deserializer).
+#[derive(Clone, Copy)]
+struct Object<'s, 'a>(&'s [(&'a str, Scalar<'a>)]);
+
+impl<'de> Object<'de, 'de> {
+    fn map(self) -> impl serde::de::MapAccess<'de, Error = Error> {
+        MapDeserializer::new(self.0.iter().map(|(k, v)| (*k, v)))
+    }
+}
+
+impl<'de> Deserializer<'de> for Object<'de, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let mut map = MapDeserializer::new(self.0.iter().map(|(k, v)| (*k, v)));
+        let value = visitor.visit_map(&mut map)?;
+        map.end()?;
+        Ok(value)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_enum(MapAccessDeserializer::new(self.map()))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// A scalar as `&Doc`'s deserializer gives it.
+impl<'de> Deserializer<'de> for &'de Scalar<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self {
+            Scalar::Null => visitor.visit_unit(),
+            Scalar::Bool(b) => visitor.visit_bool(*b),
+            Scalar::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    visitor.visit_u64(u)
+                } else if let Some(i) = n.as_i64() {
+                    visitor.visit_i64(i)
+                } else {
+                    visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            Scalar::String(s) => visitor.visit_borrowed_str(s),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self {
+            Scalar::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self {
+            Scalar::String(s) => visitor.visit_enum((*s).into_deserializer()),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+impl<'de> IntoDeserializer<'de, Error> for &'de Scalar<'de> {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::validate::check::from_json_tree;
+    use crate::Contract;
+
+    /// Next-quarter revenue guidance (the bench's contract).
+    #[derive(Contract, Serialize, Deserialize, Debug)]
+    #[contract(rule = "low <= high", both_or_neither(low, high))]
+    struct Guidance {
+        #[contract(range = 1..=4)]
+        quarter: Option<u8>,
+        #[contract(range = 2018..=2030)]
+        year: Option<u16>,
+        #[contract(exclusive_min = 0)]
+        low: Option<f64>,
+        #[contract(exclusive_min = 0)]
+        high: Option<f64>,
+    }
+
+    /// Every scalar the plan covers, and the third kind of rule.
+    #[derive(Contract, Serialize, Deserialize, Debug)]
+    #[contract(
+        rule = "count < limit",
+        rule = "name != note",
+        at_least_one(name, note)
+    )]
+    struct Mixed {
+        name: Option<String>,
+        note: Option<String>,
+        flag: bool,
+        count: i32,
+        limit: i64,
+        #[contract(range = -5..=5)]
+        small: i8,
+        big: u64,
+        #[contract(exclusive_max = 1.5)]
+        ratio: f32,
+        #[contract(min = -10, max = 1000000)]
+        amount: Option<f64>,
+    }
+
+    /// A string keyword: the plan leaves the whole contract to the tree path.
+    #[derive(Contract, Serialize, Deserialize, Debug)]
+    struct Coded {
+        #[contract(pattern = "^[A-Z]+$")]
+        code: String,
+        n: u8,
+    }
+
+    /// The same result, to the bit and the message, on both paths.
+    fn agree<C: Contract + Debug>(text: &str) {
+        let fast = super::super::check::from_json::<C>(text);
+        let tree = from_json_tree::<C>(text);
+        assert_eq!(format!("{fast:?}"), format!("{tree:?}"), "on {text:?}");
+    }
+
+    /// Values for any field: edges of every type, wrong types, what the reader leaves out.
+    const VALUES: &[&str] = &[
+        "0",
+        "-1",
+        "127",
+        "128",
+        "-129",
+        "255",
+        "256",
+        "65536",
+        "2147483648",
+        "9223372036854775807",
+        "18446744073709551615",
+        "18446744073709551616",
+        "123456789012345678901",
+        "3.0",
+        "-0.0",
+        "1e400",
+        "-0",
+        "01",
+        "\"\"",
+        "\"a\\\"b\"",
+        "\"é\"",
+        "null",
+        "true",
+        "false",
+        "[1]",
+        "{}",
+        "{\"a\": 1}",
+    ];
+
+    /// A field's name, valid values (edges included) and invalid ones near them.
+    type Field = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+
+    const POSITIVE: &[&str] = &[
+        "1", "0.5", "7230.55", "7230.5", "1e3", "2.5e-1", "7650", "null", "1e-300",
+    ];
+    const NOT_POSITIVE: &[&str] = &["0", "0.0", "-0.0", "-1", "1e-400", "\"5\""];
+    const GUIDANCE: &[Field] = &[
+        (
+            "quarter",
+            &["1", "3", "4", "null"],
+            &["0", "5", "3.0", "2.5", "\"Q3\"", "-1"],
+        ),
+        (
+            "year",
+            &["2018", "2024", "2030", "null"],
+            &["2017", "2031", "2024.0", "65536"],
+        ),
+        ("low", POSITIVE, NOT_POSITIVE),
+        ("high", POSITIVE, NOT_POSITIVE),
+    ];
+    const NAMES: &[&str] = &["\"a\"", "\"b\"", "null", "\"\""];
+    const MIXED: &[Field] = &[
+        ("name", NAMES, &["1", "\"a\\nb\""]),
+        ("note", NAMES, &["true"]),
+        ("flag", &["true", "false"], &["null", "0", "\"true\""]),
+        (
+            "count",
+            &["-3", "0", "2147483647", "-2147483648", "5"],
+            &["2147483648", "1.5"],
+        ),
+        (
+            "limit",
+            &["9", "0", "-9223372036854775808", "9223372036854775807", "5"],
+            &["5.0", "9223372036854775808"],
+        ),
+        (
+            "small",
+            &["-5", "5", "0"],
+            &["-6", "6", "127", "-128", "5.5"],
+        ),
+        (
+            "big",
+            &["0", "1", "123456789012345678"],
+            &["-1", "18446744073709551615", "1e3"],
+        ),
+        (
+            "ratio",
+            &["1.25", "1.4999", "-7", "1", "-1e308"],
+            &["1.5", "2", "1e308", "null"],
+        ),
+        (
+            "amount",
+            &["-10", "-10.0", "1000000", "1e6", "null", "3"],
+            &["-10.5", "1000000.5", "-11"],
+        ),
+    ];
+
+    /// A document over `fields`: each field once in order with a value from its own list or
+    /// (sometimes) any, or random keys (the fields, unknown, escaped) in random order; random
+    /// spacing; sometimes cut short.
+    fn document(fields: &'static [Field]) -> impl Strategy<Value = String> {
+        let keys: Vec<String> = fields
+            .iter()
+            .map(|(n, _, _)| format!("\"{n}\""))
+            .chain(["\"extra\"".to_owned(), "\"lo\\u0077\"".to_owned()])
+            .collect();
+        let value = |valid: &'static [&'static str], invalid: &'static [&'static str]| {
+            prop_oneof![
+                14 => proptest::sample::select(valid),
+                4 => proptest::sample::select(invalid),
+                1 => proptest::sample::select(VALUES),
+            ]
+        };
+        let complete = fields
+            .iter()
+            .map(|(_, valid, invalid)| value(valid, invalid))
+            .collect::<Vec<_>>()
+            .prop_map(|values| values.into_iter().enumerate().collect::<Vec<_>>());
+        let all: Vec<&'static str> = fields
+            .iter()
+            .flat_map(|(_, valid, invalid)| valid.iter().chain(invalid.iter()).copied())
+            .chain(VALUES.iter().copied())
+            .collect();
+        let random = proptest::collection::vec(
+            (0..keys.len(), proptest::sample::select(all)),
+            0..fields.len() + 3,
+        );
+        let entries = prop_oneof![3 => complete, 1 => random];
+        (entries, 0..3usize, 0..12usize).prop_map(move |(entries, space, cut)| {
+            let sep = [" ", "", "\n  "][space];
+            let body: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{}:{sep}{v}", keys[*k]))
+                .collect();
+            let mut text = format!("{{{sep}{}{sep}}}", body.join(&format!(",{sep}")));
+            if cut == 0 {
+                let mut end = text.len() / 2;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+            }
+            text
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn guidance_agrees_with_the_tree_path(text in document(GUIDANCE)) {
+            agree::<Guidance>(&text);
+        }
+
+        #[test]
+        fn mixed_agrees_with_the_tree_path(text in document(MIXED)) {
+            agree::<Mixed>(&text);
+        }
+    }
+
+    /// The generated documents exercise the fast path: many take it, valid and refused ones.
+    #[test]
+    fn the_generated_documents_reach_the_fast_path() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = document(GUIDANCE);
+        let (mut fast, mut valid, mut refused) = (0, 0, 0);
+        for _ in 0..1000 {
+            let text = strategy.new_tree(&mut runner).unwrap().current();
+            match from_json::<Guidance>(&text) {
+                Some(Ok(_)) => valid += 1,
+                Some(Err(_)) => refused += 1,
+                None => continue,
+            }
+            fast += 1;
+        }
+        assert!(
+            fast >= 400 && valid >= 50 && refused >= 100,
+            "{fast} {valid} {refused}"
+        );
+    }
+
+    #[test]
+    fn plain_documents_take_the_fast_path_and_the_rest_do_not() {
+        for text in [
+            r#"{"quarter": 3, "year": 2024, "low": 7230.5, "high": 7650}"#,
+            r#"{"quarter":null,"year":null,"low":null,"high":null}"#,
+            r#"{"quarter": 5, "year": 2024, "low": 9, "high": 7}"#,
+            r#"{"quarter": "Q3", "low": 1, "high": 2, "note": 1}"#,
+            r#"{"quarter": 1, "quarter": 2, "year": 2024, "low": 1, "high": 2}"#,
+        ] {
+            assert!(from_json::<Guidance>(text).is_some(), "{text}");
+            agree::<Guidance>(text);
+        }
+        for text in [
+            r#"{"quarter": 3.0, "year": 2024, "low": 1, "high": 2}"#,
+            r#"{"quarter": 3, "year": 2024, "low": [1], "high": 2}"#,
+            r#"{"quart\u0065r": 3, "year": 2024, "low": 1, "high": 2}"#,
+            r#"{"quarter": 3, "year": 2024, "low": 1, "high": 2"#,
+            r#"{"quarter": 3, "year": 2024, "low": 1, "high": 2} x"#,
+            "[1, 2]",
+        ] {
+            assert!(from_json::<Guidance>(text).is_none(), "{text}");
+            agree::<Guidance>(text);
+        }
+        let coded = r#"{"code": "AB", "n": 1}"#;
+        assert!(from_json::<Coded>(coded).is_none());
+        assert!(Coded::from_json(coded).is_ok());
+    }
+
+    #[test]
+    fn a_valid_document_decodes_to_the_same_value() {
+        let text = r#"{"name": "a", "note": null, "flag": true, "count": -3, "limit": 9,
+            "small": -5, "big": 123456789012345678, "ratio": 1.25, "amount": 1e3}"#;
+        let Some(Ok(m)) = from_json::<Mixed>(text) else {
+            panic!("not decoded on the fast path")
+        };
+        assert_eq!(m.big, 123_456_789_012_345_678);
+        assert_eq!(m.small, -5);
+        assert_eq!(m.amount, Some(1000.0));
+        agree::<Mixed>(text);
+    }
+}

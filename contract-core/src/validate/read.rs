@@ -1,0 +1,468 @@
+//! A reader for the JSON that model output nearly always is, one object of scalars, onto the
+//! stack (`from_json`'s fast path, `flat.rs`); whatever it is not sure of, it leaves to
+//! serde_json.
+//!
+//! Why hand-written (the rules ask for a measured reason): serde_json reads the bench's 10,000
+//! `Guidance` documents (60 bytes each) into `from_json`'s borrowed tree in 155-165 ns a
+//! document, most of it the visitor's calls and the tree's allocation; this reader takes 87-89
+//! on the same documents, with no allocation (a temporary timing loop over the bench's
+//! documents, 2026-12-04, Intel Xeon). `from_json` on the valid documents went from 311-319 to
+//! 183-187 ns with it and the flat path (`cargo bench -p contract-core --bench from_json`,
+//! `docs/benchmarks.md`). A reader of the full grammar into the same tree, tried first, was not
+//! faster than serde_json (168-171 against 161-165 ns: its recursion moves each value through
+//! the stack), so nested documents stay with serde_json.
+//!
+//! What it reads: `{`, then keys and scalar values: `null`, `true`, `false`, strings without
+//! escapes or control characters, numbers. A number is read as serde_json reads it (built with
+//! the `float_roundtrip` feature, as this workspace does): an integer without fraction or
+//! exponent is a `u64` (a negative one an `i64`); one with a fraction or exponent an `f64`,
+//! correctly rounded. Anything else (a nested value, an escape, `-0`, an integer of more than 18
+//! digits, a float out of range, a syntax error) gives `None`, and `from_json` reads the text
+//! with serde_json, which then gives its tree or its error message. Tests hold the reader to
+//! serde_json's values on every document it accepts.
+
+use serde_json::Number;
+
+use super::flat::{Entries, Scalar};
+
+/// `text` as one object whose values are all scalars (the shape of most contracts' output), its
+/// entries in document order; `None` for anything else, or where serde_json should read it.
+/// The entries are pushed onto `entries` (given by the caller so that they are not moved).
+pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>) -> Option<()> {
+    let mut reader = Reader { text, pos: 0 };
+    if !reader.eat(b'{') {
+        return None;
+    }
+    if !reader.eat(b'}') {
+        loop {
+            reader.skip_space();
+            if reader.peek()? != b'"' {
+                return None;
+            }
+            let key = reader.string()?;
+            if !reader.eat(b':') {
+                return None;
+            }
+            let value = reader.scalar()?;
+            entries.push((key, value));
+            if reader.eat(b',') {
+                continue;
+            }
+            if reader.eat(b'}') {
+                break;
+            }
+            return None;
+        }
+    }
+    reader.skip_space();
+    (reader.pos == text.len()).then_some(())
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.pos).copied()
+    }
+
+    #[inline]
+    fn skip_space(&mut self) {
+        let bytes = self.text.as_bytes();
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips white space, then takes `byte` if it comes next.
+    #[inline]
+    fn eat(&mut self, byte: u8) -> bool {
+        self.skip_space();
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A scalar (not an array or object), white space skipped before it.
+    #[inline(always)]
+    fn scalar(&mut self) -> Option<Scalar<'a>> {
+        self.skip_space();
+        match self.peek()? {
+            b'"' => self.string().map(Scalar::String),
+            b'n' => self.word("null").map(|()| Scalar::Null),
+            b't' => self.word("true").map(|()| Scalar::Bool(true)),
+            b'f' => self.word("false").map(|()| Scalar::Bool(false)),
+            b'-' | b'0'..=b'9' => self.number().map(Scalar::Number),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn word(&mut self, word: &str) -> Option<()> {
+        let end = self.pos + word.len();
+        if self.text.as_bytes().get(self.pos..end)? == word.as_bytes() {
+            self.pos = end;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A string at `pos` (on its opening quote), without escapes or control characters.
+    fn string(&mut self) -> Option<&'a str> {
+        let bytes = self.text.as_bytes();
+        let start = self.pos + 1;
+        let mut end = start;
+        loop {
+            match *bytes.get(end)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => end += 1,
+            }
+        }
+        self.pos = end + 1;
+        // Both ends sit next to an ASCII quote, so on character boundaries.
+        self.text.get(start..end)
+    }
+
+    /// Counts the digits from `pos`.
+    #[inline]
+    fn digits(&mut self) -> usize {
+        let bytes = self.text.as_bytes();
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = bytes.get(self.pos) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// A number in JSON's grammar, read as serde_json reads it.
+    fn number(&mut self) -> Option<Number> {
+        let bytes = self.text.as_bytes();
+        let start = self.pos;
+        let negative = bytes[start] == b'-';
+        if negative {
+            self.pos += 1;
+        }
+        let int_start = self.pos;
+        let int_digits = self.digits();
+        // No leading zero (serde_json refuses `01`), at least one digit.
+        if int_digits == 0 || (int_digits > 1 && bytes[int_start] == b'0') {
+            return None;
+        }
+        let int_end = self.pos;
+        let mut fraction = 0;
+        let mut exponent = false;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            fraction = self.digits();
+            if fraction == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+            exponent = true;
+        }
+        if fraction > 0 || exponent {
+            return self.float(start, int_start, int_end, fraction, exponent, negative);
+        }
+        // Up to 18 digits always fit; longer ones (and `-0`, a float in serde_json) are left
+        // to serde_json.
+        if int_digits > 18 {
+            return None;
+        }
+        let magnitude = decimal(&bytes[int_start..int_end]);
+        if !negative {
+            Some(Number::from(magnitude))
+        } else if magnitude == 0 {
+            None
+        } else {
+            // Fewer than 19 digits: below 2^63.
+            i64::try_from(magnitude).ok().map(|m| Number::from(-m))
+        }
+    }
+
+    /// The float at `start..pos`: correctly rounded, as serde_json's `float_roundtrip` reads it.
+    fn float(
+        &self,
+        start: usize,
+        int_start: usize,
+        int_end: usize,
+        fraction: usize,
+        exponent: bool,
+        negative: bool,
+    ) -> Option<Number> {
+        let bytes = self.text.as_bytes();
+        // Clinger's fast path: with at most 15 digits in all (below 2^53) and no exponent, the
+        // digits and the power of ten are exact floats, so one division rounds correctly.
+        let digits = int_end - int_start + fraction;
+        let value = if !exponent && digits <= 15 {
+            let frac_start = int_end + 1;
+            let frac = &bytes[frac_start..frac_start + fraction];
+            let int = decimal(&bytes[int_start..int_end]);
+            let mantissa = int * POW10_U64[fraction] + decimal(frac);
+            let magnitude = mantissa as f64 / POW10[fraction];
+            if negative {
+                -magnitude
+            } else {
+                magnitude
+            }
+        } else {
+            self.text[start..self.pos].parse().ok()?
+        };
+        // Out of range (`1e999`) is serde_json's error to report.
+        if value.is_finite() {
+            Number::from_f64(value)
+        } else {
+            None
+        }
+    }
+}
+
+/// The value of ASCII digits (at most 19 of them).
+#[inline]
+fn decimal(digits: &[u8]) -> u64 {
+    digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
+}
+
+/// Powers of ten up to 10^15, exact as floats and as integers.
+const POW10: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+const POW10_U64: [u64; 16] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+    100_000_000_000,
+    1_000_000_000_000,
+    10_000_000_000_000,
+    100_000_000_000_000,
+    1_000_000_000_000_000,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A number as serde_json reads it, or the reader: its kind and bits.
+    fn shape(n: &Number) -> String {
+        match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => format!("u{u}"),
+            (None, Some(i), _) => format!("i{i}"),
+            (None, None, Some(f)) => format!("f{:x}", f.to_bits()),
+            _ => "?".into(),
+        }
+    }
+
+    fn scalar(value: &serde_json::Value) -> String {
+        match value {
+            serde_json::Value::Number(n) => shape(n),
+            other => other.to_string(),
+        }
+    }
+
+    /// The reader's entries are serde_json's whenever it gives them; returns whether it did.
+    fn agrees(text: &str) -> bool {
+        let mut entries = Entries::new();
+        if read(text, &mut entries).is_none() {
+            return false;
+        }
+        // serde_json's own entries, repeated keys kept (a `Map` keeps the last one); it must
+        // take the text too.
+        let theirs = entries_of(text);
+        let ours: Vec<String> = entries
+            .iter()
+            .map(|(k, v)| match v {
+                Scalar::Null => format!("{k}=null"),
+                Scalar::Bool(b) => format!("{k}={b}"),
+                Scalar::Number(n) => format!("{k}={}", shape(n)),
+                Scalar::String(s) => format!("{k}={}", serde_json::Value::from(*s)),
+            })
+            .collect();
+        let theirs: Vec<String> = theirs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", scalar(v)))
+            .collect();
+        assert_eq!(ours, theirs, "on {text:?}");
+        true
+    }
+
+    /// An object's entries in document order, repeated keys kept, through serde_json.
+    fn entries_of(text: &str) -> Vec<(String, serde_json::Value)> {
+        struct Pairs(Vec<(String, serde_json::Value)>);
+        impl<'de> serde::Deserialize<'de> for Pairs {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Pairs;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("an object")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(
+                        self,
+                        mut map: A,
+                    ) -> Result<Pairs, A::Error> {
+                        let mut out = Vec::new();
+                        while let Some(entry) = map.next_entry()? {
+                            out.push(entry);
+                        }
+                        Ok(Pairs(out))
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+        match serde_json::from_str::<Pairs>(text) {
+            Ok(pairs) => pairs.0,
+            Err(e) => panic!("serde_json refuses {text:?}: {e}"),
+        }
+    }
+
+    fn read<'a>(text: &'a str, entries: &mut Entries<'a>) -> Option<()> {
+        super::flat(text, entries)
+    }
+
+    /// Each value as the only entry of an object.
+    fn one(value: &str) -> String {
+        format!("{{\"a\": {value}}}")
+    }
+
+    #[test]
+    fn reads_plain_json_as_serde_json_does() {
+        for text in [
+            r#"{"quarter": 3, "year": 2024, "low": 7230.5, "high": 7650}"#,
+            " {\t\"a\" :\r\n 1 ,\"b\":\"d é\",\"c\":true,\"d\":false,\"e\":null} ",
+            "{}",
+            "{\"a\":1,\"a\":2}",
+        ] {
+            assert!(agrees(text), "the reader left {text:?} to serde_json");
+        }
+        for value in [
+            "0",
+            "-1",
+            "1e3",
+            "1E-3",
+            "2.5e+2",
+            "-0.0",
+            "0.1",
+            "0.3",
+            "-7230.55",
+            "123456789.123456",
+            "1234567890.123456",
+            "0.000000000000001",
+            "123456789012345678",
+            "-123456789012345678",
+            "9007199254740993.0",
+            "1.7976931348623157e308",
+            "4.9e-324",
+            "1e-400",
+            "\"\"",
+            "\"x\"",
+        ] {
+            assert!(
+                agrees(&one(value)),
+                "the reader left {value:?} to serde_json"
+            );
+        }
+    }
+
+    #[test]
+    fn leaves_the_rest_to_serde_json() {
+        for text in [
+            "",
+            "{",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "{} x",
+            "[1]",
+            "1",
+            "{\"a\\u0062\":1}",
+        ] {
+            assert!(!agrees(text), "the reader took {text:?}");
+        }
+        for value in [
+            "01",
+            "-",
+            "-0",
+            "1.",
+            ".5",
+            "1e",
+            "+1",
+            "1e999",
+            "1234567890123456789",
+            "\"a\\nb\"",
+            "\"tab\there\"",
+            "nul",
+            "truex",
+            "NaN",
+            "[1]",
+            "{}",
+        ] {
+            assert!(!agrees(&one(value)), "the reader took {value:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// On any object built from JSON's pieces, the reader gives serde_json's entries or
+        /// nothing.
+        #[test]
+        fn agrees_with_serde_json_on_any_mix(parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just("{".to_owned()),
+                proptest::strategy::Just("}".to_owned()),
+                proptest::strategy::Just(",".to_owned()),
+                proptest::strategy::Just(":".to_owned()),
+                proptest::strategy::Just(" ".to_owned()),
+                proptest::strategy::Just("null".to_owned()),
+                proptest::strategy::Just("true".to_owned()),
+                "\"[a-z\\\\\"é\n]{0,4}\"",
+                "-?[0-9]{1,20}(\\.[0-9]{0,6})?([eE][-+]?[0-9]{1,3})?",
+            ],
+            0..16,
+        )) {
+            agrees(&format!("{{{}", parts.concat()));
+        }
+
+        /// Objects of well-formed entries, which the reader mostly takes.
+        #[test]
+        fn agrees_with_serde_json_on_objects(entries in proptest::collection::vec(
+            (
+                "[a-z]{1,3}",
+                proptest::prop_oneof![
+                    proptest::strategy::Just("null".to_owned()),
+                    proptest::strategy::Just("false".to_owned()),
+                    "\"[a-z é]{0,4}\"",
+                    "-?(0|[1-9][0-9]{0,19})(\\.[0-9]{1,17})?([eE][-+]?[0-9]{1,3})?",
+                ],
+            ),
+            0..6,
+        )) {
+            let body: Vec<String> =
+                entries.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+            agrees(&format!("{{{}}}", body.join(", ")));
+        }
+    }
+}
