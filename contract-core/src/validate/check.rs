@@ -811,7 +811,7 @@ pub(crate) fn rule_violations<'r, J: Json>(
 }
 
 /// Whether `value` has the JSON type of scalar node `node` (a derived field's, `null` peeled).
-pub(super) fn fits<J: Json>(node: &Node, value: &J) -> bool {
+fn fits<J: Json>(node: &Node, value: &J) -> bool {
     if node.reference.is_some() || node.external.is_some() {
         return false;
     }

@@ -28,12 +28,12 @@ use serde::de::{Deserializer, IntoDeserializer, Visitor};
 use serde_json::Number;
 use smallvec::SmallVec;
 
-use super::check::{compare, finish, fits, has_field_level, Checker, Num, Path};
+use super::check::{compare, finish, has_field_level, Checker, Num, Path};
 use super::doc::{Json, JsonMap, View};
 use super::read;
 use super::Violations;
 use crate::contract::{Contract, ContractSpec, Rule};
-use crate::ir::{JsonType, Node};
+use crate::ir::JsonType;
 
 /// A scalar value of a flat object, borrowing its string from the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,8 +121,6 @@ struct FieldPlan {
     name: &'static str,
     /// `null` is accepted.
     nullable: bool,
-    /// The value node, `null` peeled off.
-    node: &'static Node,
     ty: JsonType,
     /// The bounds `broken_bound` checks, as numbers: the integer type's, then the keywords'
     /// (`(bound, the ordering that breaks it, whether equal is allowed)`).
@@ -202,7 +200,6 @@ impl Plan {
             fields.push(FieldPlan {
                 name: field.name.as_str(),
                 nullable: outer.is_nullable() || node.is_nullable(),
-                node,
                 ty,
                 ints: int_interval(&bounds),
                 floats: float_interval(&bounds),
@@ -263,17 +260,16 @@ impl Plan {
         if verdict == Verdict::Invalid || at.contains(&u8::MAX) {
             return Verdict::Invalid;
         }
+        // Every field is here, with a value of its type or null (`rule_violations`' checks
+        // that a side is of its field's type hold).
         let value = |f: usize| &entries[usize::from(at[f])].1;
         let is_null = |f: usize| matches!(value(f), Scalar::Null);
         for rule in &self.rules {
             let holds = match rule {
                 RulePlan::Compare { left, op, right } => {
-                    let (l, r) = (value(*left), value(*right));
                     is_null(*left)
                         || is_null(*right)
-                        || !fits(self.fields[*left].node, l)
-                        || !fits(self.fields[*right].node, r)
-                        || compare(l, r).is_none_or(|ord| op.holds(ord))
+                        || compare(value(*left), value(*right)).is_none_or(|ord| op.holds(ord))
                 }
                 RulePlan::BothOrNeither(fields) => {
                     let nulls = fields.iter().filter(|f| is_null(**f)).count();
