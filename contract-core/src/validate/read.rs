@@ -131,12 +131,18 @@ impl<'a> Reader<'a> {
         self.text.get(start..end)
     }
 
-    /// Counts the digits from `pos`.
+    /// Reads the digits from `pos` into `value` (times ten and plus each; wrapping, so only
+    /// read it when there were few); returns how many there were.
     #[inline]
-    fn digits(&mut self) -> usize {
+    fn digits(&mut self, value: &mut u64) -> usize {
         let bytes = self.text.as_bytes();
         let start = self.pos;
-        while let Some(b'0'..=b'9') = bytes.get(self.pos) {
+        while let Some(&byte) = bytes.get(self.pos) {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            *value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
             self.pos += 1;
         }
         self.pos - start
@@ -151,17 +157,18 @@ impl<'a> Reader<'a> {
             self.pos += 1;
         }
         let int_start = self.pos;
-        let int_digits = self.digits();
+        // The digits before and after the point, as one integer.
+        let mut digits = 0u64;
+        let int_digits = self.digits(&mut digits);
         // No leading zero (serde_json refuses `01`), at least one digit.
         if int_digits == 0 || (int_digits > 1 && bytes[int_start] == b'0') {
             return None;
         }
-        let int_end = self.pos;
         let mut fraction = 0;
         let mut exponent = false;
         if self.peek() == Some(b'.') {
             self.pos += 1;
-            fraction = self.digits();
+            fraction = self.digits(&mut digits);
             if fraction == 0 {
                 return None;
             }
@@ -171,96 +178,51 @@ impl<'a> Reader<'a> {
             if let Some(b'+' | b'-') = self.peek() {
                 self.pos += 1;
             }
-            if self.digits() == 0 {
+            if self.digits(&mut 0) == 0 {
                 return None;
             }
             exponent = true;
         }
         if fraction > 0 || exponent {
-            return self.float(start, int_start, int_end, fraction, exponent, negative);
+            // Clinger's fast path: with at most 15 digits in all (below 2^53) and no exponent,
+            // the digits and the power of ten are exact floats, so one division rounds
+            // correctly, as serde_json's `float_roundtrip` does.
+            let value = if !exponent && int_digits + fraction <= 15 {
+                let magnitude = digits as f64 / POW10[fraction];
+                if negative {
+                    -magnitude
+                } else {
+                    magnitude
+                }
+            } else {
+                self.text[start..self.pos].parse().ok()?
+            };
+            // Out of range (`1e999`) is serde_json's error to report.
+            return if value.is_finite() {
+                Number::from_f64(value)
+            } else {
+                None
+            };
         }
         // Up to 18 digits always fit; longer ones (and `-0`, a float in serde_json) are left
         // to serde_json.
         if int_digits > 18 {
             return None;
         }
-        let magnitude = decimal(&bytes[int_start..int_end]);
         if !negative {
-            Some(Number::from(magnitude))
-        } else if magnitude == 0 {
+            Some(Number::from(digits))
+        } else if digits == 0 {
             None
         } else {
             // Fewer than 19 digits: below 2^63.
-            i64::try_from(magnitude).ok().map(|m| Number::from(-m))
-        }
-    }
-
-    /// The float at `start..pos`: correctly rounded, as serde_json's `float_roundtrip` reads it.
-    fn float(
-        &self,
-        start: usize,
-        int_start: usize,
-        int_end: usize,
-        fraction: usize,
-        exponent: bool,
-        negative: bool,
-    ) -> Option<Number> {
-        let bytes = self.text.as_bytes();
-        // Clinger's fast path: with at most 15 digits in all (below 2^53) and no exponent, the
-        // digits and the power of ten are exact floats, so one division rounds correctly.
-        let digits = int_end - int_start + fraction;
-        let value = if !exponent && digits <= 15 {
-            let frac_start = int_end + 1;
-            let frac = &bytes[frac_start..frac_start + fraction];
-            let int = decimal(&bytes[int_start..int_end]);
-            let mantissa = int * POW10_U64[fraction] + decimal(frac);
-            let magnitude = mantissa as f64 / POW10[fraction];
-            if negative {
-                -magnitude
-            } else {
-                magnitude
-            }
-        } else {
-            self.text[start..self.pos].parse().ok()?
-        };
-        // Out of range (`1e999`) is serde_json's error to report.
-        if value.is_finite() {
-            Number::from_f64(value)
-        } else {
-            None
+            i64::try_from(digits).ok().map(|m| Number::from(-m))
         }
     }
 }
 
-/// The value of ASCII digits (at most 19 of them).
-#[inline]
-fn decimal(digits: &[u8]) -> u64 {
-    digits
-        .iter()
-        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))
-}
-
-/// Powers of ten up to 10^15, exact as floats and as integers.
+/// Powers of ten up to 10^15, exact as floats.
 const POW10: [f64; 16] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-];
-const POW10_U64: [u64; 16] = [
-    1,
-    10,
-    100,
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
-    10_000_000,
-    100_000_000,
-    1_000_000_000,
-    10_000_000_000,
-    100_000_000_000,
-    1_000_000_000_000,
-    10_000_000_000_000,
-    100_000_000_000_000,
-    1_000_000_000_000_000,
 ];
 
 #[cfg(test)]
