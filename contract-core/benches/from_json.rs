@@ -5,7 +5,8 @@
 //! `Guidance::from_json` and, in the same run, for baselines: parsing into a
 //! `serde_json::Value` only, and plain `serde_json::from_str::<Guidance>` (typed, no checks), so
 //! the cost of checking is visible; then the same on the valid documents alone, and `from_json`
-//! on the invalid ones (where it writes every violation's message). Each figure is
+//! on the invalid ones (where it writes every violation's message), and what merely cloning
+//! those violations costs (their allocations: a floor under that figure). Each figure is
 //! the fastest of several rounds, to keep other load on the machine out of it. Nothing about
 //! time is asserted.
 //!
@@ -15,7 +16,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use contract_core::Contract;
+use contract_core::{Contract, Violations};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -219,6 +220,23 @@ fn main() {
         "valid only: Guidance::from_value (parsed)",
         &valid,
         &mut |_| next.next().is_some_and(|v| Guidance::from_value(v).is_ok()),
+    );
+    // What holding a refused document's violations costs, without finding or writing them: a
+    // clone of them (the same allocations, the text copied) and its drop. A floor under the
+    // refused documents' figure, whatever the parser and the checks.
+    let reported: Vec<Violations> = invalid
+        .iter()
+        .filter_map(|d| Guidance::from_json(d).err())
+        .collect();
+    let mut next_reported = reported.iter().cycle();
+    run(
+        "invalid only: cloning their violations",
+        &invalid,
+        &mut |_| {
+            next_reported
+                .next()
+                .is_some_and(|v| black_box(v.clone()).is_empty())
+        },
     );
 
     let ratio = |a: &str, b: &str| match (ns.get(a), ns.get(b)) {

@@ -350,13 +350,13 @@ fn integer_type_name(min: i128, max: i128) -> Option<&'static str> {
 }
 
 /// Which fields of an object were seen, without allocating for up to 64 fields.
-enum Seen {
+pub(super) enum Seen {
     Small(u64),
     Large(Vec<bool>),
 }
 
 impl Seen {
-    fn new(len: usize) -> Seen {
+    pub(super) fn new(len: usize) -> Seen {
         if len <= 64 {
             Seen::Small(0)
         } else {
@@ -365,7 +365,7 @@ impl Seen {
     }
 
     /// Marks field `i`; false when it was already seen (a repeated key).
-    fn set(&mut self, i: usize) -> bool {
+    pub(super) fn set(&mut self, i: usize) -> bool {
         match self {
             Seen::Small(bits) => {
                 let fresh = *bits & (1 << i) == 0;
@@ -376,7 +376,7 @@ impl Seen {
         }
     }
 
-    fn get(&self, i: usize) -> bool {
+    pub(super) fn get(&self, i: usize) -> bool {
         match self {
             Seen::Small(bits) => bits & (1 << i) != 0,
             Seen::Large(flags) => flags[i],
@@ -454,31 +454,56 @@ impl<'o> Checker<'o> {
         let fields = &object.properties;
         let mut seen = Seen::new(fields.len());
         for (key, value) in map.entries() {
-            let child = Path::Key(path, key);
-            match fields.iter().position(|f| f.name == key) {
-                Some(i) if seen.set(i) => self.check_node(&fields[i].node, value, &child, false),
-                Some(_) => {
-                    let message = message!("field `{key}` is given more than once");
-                    self.push(&child, ViolationKind::ExtraField, message);
+            let field = fields.iter().position(|f| f.name == key);
+            self.check_entry(object, &mut seen, field, key, value, path);
+        }
+        self.report_missing(object, &seen, path);
+        for rule in &object.rules {
+            self.check_rule::<J>(object, map, rule, path);
+        }
+    }
+
+    /// One entry of an object, in document order: `field` is the index of the field its key
+    /// names; a field met twice is `extra_field`.
+    pub(super) fn check_entry<J: Json>(
+        &mut self,
+        object: &ObjectNode,
+        seen: &mut Seen,
+        field: Option<usize>,
+        key: &str,
+        value: &J,
+        path: &Path<'_>,
+    ) {
+        let child = Path::Key(path, key);
+        match field {
+            Some(i) if seen.set(i) => {
+                self.check_node(&object.properties[i].node, value, &child, false);
+            }
+            Some(_) => {
+                let message = message!("field `{key}` is given more than once");
+                self.push(&child, ViolationKind::ExtraField, message);
+            }
+            None => {
+                let skipped = object.skipped.iter().any(|s| s == key);
+                if skipped && self.typed {
+                    return;
                 }
-                None => {
-                    let skipped = object.skipped.iter().any(|s| s == key);
-                    if skipped && self.typed {
-                        continue;
-                    }
-                    let message = if skipped {
-                        message!("unknown field `{key}`: it is filled in by code, not given")
-                    } else {
-                        message!(
-                            "unknown field `{key}`, expected one of {}",
-                            list_names(fields.iter().map(|f| f.name.as_str()))
-                        )
-                    };
-                    self.push(&child, ViolationKind::ExtraField, message);
-                }
+                let message = if skipped {
+                    message!("unknown field `{key}`: it is filled in by code, not given")
+                } else {
+                    message!(
+                        "unknown field `{key}`, expected one of {}",
+                        list_names(object.properties.iter().map(|f| f.name.as_str()))
+                    )
+                };
+                self.push(&child, ViolationKind::ExtraField, message);
             }
         }
-        for (i, field) in fields.iter().enumerate() {
+    }
+
+    /// A `missing_field` for every field of `object` not in `seen`.
+    pub(super) fn report_missing(&mut self, object: &ObjectNode, seen: &Seen, path: &Path<'_>) {
+        for (i, field) in object.properties.iter().enumerate() {
             if !seen.get(i) {
                 let hint = if field.node.is_nullable() {
                     " (give null when there is no value)"
@@ -492,9 +517,6 @@ impl<'o> Checker<'o> {
                     message,
                 );
             }
-        }
-        for rule in &object.rules {
-            self.check_rule::<J>(object, map, rule, path);
         }
     }
 
@@ -641,7 +663,7 @@ impl<'o> Checker<'o> {
 
     /// Rules are skipped when one of their fields is missing (already a `missing_field`);
     /// a comparison also when a side is null or not of its field's type.
-    fn check_rule<J: Json>(
+    pub(super) fn check_rule<J: Json>(
         &mut self,
         object: &ObjectNode,
         map: &J::Map,

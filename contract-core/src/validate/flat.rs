@@ -28,12 +28,12 @@ use serde::de::{Deserializer, IntoDeserializer, Visitor};
 use serde_json::Number;
 use smallvec::SmallVec;
 
-use super::check::{compare, finish, has_field_level, Checker, Num, Path};
+use super::check::{compare, finish, has_field_level, Checker, Num, Path, Seen};
 use super::doc::{Json, JsonMap, View};
 use super::read;
 use super::Violations;
 use crate::contract::{Contract, ContractSpec, Rule};
-use crate::ir::JsonType;
+use crate::ir::{JsonType, ObjectNode};
 
 /// A scalar value of a flat object, borrowing its string from the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,14 +79,21 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
     let plan = plan_for(spec)?;
     let mut entries = Entries::new();
     read::flat(text, &mut entries)?;
+    let mut scan = Scan::default();
     let mut out = Violations::new();
-    match plan.check(&entries) {
+    match plan.check(&entries, &mut scan) {
         Verdict::Valid => {}
         Verdict::TreePath => return None,
         Verdict::Invalid => {
             let object = spec.object()?;
             let mut checker = Checker::new(&mut out, false);
-            checker.check_object::<Scalar<'_>>(object, &entries, &Path::Root("", &spec.name));
+            plan.report(
+                object,
+                &entries,
+                &scan,
+                &mut checker,
+                &Path::Root("", &spec.name),
+            );
             if checker.normalise {
                 return None;
             }
@@ -97,6 +104,21 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
     }
     Some(finish(C::deserialize(Object(&entries)), out))
 }
+
+/// What the plan found of the entries and fields.
+#[derive(Default)]
+struct Scan {
+    /// The entries (at most 64) whose key names a field met for the first time and whose
+    /// value passes that field's checks, as bits.
+    ok: u64,
+    /// Per field: the entry of its first value ([`NONE`]: missing).
+    at: SmallVec<[u8; 16]>,
+    /// The fields given more than once, as bits.
+    repeated: u64,
+}
+
+/// No entry.
+const NONE: u8 = u8::MAX;
 
 /// What the plan makes of a document.
 #[derive(Debug, PartialEq)]
@@ -234,54 +256,115 @@ impl Plan {
         }
     }
 
-    fn check(&self, entries: &[(&str, Scalar<'_>)]) -> Verdict {
-        // Where each field's value is in `entries`.
-        let mut at: SmallVec<[u8; 16]> = SmallVec::from_elem(u8::MAX, self.fields.len());
-        if entries.len() >= usize::from(u8::MAX) {
+    /// The verdict on a document's entries; `scan` is filled for [`Plan::report`] (until a
+    /// value the plan leaves to the tree path).
+    fn check(&self, entries: &[(&str, Scalar<'_>)], scan: &mut Scan) -> Verdict {
+        if entries.len() > 64 {
             return Verdict::TreePath;
         }
-        let mut verdict = Verdict::Valid;
+        let mut at: SmallVec<[u8; 16]> = SmallVec::from_elem(NONE, self.fields.len());
+        let (mut ok, mut repeated) = (0u64, 0u64);
         for (i, (key, value)) in entries.iter().enumerate() {
             let Some(f) = self.index(key, i) else {
-                verdict = Verdict::Invalid;
                 continue;
             };
-            if at[f] != u8::MAX {
-                verdict = Verdict::Invalid;
+            // At most 64 fields (`Plan::compile`) and 64 entries (above).
+            if at[f] != NONE {
+                repeated |= 1 << f;
                 continue;
             }
             at[f] = i as u8;
             match self.fields[f].check(value) {
-                Verdict::Valid => {}
-                Verdict::Invalid => verdict = Verdict::Invalid,
+                Verdict::Valid => ok |= 1 << i,
+                Verdict::Invalid => {}
                 Verdict::TreePath => return Verdict::TreePath,
             }
         }
-        if verdict == Verdict::Invalid || at.contains(&u8::MAX) {
+        *scan = Scan { ok, at, repeated };
+        // Valid so far: every entry names a field met the first time, and passes its checks.
+        let all = if entries.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << entries.len()) - 1
+        };
+        if ok != all || entries.len() != self.fields.len() {
             return Verdict::Invalid;
         }
-        // Every field is here, with a value of its type or null (`rule_violations`' checks
-        // that a side is of its field's type hold).
-        let value = |f: usize| &entries[usize::from(at[f])].1;
+        // Every field is here once, with a value of its type or null.
+        if self
+            .rules
+            .iter()
+            .all(|rule| self.holds(rule, entries, scan))
+        {
+            Verdict::Valid
+        } else {
+            Verdict::Invalid
+        }
+    }
+
+    /// Whether `rule` holds, every field of it being given once with a value that passed its
+    /// checks (then `rule_violations`' own conditions, a side missing or not of its field's
+    /// type, do not arise, and this is its verdict).
+    fn holds(&self, rule: &RulePlan, entries: &[(&str, Scalar<'_>)], scan: &Scan) -> bool {
+        let value = |f: usize| &entries[usize::from(scan.at[f])].1;
         let is_null = |f: usize| matches!(value(f), Scalar::Null);
-        for rule in &self.rules {
-            let holds = match rule {
-                RulePlan::Compare { left, op, right } => {
-                    is_null(*left)
-                        || is_null(*right)
-                        || compare(value(*left), value(*right)).is_none_or(|ord| op.holds(ord))
-                }
-                RulePlan::BothOrNeither(fields) => {
-                    let nulls = fields.iter().filter(|f| is_null(**f)).count();
-                    nulls == 0 || nulls == fields.len()
-                }
-                RulePlan::AtLeastOne(fields) => !fields.iter().all(|f| is_null(*f)),
-            };
-            if !holds {
-                return Verdict::Invalid;
+        match rule {
+            RulePlan::Compare { left, op, right } => {
+                is_null(*left)
+                    || is_null(*right)
+                    || compare(value(*left), value(*right)).is_none_or(|ord| op.holds(ord))
+            }
+            RulePlan::BothOrNeither(fields) => {
+                let nulls = fields.iter().filter(|f| is_null(**f)).count();
+                nulls == 0 || nulls == fields.len()
+            }
+            RulePlan::AtLeastOne(fields) => !fields.iter().all(|f| is_null(*f)),
+        }
+    }
+
+    /// Whether [`Plan::holds`] decides `rule` here: each of its fields given once, with a value
+    /// that passed its checks.
+    fn decides(&self, rule: &RulePlan, scan: &Scan) -> bool {
+        let given = |f: &usize| {
+            let at = scan.at[*f];
+            scan.repeated & (1 << f) == 0 && at != NONE && scan.ok & (1 << at) != 0
+        };
+        match rule {
+            RulePlan::Compare { left, right, .. } => given(left) && given(right),
+            RulePlan::BothOrNeither(fields) | RulePlan::AtLeastOne(fields) => {
+                fields.iter().all(given)
             }
         }
-        Verdict::Valid
+    }
+
+    /// The violations of a document the plan refused, as `Checker::check_object` reports them
+    /// (the same calls, in the same order), skipping the values and rules the plan found sound,
+    /// for which the checker would report nothing.
+    fn report(
+        &self,
+        object: &ObjectNode,
+        entries: &[(&str, Scalar<'_>)],
+        scan: &Scan,
+        checker: &mut Checker<'_>,
+        path: &Path<'_>,
+    ) {
+        let mut seen = Seen::new(object.properties.len());
+        for (i, (key, value)) in entries.iter().enumerate() {
+            let field = self.index(key, i);
+            match field {
+                Some(f) if scan.ok & (1 << i) != 0 => {
+                    seen.set(f);
+                }
+                _ => checker.check_entry(object, &mut seen, field, key, value, path),
+            }
+        }
+        checker.report_missing(object, &seen, path);
+        for (rule, compiled) in object.rules.iter().zip(&self.rules) {
+            if self.decides(compiled, scan) && self.holds(compiled, entries, scan) {
+                continue;
+            }
+            checker.check_rule::<Scalar<'_>>(object, entries, rule, path);
+        }
     }
 }
 
