@@ -6,11 +6,11 @@
 //! `Guidance` documents (60 bytes each) into `from_json`'s borrowed tree in 155-165 ns a
 //! document, most of it the visitor's calls and the tree's allocation; this reader takes 87-89
 //! on the same documents, with no allocation (a temporary timing loop over the bench's
-//! documents, 2026-12-04, Intel Xeon). `from_json` on the valid documents went from 311-319 to
-//! 183-187 ns with it and the flat path (`cargo bench -p contract-core --bench from_json`,
-//! `docs/benchmarks.md`). A reader of the full grammar into the same tree, tried first, was not
-//! faster than serde_json (168-171 against 161-165 ns: its recursion moves each value through
-//! the stack), so nested documents stay with serde_json.
+//! documents, 2026-12-04, Intel Xeon). `from_json` on the valid documents went from 283 to 162
+//! ns with it and the flat path (medians of ten alternated runs of `cargo bench -p
+//! contract-core --bench from_json`, `docs/benchmarks.md`). A reader of the full grammar into
+//! the same tree, tried first, was not faster than serde_json (168-171 against 161-165 ns: its
+//! recursion moves each value through the stack), so nested documents stay with serde_json.
 //!
 //! What it reads: `{`, then keys and scalar values: `null`, `true`, `false`, strings without
 //! escapes or control characters, numbers. A number is read as serde_json reads it (built with
