@@ -466,13 +466,17 @@ fn plan_for(spec: &'static ContractSpec) -> Option<&'static Plan> {
     }
     static SHARED: OnceLock<Mutex<HashMap<usize, Option<&'static Plan>>>> = OnceLock::new();
     let key = std::ptr::from_ref(spec) as usize;
-    let local = LOCAL.with(|plans| {
-        plans
-            .borrow()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, plan)| *plan)
-    });
+    // `try_with`: a thread being torn down has no local list; the shared map serves it.
+    let local = LOCAL
+        .try_with(|plans| {
+            plans
+                .borrow()
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, plan)| *plan)
+        })
+        .ok()
+        .flatten();
     if let Some(plan) = local {
         return plan;
     }
@@ -482,7 +486,7 @@ fn plan_for(spec: &'static ContractSpec) -> Option<&'static Plan> {
         *map.entry(key)
             .or_insert_with(|| Plan::compile(spec).map(|plan| &*Box::leak(Box::new(plan))))
     };
-    LOCAL.with(|plans| plans.borrow_mut().push((key, plan)));
+    let _ = LOCAL.try_with(|plans| plans.borrow_mut().push((key, plan)));
     plan
 }
 
@@ -861,6 +865,34 @@ mod tests {
         let coded = r#"{"code": "AB", "n": 1}"#;
         assert!(from_json::<Coded>(coded).is_none());
         assert!(Coded::from_json(coded).is_ok());
+    }
+
+    /// Threads compiling and using the plans at once get the same results as one thread.
+    #[test]
+    fn threads_share_the_plans() {
+        let texts: Vec<String> = (0..200)
+            .map(|i| {
+                format!(
+                    r#"{{"quarter": {}, "year": 2024, "low": {i}.5, "high": {}}}"#,
+                    i % 6,
+                    i * 2
+                )
+            })
+            .collect();
+        let expected: Vec<String> = texts
+            .iter()
+            .map(|t| format!("{:?}", from_json_tree::<Guidance>(t)))
+            .collect();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for (text, expected) in texts.iter().zip(&expected) {
+                        let got = super::super::check::from_json::<Guidance>(text);
+                        assert_eq!(&format!("{got:?}"), expected);
+                    }
+                });
+            }
+        });
     }
 
     #[test]
