@@ -445,12 +445,7 @@ impl<'o> Checker<'o> {
         }
     }
 
-    pub(super) fn check_object<J: Json>(
-        &mut self,
-        object: &ObjectNode,
-        map: &J::Map,
-        path: &Path<'_>,
-    ) {
+    fn check_object<J: Json>(&mut self, object: &ObjectNode, map: &J::Map, path: &Path<'_>) {
         let fields = &object.properties;
         let mut seen = Seen::new(fields.len());
         for (key, value) in map.entries() {

@@ -377,10 +377,10 @@ impl FieldPlan {
             (JsonType::Boolean, Scalar::Bool(_)) | (JsonType::String, Scalar::String(_)) => true,
             (JsonType::Integer, Scalar::Number(n)) => {
                 let num = Num::of(n);
-                if let Num::Float(f) = num {
+                if let Num::Float(_) = num {
                     // `3.0` in an integer field: the tree path normalises it; a fraction is
                     // a type mismatch.
-                    return if f.fract() == 0.0 {
+                    return if num.is_integral() {
                         Verdict::TreePath
                     } else {
                         Verdict::Invalid
