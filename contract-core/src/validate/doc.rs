@@ -195,6 +195,21 @@ impl<'de> Deserialize<'de> for Doc<'de> {
     }
 }
 
+/// A number as the parsed trees give it to a visitor: `u64`, else `i64`, else `f64` (also
+/// `flat`'s scalars, so that both paths decode alike).
+pub(crate) fn visit_number<'de, V: Visitor<'de>>(
+    n: &Number,
+    visitor: V,
+) -> Result<V::Value, Error> {
+    if let Some(u) = n.as_u64() {
+        visitor.visit_u64(u)
+    } else if let Some(i) = n.as_i64() {
+        visitor.visit_i64(i)
+    } else {
+        visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
 impl<'de> Deserializer<'de> for &'de Doc<'_> {
     type Error = Error;
 
@@ -202,15 +217,7 @@ impl<'de> Deserializer<'de> for &'de Doc<'_> {
         match self {
             Doc::Null => visitor.visit_unit(),
             Doc::Bool(b) => visitor.visit_bool(*b),
-            Doc::Number(n) => {
-                if let Some(u) = n.as_u64() {
-                    visitor.visit_u64(u)
-                } else if let Some(i) = n.as_i64() {
-                    visitor.visit_i64(i)
-                } else {
-                    visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
+            Doc::Number(n) => visit_number(n, visitor),
             Doc::String(s) => visitor.visit_borrowed_str(s),
             Doc::Array(items) => {
                 let mut seq = SeqDeserializer::new(items.iter());

@@ -29,7 +29,7 @@ use serde_json::Number;
 use smallvec::SmallVec;
 
 use super::check::{compare, finish, has_field_level, Checker, Num, Path, Seen};
-use super::doc::{Json, JsonMap, View};
+use super::doc::{visit_number, Json, JsonMap, View};
 use super::read;
 use super::Violations;
 use crate::contract::{Contract, ContractSpec, Rule};
@@ -545,15 +545,7 @@ impl<'de> Deserializer<'de> for &'de Scalar<'de> {
         match self {
             Scalar::Null => visitor.visit_unit(),
             Scalar::Bool(b) => visitor.visit_bool(*b),
-            Scalar::Number(n) => {
-                if let Some(u) = n.as_u64() {
-                    visitor.visit_u64(u)
-                } else if let Some(i) = n.as_i64() {
-                    visitor.visit_i64(i)
-                } else {
-                    visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
+            Scalar::Number(n) => visit_number(n, visitor),
             Scalar::String(s) => visitor.visit_borrowed_str(s),
         }
     }
