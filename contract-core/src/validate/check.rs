@@ -649,36 +649,26 @@ impl<'o> Checker<'o> {
     }
 
     fn check_bounds(&mut self, num: Num, n: &NumberKeywords, value: &Number, path: &Path<'_>) {
-        let message = match broken_bound(num, n) {
-            None => return,
-            Some(Broken::Type { op, bound, which }) => {
-                let text = Text::new()
-                    .s("`")
-                    .label(path)
-                    .s("` (")
-                    .show(value)
-                    .s(") must be ")
-                    .s(op)
-                    .s(" ")
-                    .show(bound);
+        let Some(broken) = broken_bound(num, n) else {
+            return;
+        };
+        let text = Text::new()
+            .s("`")
+            .label(path)
+            .s("` (")
+            .show(value)
+            .s(") must be ");
+        let message = match broken {
+            Broken::Type { op, bound, which } => {
+                let text = text.s(op).s(" ").show(bound);
                 match integer_type_name(which.0, which.1) {
                     Some(name) => text.s(", the ").s(which.2).s(" `").s(name).s("`"),
                     None => text,
                 }
-                .done()
             }
-            Some(Broken::Keyword { op, bound }) => Text::new()
-                .s("`")
-                .label(path)
-                .s("` (")
-                .show(value)
-                .s(") must be ")
-                .s(op)
-                .s(" ")
-                .show(bound)
-                .done(),
+            Broken::Keyword { op, bound } => text.s(op).s(" ").show(bound),
         };
-        self.push(path, ViolationKind::OutOfRange, message);
+        self.push(path, ViolationKind::OutOfRange, message.done());
     }
 
     fn check_len(
