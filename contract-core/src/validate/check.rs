@@ -68,6 +68,12 @@ impl Text {
         self
     }
 
+    /// Names as [`list_names`] writes them.
+    fn names<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Text {
+        push_names(&mut self.0, names);
+        self
+    }
+
     fn done(self) -> String {
         self.0
     }
@@ -554,15 +560,12 @@ impl<'o> Checker<'o> {
                 let message = if skipped {
                     message!("unknown field `{key}`: it is filled in by code, not given")
                 } else {
-                    let mut text = Text::new()
+                    Text::new()
                         .s("unknown field `")
                         .s(key)
-                        .s("`, expected one of ");
-                    push_names(
-                        &mut text.0,
-                        object.properties.iter().map(|f| f.name.as_str()),
-                    );
-                    text.done()
+                        .s("`, expected one of ")
+                        .names(object.properties.iter().map(|f| f.name.as_str()))
+                        .done()
                 };
                 self.push(&child, ViolationKind::ExtraField, message);
             }
