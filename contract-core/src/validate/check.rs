@@ -455,7 +455,7 @@ pub(super) struct Checker<'o> {
     /// Checking a serialized typed value: keys of skipped fields are expected.
     typed: bool,
     /// An integer field holds a float with a zero fraction.
-    pub(super) normalise: bool,
+    normalise: bool,
 }
 
 impl<'o> Checker<'o> {
@@ -958,7 +958,7 @@ fn json_eq<J: Json>(allowed: &Value, value: &J) -> bool {
 }
 
 /// The integer a float with a zero fraction stands for, when it fits `i64` or `u64`.
-fn as_integer(n: &Number) -> Option<Number> {
+pub(super) fn as_integer(n: &Number) -> Option<Number> {
     // 2^63 and 2^64: the first floats past i64 and u64.
     const I64_END: f64 = 9_223_372_036_854_775_808.0;
     const U64_END: f64 = 18_446_744_073_709_551_616.0;

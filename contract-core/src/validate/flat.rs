@@ -10,7 +10,7 @@
 //! `check_object` calls them, skipping only the values and rules the plan found sound), so its
 //! violations (kinds, pointers, messages, order) are the tree path's. Whatever the plan does not
 //! cover (a contract with nested contracts, lists, string keywords or `one_of`; a document with
-//! nested values, escapes, `3.0` in an integer field) goes the tree path, unchanged. Tests hold
+//! nested values or escapes) goes the tree path, unchanged. Tests hold
 //! the two paths to the same result on every document they generate.
 //!
 //! Measured reason for a second path (the rules ask for one): `cargo bench -p contract-core
@@ -28,7 +28,7 @@ use serde::de::{Deserializer, IntoDeserializer, Visitor};
 use serde_json::Number;
 use smallvec::SmallVec;
 
-use super::check::{compare, finish, has_field_level, Checker, Num, Path, Seen};
+use super::check::{as_integer, compare, finish, has_field_level, Checker, Num, Path, Seen};
 use super::doc::{visit_number, Json, JsonMap, View};
 use super::read;
 use super::Violations;
@@ -94,14 +94,12 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
                 &mut checker,
                 &Path::Root("", &spec.name),
             );
-            if checker.normalise {
-                return None;
-            }
             if has_field_level(&out) {
                 return Some(Err(out));
             }
         }
     }
+    plan.normalise(&mut entries);
     Some(finish(C::deserialize(Object(&entries)), out))
 }
 
@@ -268,8 +266,7 @@ impl Plan {
         }
     }
 
-    /// The verdict on a document's entries; `scan` is filled for [`Plan::report`] (until a
-    /// value the plan leaves to the tree path).
+    /// The verdict on a document's entries; `scan` is filled for [`Plan::report`].
     fn check(&self, entries: &[(&str, Scalar<'_>)], scan: &mut Scan) -> Verdict {
         if entries.len() > 64 {
             return Verdict::TreePath;
@@ -285,10 +282,8 @@ impl Plan {
                 continue;
             }
             scan.at[f] = i as u8;
-            match self.fields[f].check(value) {
-                Verdict::Valid => scan.ok |= 1 << i,
-                Verdict::Invalid => {}
-                Verdict::TreePath => return Verdict::TreePath,
+            if self.fields[f].check(value) {
+                scan.ok |= 1 << i;
             }
         }
         let ok = scan.ok;
@@ -330,6 +325,24 @@ impl Plan {
                 nulls == 0 || nulls == fields.len()
             }
             RulePlan::AtLeastOne(fields) => !fields.iter().all(|f| is_null(*f)),
+        }
+    }
+
+    /// What the tree path's `normalise_doc` does before decoding: an integral float (`3.0`) of
+    /// an integer field becomes that integer, so that serde takes it.
+    fn normalise(&self, entries: &mut [(&str, Scalar<'_>)]) {
+        for (i, (key, value)) in entries.iter_mut().enumerate() {
+            if let Scalar::Number(n) = value {
+                if n.is_f64()
+                    && self
+                        .index(key, i)
+                        .is_some_and(|f| self.fields[f].ty == JsonType::Integer)
+                {
+                    if let Some(int) = as_integer(n) {
+                        *n = int;
+                    }
+                }
+            }
         }
     }
 
@@ -380,32 +393,21 @@ impl Plan {
 }
 
 impl FieldPlan {
-    /// The checker's `check_node` on this field's value, reduced to a verdict.
+    /// Whether the checker's `check_node` finds nothing wrong with this field's value.
     #[inline]
-    fn check(&self, value: &Scalar<'_>) -> Verdict {
-        let ok = match (self.ty, value) {
+    fn check(&self, value: &Scalar<'_>) -> bool {
+        match (self.ty, value) {
             (_, Scalar::Null) => self.nullable,
             (JsonType::Boolean, Scalar::Bool(_)) | (JsonType::String, Scalar::String(_)) => true,
             (JsonType::Integer, Scalar::Number(n)) => {
+                // `3.0` is an integer (its bounds compared exactly, as the checker does;
+                // [`Plan::normalise`] makes it `3` before decoding); a fraction is a type
+                // mismatch.
                 let num = Num::of(n);
-                if let Num::Float(_) = num {
-                    // `3.0` in an integer field: the tree path normalises it; a fraction is
-                    // a type mismatch.
-                    return if num.is_integral() {
-                        Verdict::TreePath
-                    } else {
-                        Verdict::Invalid
-                    };
-                }
-                self.within(num)
+                num.is_integral() && self.within(num)
             }
             (JsonType::Number, Scalar::Number(n)) => self.within(Num::of(n)),
             _ => false,
-        };
-        if ok {
-            Verdict::Valid
-        } else {
-            Verdict::Invalid
         }
     }
 
@@ -850,12 +852,29 @@ mod tests {
             r#"{"quarter": 5, "year": 2024, "low": 9, "high": 7}"#,
             r#"{"quarter": "Q3", "low": 1, "high": 2, "note": 1}"#,
             r#"{"quarter": 1, "quarter": 2, "year": 2024, "low": 1, "high": 2}"#,
+            // Integral floats in integer fields: checked as integers, decoded as them.
+            r#"{"quarter": 3.0, "year": 2.024e3, "low": 1, "high": 2}"#,
+            r#"{"quarter": 3.0, "year": 2024, "low": 9, "high": 7}"#,
+            r#"{"quarter": 5.0, "year": 2024.5, "low": 1, "high": 2}"#,
+            r#"{"quarter": -0.0, "year": 2024, "low": 1, "high": 2}"#,
         ] {
             assert!(from_json::<Guidance>(text).is_some(), "{text}");
             agree::<Guidance>(text);
         }
+        let decoded =
+            from_json::<Guidance>(r#"{"quarter": 3.0, "year": 2.024e3, "low": 1, "high": 2}"#);
+        assert!(
+            matches!(
+                decoded,
+                Some(Ok(Guidance {
+                    quarter: Some(3),
+                    year: Some(2024),
+                    ..
+                }))
+            ),
+            "{decoded:?}"
+        );
         for text in [
-            r#"{"quarter": 3.0, "year": 2024, "low": 1, "high": 2}"#,
             r#"{"quarter": 3, "year": 2024, "low": [1], "high": 2}"#,
             r#"{"quart\u0065r": 3, "year": 2024, "low": 1, "high": 2}"#,
             r#"{"quarter": 3, "year": 2024, "low": 1, "high": 2"#,
