@@ -8,10 +8,12 @@
 //! the entries, with no tree. A document it refuses is reported by the tree path's own checker
 //! code on the same entries (`Checker::check_entry`, `report_missing`, `check_rule`, called as
 //! `check_object` calls them, skipping only the values and rules the plan found sound), so its
-//! violations (kinds, pointers, messages, order) are the tree path's. Whatever the plan does not
-//! cover (a contract with nested contracts, lists, string keywords or `one_of`; a document with
-//! nested values or escapes) goes the tree path, unchanged. Tests hold
-//! the two paths to the same result on every document they generate.
+//! violations (kinds, pointers, messages, order) are the tree path's. An integral float in an
+//! integer field (`3.0`) is checked as the checker checks it and made the integer before
+//! decoding, as the tree path's `normalise_doc` does. Whatever the plan does not cover (a
+//! contract with nested contracts, lists, string keywords or `one_of`; a document with nested
+//! values or escapes) goes the tree path, unchanged. Tests hold the two paths to the same result
+//! on every document they generate.
 //!
 //! Measured reason for a second path (the rules ask for one): `cargo bench -p contract-core
 //! --bench from_json` (issue 17, goal 3; the commands and figures in `docs/benchmarks.md`),
