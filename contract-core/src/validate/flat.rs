@@ -81,9 +81,9 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
     let plan = plan_for(spec)?;
     let mut entries = Entries::new();
     read::flat(text, &mut entries)?;
-    let mut scan = Scan::default();
     let mut out = Violations::new();
-    match plan.check(&entries, &mut scan) {
+    let (verdict, scan) = plan.check(&entries);
+    match verdict {
         Verdict::Valid => {}
         Verdict::TreePath => return None,
         Verdict::Invalid => {
@@ -268,12 +268,18 @@ impl Plan {
         }
     }
 
-    /// The verdict on a document's entries; `scan` is filled for [`Plan::report`].
-    fn check(&self, entries: &[(&str, Scalar<'_>)], scan: &mut Scan) -> Verdict {
+    /// The verdict on a document's entries, and what [`Plan::report`] needs of them.
+    fn check(&self, entries: &[(&str, Scalar<'_>)]) -> (Verdict, Scan) {
+        let mut scan = Scan::default();
+        let verdict = self.verdict(entries, &mut scan);
+        (verdict, scan)
+    }
+
+    /// [`Plan::check`]'s verdict, filling `scan` (fresh).
+    fn verdict(&self, entries: &[(&str, Scalar<'_>)], scan: &mut Scan) -> Verdict {
         if entries.len() > 64 {
             return Verdict::TreePath;
         }
-        *scan = Scan::default();
         for (i, (key, value)) in entries.iter().enumerate() {
             let Some(f) = self.index(key, i) else {
                 continue;
