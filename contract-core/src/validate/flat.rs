@@ -80,9 +80,9 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
     let spec = C::contract_spec();
     let plan = plan_for(spec)?;
     let mut entries = Entries::new();
-    read::flat(text, &mut entries)?;
+    let named = read::flat(text, &mut entries, &plan.names)?;
     let mut out = Violations::new();
-    let (verdict, scan) = plan.check(&entries);
+    let (verdict, scan) = plan.check(&entries, named);
     match verdict {
         Verdict::Valid => {}
         Verdict::TreePath => return None,
@@ -101,7 +101,9 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
             }
         }
     }
-    plan.normalise(&mut entries);
+    if scan.int_floats {
+        plan.normalise(&mut entries);
+    }
     Some(finish(C::deserialize(Object(&entries)), out))
 }
 
@@ -114,6 +116,9 @@ struct Scan {
     at: [u8; 64],
     /// The fields given more than once, as bits.
     repeated: u64,
+    /// Some integer field's first value is an integral float (`3.0`), which
+    /// [`Plan::normalise`] makes an integer before decoding.
+    int_floats: bool,
 }
 
 /// No entry.
@@ -128,6 +133,7 @@ impl Default for Scan {
             ok: 0,
             at: [NONE; 64],
             repeated: 0,
+            int_floats: false,
         }
     }
 }
@@ -147,6 +153,9 @@ enum Verdict {
 #[derive(Debug)]
 struct Plan {
     fields: Vec<FieldPlan>,
+    /// The fields' names, in order, given to [`read::flat`] as the keys expected; empty when
+    /// one of them is not a [`read::plain_key`].
+    names: Vec<&'static str>,
     rules: Vec<RulePlan>,
 }
 
@@ -256,7 +265,15 @@ impl Plan {
                 _ => return None,
             });
         }
-        Some(Plan { fields, rules })
+        let mut names: Vec<&'static str> = fields.iter().map(|f| f.name).collect();
+        if !names.iter().all(|name| read::plain_key(name)) {
+            names.clear();
+        }
+        Some(Plan {
+            fields,
+            names,
+            rules,
+        })
     }
 
     /// The field `key` names; `guess` (its position in the document) first.
@@ -268,21 +285,27 @@ impl Plan {
         }
     }
 
-    /// The verdict on a document's entries, and what [`Plan::report`] needs of them.
-    fn check(&self, entries: &[(&str, Scalar<'_>)]) -> (Verdict, Scan) {
+    /// The verdict on a document's entries, and what [`Plan::report`] needs of them. `named`:
+    /// the entries whose key the reader found to be the field at their own position (bits).
+    fn check(&self, entries: &[(&str, Scalar<'_>)], named: u64) -> (Verdict, Scan) {
         let mut scan = Scan::default();
-        let verdict = self.verdict(entries, &mut scan);
+        let verdict = self.verdict(entries, named, &mut scan);
         (verdict, scan)
     }
 
     /// [`Plan::check`]'s verdict, filling `scan` (fresh).
-    fn verdict(&self, entries: &[(&str, Scalar<'_>)], scan: &mut Scan) -> Verdict {
+    fn verdict(&self, entries: &[(&str, Scalar<'_>)], named: u64, scan: &mut Scan) -> Verdict {
         if entries.len() > 64 {
             return Verdict::TreePath;
         }
         for (i, (key, value)) in entries.iter().enumerate() {
-            let Some(f) = self.index(key, i) else {
-                continue;
+            let f = if named & (1 << i) != 0 {
+                i
+            } else {
+                match self.index(key, i) {
+                    Some(f) => f,
+                    None => continue,
+                }
             };
             // At most 64 fields (`Plan::compile`) and 64 entries (above).
             if scan.at[f] != NONE {
@@ -290,8 +313,12 @@ impl Plan {
                 continue;
             }
             scan.at[f] = i as u8;
-            if self.fields[f].check(value) {
+            let field = &self.fields[f];
+            if field.check(value) {
                 scan.ok |= 1 << i;
+                if field.ty == JsonType::Integer {
+                    scan.int_floats |= matches!(value, Scalar::Number(n) if n.is_f64());
+                }
             }
         }
         let ok = scan.ok;

@@ -28,8 +28,15 @@ use super::flat::{Entries, Scalar};
 /// `text` as one object whose values are all scalars (the shape of most contracts' output), its
 /// entries in document order; `None` for anything else, or where serde_json should read it.
 /// The entries are pushed onto `entries` (given by the caller so that they are not moved).
-pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>) -> Option<()> {
+///
+/// `names` are the keys expected, in order (the plan's fields): the key of entry `i` is first
+/// compared with `names[i]` whole, which is cheaper than scanning it byte by byte for its
+/// closing quote; the entries whose key matched so are returned as bits. The key is the same
+/// slice of `text` either way, provided no name holds a quote, a backslash or a control
+/// character (the caller passes no such name: [`plain_key`]).
+pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>, names: &[&str]) -> Option<u64> {
     let mut reader = Reader { text, pos: 0 };
+    let mut matched = 0u64;
     if !reader.eat(b'{') {
         return None;
     }
@@ -39,7 +46,15 @@ pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>) -> Option<()> {
             if reader.peek()? != b'"' {
                 return None;
             }
-            let key = reader.string()?;
+            let i = entries.len();
+            let key = match names.get(i) {
+                Some(name) if reader.key_is(name) => {
+                    // `names` has at most 64 entries, so `i < 64`.
+                    matched |= 1 << i;
+                    reader.key(name.len())?
+                }
+                _ => reader.string()?,
+            };
             if !reader.eat(b':') {
                 return None;
             }
@@ -55,7 +70,13 @@ pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>) -> Option<()> {
         }
     }
     reader.skip_space();
-    (reader.pos == text.len()).then_some(())
+    (reader.pos == text.len()).then_some(matched)
+}
+
+/// Whether `name` may be given to [`flat`] as an expected key: no quote, backslash or control
+/// character, which [`Reader::string`] would stop at or refuse.
+pub(crate) fn plain_key(name: &str) -> bool {
+    !name.bytes().any(|b| matches!(b, b'"' | b'\\' | 0..=0x1f))
 }
 
 struct Reader<'a> {
@@ -112,6 +133,24 @@ impl<'a> Reader<'a> {
         } else {
             None
         }
+    }
+
+    /// Whether the string at `pos` (on its opening quote) is `name`, closed right after it.
+    #[inline]
+    fn key_is(&self, name: &str) -> bool {
+        let start = self.pos + 1;
+        let end = start + name.len();
+        self.text.as_bytes().get(start..end) == Some(name.as_bytes())
+            && self.text.as_bytes().get(end) == Some(&b'"')
+    }
+
+    /// The key [`Reader::key_is`] found, of `len` bytes: taken, its closing quote too.
+    #[inline]
+    fn key(&mut self, len: usize) -> Option<&'a str> {
+        let start = self.pos + 1;
+        self.pos = start + len + 1;
+        // Both ends sit next to an ASCII quote, so on character boundaries.
+        self.text.get(start..start + len)
     }
 
     /// A string at `pos` (on its opening quote), without escapes or control characters.
@@ -304,7 +343,7 @@ mod tests {
     }
 
     fn read<'a>(text: &'a str, entries: &mut Entries<'a>) -> Option<()> {
-        super::flat(text, entries)
+        super::flat(text, entries, &[]).map(|_| ())
     }
 
     /// Each value as the only entry of an object.
@@ -425,6 +464,44 @@ mod tests {
             let body: Vec<String> =
                 entries.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
             agrees(&format!("{{{}}}", body.join(", ")));
+        }
+
+        /// The keys expected change nothing read: the same entries, or the same refusal; the
+        /// bits returned are exactly the entries whose key is the name at their position.
+        #[test]
+        fn expected_keys_change_nothing_read(
+            keys in proptest::collection::vec("[ab\\\\\"é]{0,2}", 0..5),
+            names in proptest::collection::vec("[abé]{0,2}", 0..5),
+            spaced in proptest::bool::ANY,
+        ) {
+            let sep = if spaced { " " } else { "" };
+            let body: Vec<String> =
+                keys.iter().map(|k| format!("\"{k}\":{sep}1")).collect();
+            let text = format!("{{{}}}", body.join(","));
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut plain = Entries::new();
+            let mut hinted = Entries::new();
+            let without = super::flat(&text, &mut plain, &[]);
+            let with = super::flat(&text, &mut hinted, &names);
+            proptest::prop_assert_eq!(without.is_some(), with.is_some(), "on {:?}", text);
+            if let Some(bits) = with {
+                proptest::prop_assert_eq!(&plain, &hinted);
+                let expected = hinted.iter().enumerate().fold(0u64, |bits, (i, (key, _))| {
+                    if names.get(i) == Some(key) { bits | 1 << i } else { bits }
+                });
+                proptest::prop_assert_eq!(bits, expected, "on {:?}", text);
+                proptest::prop_assert_eq!(without, Some(0));
+            }
+        }
+    }
+
+    #[test]
+    fn a_name_with_a_quote_backslash_or_control_is_not_a_plain_key() {
+        for name in ["quarter", "", "é-1", "a b"] {
+            assert!(plain_key(name), "{name:?}");
+        }
+        for name in ["a\"b", "a\\b", "a\nb", "\u{1f}"] {
+            assert!(!plain_key(name), "{name:?}");
         }
     }
 }
