@@ -116,6 +116,8 @@ struct Scan {
     at: [u8; 64],
     /// The fields given more than once, as bits.
     repeated: u64,
+    /// The entries whose key the reader found to be the field at their own position, as bits.
+    named: u64,
     /// Some integer field's first value is an integral float (`3.0`), which
     /// [`Plan::normalise`] makes an integer before decoding.
     int_floats: bool,
@@ -133,6 +135,7 @@ impl Default for Scan {
             ok: 0,
             at: [NONE; 64],
             repeated: 0,
+            named: 0,
             int_floats: false,
         }
     }
@@ -285,27 +288,36 @@ impl Plan {
         }
     }
 
+    /// The field entry `i` (of key `key`) names: its own position's when the reader found its
+    /// key to be that field's name (bit `i` of `named`), else looked up.
+    #[inline]
+    fn field_of(&self, named: u64, key: &str, i: usize) -> Option<usize> {
+        if i < 64 && named & (1 << i) != 0 {
+            Some(i)
+        } else {
+            self.index(key, i)
+        }
+    }
+
     /// The verdict on a document's entries, and what [`Plan::report`] needs of them. `named`:
     /// the entries whose key the reader found to be the field at their own position (bits).
     fn check(&self, entries: &[(&str, Scalar<'_>)], named: u64) -> (Verdict, Scan) {
-        let mut scan = Scan::default();
-        let verdict = self.verdict(entries, named, &mut scan);
+        let mut scan = Scan {
+            named,
+            ..Scan::default()
+        };
+        let verdict = self.verdict(entries, &mut scan);
         (verdict, scan)
     }
 
-    /// [`Plan::check`]'s verdict, filling `scan` (fresh).
-    fn verdict(&self, entries: &[(&str, Scalar<'_>)], named: u64, scan: &mut Scan) -> Verdict {
+    /// [`Plan::check`]'s verdict, filling `scan` (fresh but for [`Scan::named`]).
+    fn verdict(&self, entries: &[(&str, Scalar<'_>)], scan: &mut Scan) -> Verdict {
         if entries.len() > 64 {
             return Verdict::TreePath;
         }
         for (i, (key, value)) in entries.iter().enumerate() {
-            let f = if named & (1 << i) != 0 {
-                i
-            } else {
-                match self.index(key, i) {
-                    Some(f) => f,
-                    None => continue,
-                }
+            let Some(f) = self.field_of(scan.named, key, i) else {
+                continue;
             };
             // At most 64 fields (`Plan::compile`) and 64 entries (above).
             if scan.at[f] != NONE {
@@ -409,7 +421,7 @@ impl Plan {
     ) {
         let mut seen = Seen::new(object.properties.len());
         for (i, (key, value)) in entries.iter().enumerate() {
-            let field = self.index(key, i);
+            let field = self.field_of(scan.named, key, i);
             match field {
                 Some(f) if scan.ok & (1 << i) != 0 => {
                     seen.set(f);

@@ -60,13 +60,15 @@ pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>, names: &[&str])
             }
             let value = reader.scalar()?;
             entries.push((key, value));
-            if reader.eat(b',') {
-                continue;
+            reader.skip_space();
+            match reader.peek()? {
+                b',' => reader.pos += 1,
+                b'}' => {
+                    reader.pos += 1;
+                    break;
+                }
+                _ => return None,
             }
-            if reader.eat(b'}') {
-                break;
-            }
-            return None;
         }
     }
     reader.skip_space();
@@ -101,13 +103,15 @@ impl<'a> Reader<'a> {
     /// Skips white space, then takes `byte` if it comes next.
     #[inline]
     fn eat(&mut self, byte: u8) -> bool {
-        self.skip_space();
-        if self.peek() == Some(byte) {
-            self.pos += 1;
-            true
-        } else {
-            false
+        // `byte` is most often right there, with no space to skip.
+        if self.peek() != Some(byte) {
+            self.skip_space();
+            if self.peek() != Some(byte) {
+                return false;
+            }
         }
+        self.pos += 1;
+        true
     }
 
     /// A scalar (not an array or object), white space skipped before it.
