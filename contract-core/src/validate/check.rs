@@ -9,10 +9,11 @@ use std::cmp::Ordering;
 use std::fmt::{self, Display, Write as _};
 
 use serde_json::{Number, Value};
+use smallvec::SmallVec;
 
 use super::doc::{Doc, Json, JsonMap, View};
 use super::format::format_ok;
-use super::{join_pointer, Violation, ViolationKind, Violations};
+use super::{push_segment, Violation, ViolationKind, Violations};
 use crate::contract::{Contract, ContractSpec, Format, Rule};
 use crate::ir::{JsonType, Node, NumberKeywords, ObjectNode};
 
@@ -219,10 +220,25 @@ pub(super) enum Path<'a> {
 
 impl Path<'_> {
     fn pointer(&self) -> String {
+        // Room for most pointers, so that the pushes do not grow it.
+        let mut out = String::with_capacity(32);
+        self.write_pointer(&mut out);
+        out
+    }
+
+    /// [`Path::pointer`], pushed onto `out`.
+    fn write_pointer(&self, out: &mut String) {
         match self {
-            Path::Root(pointer, _) => (*pointer).to_owned(),
-            Path::Key(parent, key) => join_pointer(&parent.pointer(), key),
-            Path::Index(parent, i) => join_pointer(&parent.pointer(), &i.to_string()),
+            Path::Root(pointer, _) => out.push_str(pointer),
+            Path::Key(parent, key) => {
+                parent.write_pointer(out);
+                push_segment(out, key);
+            }
+            Path::Index(parent, i) => {
+                parent.write_pointer(out);
+                // Writing to a `String` cannot fail.
+                let _ = write!(out, "/{i}");
+            }
         }
     }
 
@@ -828,9 +844,10 @@ pub(crate) fn rule_violations<'r, J: Json>(
     rule: &'r Rule,
     map: &J::Map,
     comparable: impl Fn(&str, &J) -> bool,
-) -> Vec<(Option<&'r str>, String)> {
+) -> SmallVec<[(Option<&'r str>, String); 2]> {
     let is_null = |v: &J| matches!(v.view(), View::Null);
-    let mut out = Vec::new();
+    // Inline: most rules break once (a comparison) or twice, and the list is read at once.
+    let mut out = SmallVec::new();
     match rule {
         Rule::Compare { left, op, right } => {
             let (Some(l), Some(r)) = (map.get(left), map.get(right)) else {
@@ -871,29 +888,31 @@ pub(crate) fn rule_violations<'r, J: Json>(
             if nulls == 0 || nulls == names.len() {
                 return out;
             }
-            let given = list_names(
-                names
-                    .iter()
-                    .filter(|n| map.get(n).is_some_and(|v| !is_null(v)))
-                    .map(String::as_str),
-            );
+            let given = names
+                .iter()
+                .filter(|n| map.get(n).is_some_and(|v| !is_null(v)))
+                .map(String::as_str);
             let verb = if names.len() - nulls == 1 {
-                "is"
+                " is not: "
             } else {
-                "are"
-            };
-            let advice = if names.len() == 2 {
-                "give both or neither".to_owned()
-            } else {
-                message!(
-                    "give all of {} or none",
-                    list_names(names.iter().map(String::as_str))
-                )
+                " are not: "
             };
             for name in names {
                 if map.get(name).is_some_and(is_null) {
-                    let message = message!("`{name}` is null but {given} {verb} not: {advice}");
-                    out.push((Some(name.as_str()), message));
+                    let text = Text::new()
+                        .s("`")
+                        .s(name)
+                        .s("` is null but ")
+                        .names(given.clone())
+                        .s(verb);
+                    let text = if names.len() == 2 {
+                        text.s("give both or neither")
+                    } else {
+                        text.s("give all of ")
+                            .names(names.iter().map(String::as_str))
+                            .s(" or none")
+                    };
+                    out.push((Some(name.as_str()), text.done()));
                 }
             }
         }
@@ -1751,6 +1770,15 @@ mod tests {
         assert_eq!(
             v[0].message,
             "`b` is null but `a` is not: give all of `a`, `b`, `c` or none"
+        );
+        assert_eq!(
+            v[1].message,
+            "`c` is null but `a` is not: give all of `a`, `b`, `c` or none"
+        );
+        let v = check(json!({"a": "x", "b": "y", "c": null}));
+        assert_eq!(
+            v.iter().map(|v| v.message.as_str()).collect::<Vec<_>>(),
+            ["`c` is null but `a`, `b` are not: give all of `a`, `b`, `c` or none"]
         );
     }
 

@@ -244,12 +244,18 @@ impl Extend<Violation> for Violations {
 pub fn join_pointer(base: &str, segment: &str) -> String {
     let mut out = String::with_capacity(base.len() + segment.len() + 1);
     out.push_str(base);
+    push_segment(&mut out, segment);
+    out
+}
+
+/// [`join_pointer`] onto `out`: `/` and `segment`, escaped.
+pub(crate) fn push_segment(out: &mut String, segment: &str) {
     out.push('/');
     // Most segments (field names, indices) need no escape: one copy instead of a push per
     // character.
     if !segment.bytes().any(|b| b == b'~' || b == b'/') {
         out.push_str(segment);
-        return out;
+        return;
     }
     for c in segment.chars() {
         match c {
@@ -258,5 +264,4 @@ pub fn join_pointer(base: &str, segment: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
