@@ -157,8 +157,8 @@ enum Verdict {
 struct Plan {
     fields: Vec<FieldPlan>,
     /// The fields' names, in order, given to [`read::flat`] as the keys expected; empty when
-    /// one of them is not a [`read::plain_key`].
-    names: Vec<&'static str>,
+    /// one of them cannot be a [`read::Key`].
+    names: Vec<read::Key>,
     rules: Vec<RulePlan>,
 }
 
@@ -268,10 +268,11 @@ impl Plan {
                 _ => return None,
             });
         }
-        let mut names: Vec<&'static str> = fields.iter().map(|f| f.name).collect();
-        if !names.iter().all(|name| read::plain_key(name)) {
-            names.clear();
-        }
+        let names = fields
+            .iter()
+            .map(|f| read::Key::new(f.name))
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default();
         Some(Plan {
             fields,
             names,
