@@ -47,8 +47,8 @@ pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>, keys: &[Key]) -
             }
             let i = entries.len();
             let key = match keys.get(i) {
-                Some(expected) if reader.key_is(expected) => {
-                    // `keys` has at most 64 entries, so `i < 64`.
+                // The bits hold 64 entries (a plan has at most 64 fields).
+                Some(expected) if i < 64 && reader.key_is(expected) => {
                     matched |= 1 << i;
                     reader.key(expected)
                 }
@@ -552,6 +552,21 @@ mod tests {
         for name in ["a\"b", "a\\b", "a\nb", "\u{1f}"] {
             assert!(Key::new(name).is_none(), "{name:?}");
         }
+    }
+
+    /// Past 64 entries the keys are still read, only not reported as matched.
+    #[test]
+    fn more_than_64_expected_keys() {
+        let names: Vec<&'static str> = (0..70)
+            .map(|i| &*Box::leak(format!("k{i}").into_boxed_str()))
+            .collect();
+        let keys: Vec<Key> = names.iter().filter_map(|n| Key::new(n)).collect();
+        let body: Vec<String> = names.iter().map(|n| format!("\"{n}\": 1")).collect();
+        let text = format!("{{{}}}", body.join(", "));
+        let mut entries = Entries::new();
+        assert_eq!(super::flat(&text, &mut entries, &keys), Some(u64::MAX));
+        assert_eq!(entries.len(), 70);
+        assert_eq!(entries[69].0, "k69");
     }
 
     /// Names of 7 and 8 bytes (the last compared as one word, and the first too long for one),
