@@ -3,8 +3,9 @@
 //! rules over them.
 //!
 //! The object is read onto the stack ([`read::flat`]), then checked against a [`Plan`] compiled
-//! once per contract from its IR: field positions instead of name lookups, each field's type
-//! and bounds, rules by field index. A document the plan finds valid is decoded straight from
+//! once per contract from its IR: field positions instead of name lookups (the reader is given
+//! the fields' names as the keys expected, and reports the entries whose key is the field at
+//! their own position), each field's type and bounds, rules by field index. A document the plan finds valid is decoded straight from
 //! the entries, with no tree. A document it refuses is reported by the tree path's own checker
 //! code on the same entries (`Checker::check_entry`, `report_missing`, `check_rule`, called as
 //! `check_object` calls them, skipping only the values and rules the plan found sound), so its
@@ -80,7 +81,7 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
     let spec = C::contract_spec();
     let plan = plan_for(spec)?;
     let mut entries = Entries::new();
-    let named = read::flat(text, &mut entries, &plan.names)?;
+    let named = read::flat(text, &mut entries, &plan.keys)?;
     let mut out = Violations::new();
     let (verdict, scan) = plan.check(&entries, named);
     match verdict {
@@ -158,7 +159,7 @@ struct Plan {
     fields: Vec<FieldPlan>,
     /// The fields' names, in order, given to [`read::flat`] as the keys expected; empty when
     /// one of them cannot be a [`read::Key`].
-    names: Vec<read::Key>,
+    keys: Vec<read::Key>,
     rules: Vec<RulePlan>,
 }
 
@@ -268,14 +269,14 @@ impl Plan {
                 _ => return None,
             });
         }
-        let names = fields
+        let keys = fields
             .iter()
             .map(|f| read::Key::new(f.name))
             .collect::<Option<Vec<_>>>()
             .unwrap_or_default();
         Some(Plan {
             fields,
-            names,
+            keys,
             rules,
         })
     }
