@@ -31,8 +31,9 @@ use super::flat::{Entries, Scalar};
 ///
 /// `keys` are the keys expected, in order (the plan's fields): the key of entry `i` is first
 /// compared with `keys[i]` whole, which is cheaper than scanning it byte by byte for its
-/// closing quote; the entries whose key matched so are returned as bits. The key is the same
-/// slice of `text` either way ([`Key::new`] takes no name that the scan would read otherwise).
+/// closing quote; the entries whose key matched so are returned as bits, and their key is the
+/// expected name itself: the same string the scan would read ([`Key::new`] takes no name that
+/// the scan would read otherwise).
 pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>, keys: &[Key]) -> Option<u64> {
     let mut reader = Reader { text, pos: 0 };
     let mut matched = 0u64;
