@@ -4,6 +4,7 @@
 //! ```text
 //! peers tokens [--model GGUF]        signature vs compact JSON Schema tokens, per example contract
 //! peers validate DOCS [--rounds N]   `Guidance::from_json` over one document per line, best of N
+//!                [--read-violations]  (and the refused documents' violations read)
 //! peers ladder INPUTS.jsonl          the output ladder over `{"input": "..."}` lines, one result a line
 //! peers prompts DOCS.jsonl           the messages, prompt tokens and strict schema of the filings study
 //! ```
@@ -51,6 +52,10 @@ enum Command {
         /// Also write each document's verdict here, one `true`/`false` a line.
         #[arg(long)]
         verdicts: Option<PathBuf>,
+        /// Also read every refused document's violations (each one's pointer and message), as
+        /// the output ladder does to write a retry; without it only the verdict is taken.
+        #[arg(long)]
+        read_violations: bool,
     },
     /// Reads `{"input": "..."}` lines and prints, per line, the ladder's level and recovered JSON.
     Ladder {
@@ -76,7 +81,8 @@ fn main() -> ExitCode {
             file,
             rounds,
             verdicts,
-        } => validate(&file, rounds, verdicts.as_deref()),
+            read_violations,
+        } => validate(&file, rounds, verdicts.as_deref(), read_violations),
         Command::Ladder { file } => ladder(&file),
         Command::Prompts { file, model } => prompts(&file, model.as_deref()),
     };
@@ -160,7 +166,12 @@ fn tokens(model: Option<&Path>) -> Result<(), String> {
     print_json(&json!({"model": path.display().to_string(), "contracts": rows}))
 }
 
-fn validate(path: &Path, rounds: usize, verdicts: Option<&Path>) -> Result<(), String> {
+fn validate(
+    path: &Path,
+    rounds: usize,
+    verdicts: Option<&Path>,
+    read_violations: bool,
+) -> Result<(), String> {
     let docs: Vec<String> = lines(path)?.into_iter().map(|(_, l)| l).collect();
     if docs.is_empty() {
         return Err(format!("{}: no documents", path.display()));
@@ -171,7 +182,15 @@ fn validate(path: &Path, rounds: usize, verdicts: Option<&Path>) -> Result<(), S
         let start = Instant::now();
         accepted = 0;
         for doc in &docs {
-            accepted += usize::from(Guidance::from_json(std::hint::black_box(doc)).is_ok());
+            match Guidance::from_json(std::hint::black_box(doc)) {
+                Ok(_) => accepted += 1,
+                Err(violations) if read_violations => {
+                    for v in violations.iter() {
+                        std::hint::black_box((v.path.as_str(), v.kind, v.message.as_str()));
+                    }
+                }
+                Err(_) => {}
+            }
         }
         best = best.min(start.elapsed());
     }
@@ -189,6 +208,7 @@ fn validate(path: &Path, rounds: usize, verdicts: Option<&Path>) -> Result<(), S
         "docs": docs.len(),
         "accepted": accepted,
         "rounds": rounds.max(1),
+        "read_violations": read_violations,
         "best_seconds": seconds,
         "docs_per_s": docs.len() as f64 / seconds,
         "ns_per_doc": seconds * 1e9 / docs.len() as f64,
