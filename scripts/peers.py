@@ -669,17 +669,25 @@ def report(meta: dict, parts: dict) -> str:
             "and its lax mode reads `\"3\"`, so an integer field is `int | float` and "
             "`__post_init__` refuses a fraction.\n"
         )
-        md.append("| validator | accepted | docs/s | ns/doc |")
-        md.append("|---|---|---|---|")
-        md.append(
-            f"| `Guidance::from_json` (Rust) | {r['accepted']:,} | {fmt_rate(r['docs_per_s'])} | {r['ns_per_doc']:.0f} |"
-        )
-        for p in v["python"]:
+
+        def table(header: str, rust: dict, key: str) -> None:
+            """Rust's row, then each Python validator's figures under `key` ("" for the verdicts,
+            "read_" with the violations read), with the accepted count for the verdicts."""
+            accepted = lambda n: f" {n:,} |" if not key else ""
+            md.append(f"| {header} |{' accepted |' if not key else ''} docs/s | ns/doc |")
+            md.append("|---|---|---|" + ("---|" if not key else ""))
             md.append(
-                f"| {p['library']} {p['version']} {p['validator']} | {p['accepted']:,} | "
-                f"{fmt_rate(p['docs_per_s'])} | {p['ns_per_doc']:.0f} |"
+                f"| `Guidance::from_json` (Rust) |{accepted(rust['accepted'])} "
+                f"{fmt_rate(rust['docs_per_s'])} | {rust['ns_per_doc']:.0f} |"
             )
-        md.append("")
+            for p in v["python"]:
+                md.append(
+                    f"| {p['library']} {p['version']} {p['validator']} |{accepted(p['accepted'])} "
+                    f"{fmt_rate(p[key + 'docs_per_s'])} | {p[key + 'ns_per_doc']:.0f} |"
+                )
+            md.append("")
+
+        table("validator", r, "")
         for p in v["python"]:
             md.append(
                 f"- vs {p['library']} ({p['validator']}): `from_json` has "
@@ -698,15 +706,7 @@ def report(meta: dict, parts: dict) -> str:
                 "msgspec: `str` of its error, written when it is raised). For information: issue 17's "
                 "goal 3 is measured on the verdicts alone, the table above.\n"
             )
-            md.append("| validator, violations read | docs/s | ns/doc |")
-            md.append("|---|---|---|")
-            md.append(f"| `Guidance::from_json` (Rust) | {fmt_rate(rr['docs_per_s'])} | {rr['ns_per_doc']:.0f} |")
-            for p in v["python"]:
-                md.append(
-                    f"| {p['library']} {p['version']} {p['validator']} | "
-                    f"{fmt_rate(p['read_docs_per_s'])} | {p['read_ns_per_doc']:.0f} |"
-                )
-            md.append("")
+            table("validator, violations read", rr, "read_")
             for p in v["python"]:
                 md.append(
                     f"- vs {p['library']} ({p['validator']}), violations read: `from_json` has "
