@@ -52,8 +52,9 @@ enum Command {
         /// Also write each document's verdict here, one `true`/`false` a line.
         #[arg(long)]
         verdicts: Option<PathBuf>,
-        /// Also read every refused document's violations (each one's pointer and message), as
-        /// the output ladder does to write a retry; without it only the verdict is taken.
+        /// Also read every refused document's violations (each one's kind, pointer and
+        /// message), as the output ladder does to write a retry; without it only the verdict is
+        /// taken.
         #[arg(long)]
         read_violations: bool,
     },
