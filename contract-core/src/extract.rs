@@ -178,6 +178,13 @@ pub enum BackendError {
         /// Details.
         message: String,
     },
+    /// The backend cannot do what was asked (scoring answers on a server that returns no
+    /// log-probabilities, a backend without [`Backend::score`]).
+    #[error("unsupported: {message}")]
+    Unsupported {
+        /// What is not supported, and by whom.
+        message: String,
+    },
     /// Anything else.
     #[error("{message}")]
     Other {
@@ -206,6 +213,7 @@ impl BackendError {
             BackendError::ContextLength { .. } => "context_length",
             BackendError::InvalidRequest { .. } => "invalid_request",
             BackendError::Protocol { .. } => "protocol",
+            BackendError::Unsupported { .. } => "unsupported",
             BackendError::Other { .. } => "other",
         }
     }
@@ -221,6 +229,51 @@ pub trait Backend {
         &self,
         req: &Request,
     ) -> impl Future<Output = Result<Response, BackendError>> + Send;
+
+    /// Scores short answers after each of several prompts: for every prompt of `req`, the
+    /// log-probability the model gives each of [`ScoreRequest::answers`] as the start of its
+    /// reply. This is how passages are judged (a yes/no question per passage, ranked by
+    /// `log P(yes) - log P(no)`); a backend answers all prompts of one request together, in as
+    /// few forward calls as it can.
+    ///
+    /// The default answers [`BackendError::Unsupported`]: a backend that cannot score (a server
+    /// without log-probabilities, a scripted test backend) keeps it, and callers fall back to
+    /// extracting without judging.
+    fn score(
+        &self,
+        req: &ScoreRequest,
+    ) -> impl Future<Output = Result<ScoreResponse, BackendError>> + Send {
+        let _ = req;
+        std::future::ready(Err(BackendError::Unsupported {
+            message: "this backend does not score answers".into(),
+        }))
+    }
+}
+
+/// A batch of prompts whose answers a [`Backend::score`] call scores.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoreRequest {
+    /// The prompts, each a full conversation that ends with the user's question (the answer is
+    /// the assistant's reply).
+    pub prompts: Vec<Messages>,
+    /// The answers to score after every prompt, as the assistant would start its reply (`yes`,
+    /// `Yes`, `no`, `No`).
+    pub answers: Vec<String>,
+}
+
+/// What [`Backend::score`] answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreResponse {
+    /// For each prompt, in order, the natural-log probability of each answer, in the order of
+    /// [`ScoreRequest::answers`].
+    pub logprobs: Vec<Vec<f64>>,
+    /// Whether every log-probability is the model's own over the whole answer (a local model).
+    /// A server returns only its most likely first tokens: an answer missing from them is
+    /// counted at the least likely one listed (an upper bound), and only the answer's first
+    /// token is scored; then this is false.
+    pub exact: bool,
+    /// Forward passes of a local model for the whole request.
+    pub forward_calls: Option<u32>,
 }
 
 impl<B: Backend + Sync> Backend for &B {
@@ -230,6 +283,13 @@ impl<B: Backend + Sync> Backend for &B {
     ) -> impl Future<Output = Result<Response, BackendError>> + Send {
         (**self).complete(req)
     }
+
+    fn score(
+        &self,
+        req: &ScoreRequest,
+    ) -> impl Future<Output = Result<ScoreResponse, BackendError>> + Send {
+        (**self).score(req)
+    }
 }
 
 impl<B: Backend + Send + Sync> Backend for Arc<B> {
@@ -238,6 +298,13 @@ impl<B: Backend + Send + Sync> Backend for Arc<B> {
         req: &Request,
     ) -> impl Future<Output = Result<Response, BackendError>> + Send {
         (**self).complete(req)
+    }
+
+    fn score(
+        &self,
+        req: &ScoreRequest,
+    ) -> impl Future<Output = Result<ScoreResponse, BackendError>> + Send {
+        (**self).score(req)
     }
 }
 
@@ -265,6 +332,12 @@ pub trait DynBackend: Send + Sync {
         &'a self,
         req: &'a Request,
     ) -> BoxFuture<'a, Result<Response, BackendError>>;
+
+    /// [`Backend::score`], its future boxed.
+    fn score_boxed<'a>(
+        &'a self,
+        req: &'a ScoreRequest,
+    ) -> BoxFuture<'a, Result<ScoreResponse, BackendError>>;
 }
 
 impl<B: Backend + Send + Sync> DynBackend for B {
@@ -274,11 +347,22 @@ impl<B: Backend + Send + Sync> DynBackend for B {
     ) -> BoxFuture<'a, Result<Response, BackendError>> {
         Box::pin(self.complete(req))
     }
+
+    fn score_boxed<'a>(
+        &'a self,
+        req: &'a ScoreRequest,
+    ) -> BoxFuture<'a, Result<ScoreResponse, BackendError>> {
+        Box::pin(self.score(req))
+    }
 }
 
 impl Backend for dyn DynBackend {
     async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
         self.complete_boxed(req).await
+    }
+
+    async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
+        self.score_boxed(req).await
     }
 }
 
@@ -286,11 +370,19 @@ impl Backend for Box<dyn DynBackend> {
     async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
         (**self).complete_boxed(req).await
     }
+
+    async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
+        (**self).score_boxed(req).await
+    }
 }
 
 impl Backend for Arc<dyn DynBackend> {
     async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
         (**self).complete_boxed(req).await
+    }
+
+    async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
+        (**self).score_boxed(req).await
     }
 }
 

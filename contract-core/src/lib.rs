@@ -54,7 +54,9 @@ pub use contract::*;
 pub use contract_derive::Contract;
 pub use dynamic::{DynContract, SchemaError};
 pub use evidence::{extract_pages, Audit, PageExtraction};
-pub use extract::{Backend, BackendError, Extraction, Extractor, Request, Response};
+pub use extract::{
+    Backend, BackendError, Extraction, Extractor, Request, Response, ScoreRequest, ScoreResponse,
+};
 pub use ir::{FieldSpec, ObjectNode};
 pub use parse::{parse_output, Level, Parsed};
 pub use schema::{StrictSchema, StrictSchemaError};
