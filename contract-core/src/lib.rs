@@ -41,6 +41,7 @@ pub mod grammar;
 pub mod ground;
 pub mod ir;
 pub mod parse;
+pub mod passage;
 pub mod prompt;
 pub mod schema;
 pub mod signature;

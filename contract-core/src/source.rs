@@ -325,12 +325,12 @@ pub fn completeness_after(previous_tail: &str, next_page_head: &str) -> Complete
     complete(&format!("next page starts a new paragraph: `{first}`"))
 }
 
-fn is_markdown_heading(line: &str) -> bool {
+pub(crate) fn is_markdown_heading(line: &str) -> bool {
     let hashes = line.chars().take_while(|&c| c == '#').count();
     (1..=6).contains(&hashes) && line[hashes..].starts_with([' ', '\t'])
 }
 
-fn is_keyword_heading(line: &str) -> bool {
+pub(crate) fn is_keyword_heading(line: &str) -> bool {
     let lower = line.to_lowercase();
     const WORDS: [&str; 9] = [
         "section",
@@ -356,7 +356,7 @@ fn is_keyword_heading(line: &str) -> bool {
 }
 
 /// `3.`, `3. Title`, `3.2 Title`, `3.2. Title`: dotted numbers, then the end or a space.
-fn is_numbered_section(line: &str) -> bool {
+pub(crate) fn is_numbered_section(line: &str) -> bool {
     let number_end = line
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(line.len());
@@ -371,7 +371,7 @@ fn is_numbered_section(line: &str) -> bool {
 }
 
 /// `- x`, `* x`, `• x`, `a) x`, `(iv) x`, `1) x`.
-fn is_list_item(line: &str) -> bool {
+pub(crate) fn is_list_item(line: &str) -> bool {
     if line.starts_with(['-', '*', '•', '–', '·']) {
         return line.chars().nth(1).is_some_and(char::is_whitespace);
     }
@@ -394,7 +394,7 @@ fn is_list_item(line: &str) -> bool {
 }
 
 /// At least two letters, all of them capitals.
-fn is_capitals(line: &str) -> bool {
+pub(crate) fn is_capitals(line: &str) -> bool {
     let letters: Vec<char> = line.chars().filter(|c| c.is_alphabetic()).collect();
     letters.len() >= 2 && letters.iter().all(|c| !c.is_lowercase())
 }
