@@ -42,6 +42,7 @@ pub mod ground;
 pub mod ir;
 pub mod parse;
 pub mod prompt;
+pub mod read;
 pub mod schema;
 pub mod signature;
 pub mod source;
