@@ -134,6 +134,11 @@ impl Decimal {
         Some(Decimal::from_parts(negative, int, frac, exp))
     }
 
+    /// The non-negative number `int.frac` from ASCII digit strings (`"1"`, `"5"` is 1.5).
+    pub(crate) fn from_digits(int: &str, frac: &str) -> Decimal {
+        Decimal::from_parts(false, int, frac, 0)
+    }
+
     /// `int.frac × 10^exp` from ASCII digit strings.
     fn from_parts(negative: bool, int: &str, frac: &str, exp: i64) -> Decimal {
         let all: String = format!("{int}{frac}");

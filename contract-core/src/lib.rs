@@ -43,6 +43,7 @@ pub mod ir;
 pub mod parse;
 pub mod passage;
 pub mod prompt;
+pub mod read;
 pub mod schema;
 pub mod signature;
 pub mod source;

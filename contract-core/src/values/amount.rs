@@ -63,28 +63,40 @@ impl Scale {
     /// optionally followed by a `per ...` / `por ...` qualifier, which is returned.
     ///
     /// `None` and a bare qualifier are [`Scale::Units`]. Spanish `billón` is 10^12, as in Spanish.
+    /// Case and whitespace runs do not matter (`Mil\nmillones`); a final dot is dropped
+    /// (`bn.`). [`crate::read::find_scales`] finds these words in a text.
     pub fn parse_unit(unit: Option<&str>) -> Result<(Scale, Option<String>), ScaleError> {
         let Some(raw) = unit else {
             return Ok((Scale::Units, None));
         };
-        let text = raw.trim().to_lowercase();
+        let text = raw
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
         let text = text.trim_end_matches('.');
         let (scale_part, qualifier) = split_qualifier(text);
-        let scale_part = scale_part.trim();
-        let scale = match scale_part {
-            "" | "units" | "unit" | "unidades" => Scale::Units,
-            "thousand" | "thousands" | "k" | "th" | "mil" | "miles" | "thousand of" => {
-                Scale::Thousands
-            }
-            "million" | "millions" | "mn" | "mm" | "m" | "mio" | "millón" | "millon"
-            | "millones" | "m€" => Scale::Millions,
-            "billion" | "billions" | "bn" | "b" | "mil millones" | "miles de millones"
-            | "millardo" | "millardos" => Scale::Billions,
-            "trillion" | "trillions" | "tn" | "billón" | "billon" | "billones" => Scale::Trillions,
-            _ => return Err(ScaleError::Unknown(raw.to_owned())),
-        };
+        let scale =
+            scale_word(scale_part.trim()).ok_or_else(|| ScaleError::Unknown(raw.to_owned()))?;
         Ok((scale, qualifier.map(str::to_owned)))
     }
+}
+
+/// The scale a lowercase scale word names (whitespace runs as single spaces); `""` is
+/// [`Scale::Units`].
+pub(crate) fn scale_word(word: &str) -> Option<Scale> {
+    Some(match word {
+        "" | "units" | "unit" | "unidades" => Scale::Units,
+        "thousand" | "thousands" | "k" | "th" | "mil" | "miles" | "thousand of" => Scale::Thousands,
+        "million" | "millions" | "mn" | "mm" | "m" | "mio" | "mln" | "millón" | "millon"
+        | "millones" | "m€" => Scale::Millions,
+        "billion" | "billions" | "bn" | "bln" | "b" | "mil millones" | "miles de millones"
+        | "millardo" | "millardos" | "milliard" | "milliards" | "mrd" => Scale::Billions,
+        "trillion" | "trillions" | "tn" | "trn" | "billón" | "billon" | "billones" => {
+            Scale::Trillions
+        }
+        _ => return None,
+    })
 }
 
 fn split_qualifier(text: &str) -> (&str, Option<&str>) {

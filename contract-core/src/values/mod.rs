@@ -9,6 +9,7 @@ mod date;
 mod evidence;
 mod table;
 
+pub(crate) use amount::scale_word;
 pub use amount::{Amount, Scale, ScaleError};
 pub use date::DateValue;
 pub use evidence::{Evidenced, Feedback, Span};

@@ -1,0 +1,281 @@
+//! Readers: find and read dates, currencies, scale words, periods and durations in text.
+//!
+//! A model copies what a document writes; code computes the rest. For each kind there is a
+//! *finder* and a *reader*:
+//! - the finder (`find_dates`, `find_currencies`, `find_scales`, `find_periods`,
+//!   `find_durations`) returns every expression of its kind in a text as byte ranges, each the
+//!   longest at its place (`05 MAR 2018` whole, never `2018` out of it; `three (3) years`
+//!   whole, never `3`), in order, not overlapping, at word boundaries: what a model may be
+//!   offered to copy;
+//! - the reader (`read_date`, `read_currency`, `read_scale`, `read_period`, `read_duration`)
+//!   reads one such expression into a typed value, or says why it cannot, as a typed error:
+//!   ambiguous, impossible, unresolvable, or not of its kind.
+//!
+//! A reader accepts what its finder finds (a property test holds them to it), and a little
+//! more: a bare year is a date and a period when it is the whole text, though no finder offers
+//! one. No finder or reader panics on any input.
+//!
+//! How a document writes (its decimal separator, the order of day and month, the currencies it
+//! names, its own date) is one value, [`Conventions`], detected from the whole document and
+//! overridable part by part.
+//!
+//! The tokenising and the grammars are hand-written: chrono's parsers read one known format
+//! per call (`parse_from_str(s, "%d/%m/%Y")`), know month names in English only, and cannot
+//! find a date in running text, report an ambiguous one or follow a document's date order.
+//! chrono does the calendar: which days exist, weekdays, the two-digit-year pivot's default.
+
+mod currency;
+mod date;
+mod duration;
+mod period;
+mod scale;
+mod token;
+mod words;
+
+use chrono::NaiveDate;
+
+pub use currency::{find_currencies, read_currency, CurrencyError};
+pub use date::{find_dates, read_date, DateError, DateRead};
+pub use duration::{find_durations, read_duration, DurationError, DurationRead, DurationUnit};
+pub use period::{find_periods, read_period, PeriodError, PeriodKind, PeriodRead};
+pub use scale::{find_scales, read_scale};
+
+use crate::ground::Numerals;
+use token::Toks;
+
+/// The order a document writes the day and the month of a numeric date in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DateOrder {
+    /// Day, month, year: `19/10/2018` (most of the world).
+    DayFirst,
+    /// Month, day, year: `04/18/2001` (the United States).
+    MonthFirst,
+    /// Year, month, day with a two-digit year: `18/06/04` (East Asia). A four-digit year
+    /// written first is read year first whatever the order.
+    YearFirst,
+    /// The document does not tell.
+    Unknown,
+}
+
+/// How a document writes: numerals, date order, the currencies it names, its reference date
+/// and period.
+///
+/// [`Conventions::detect`] reads them from a document; the `with_*` methods override any
+/// part. [`Conventions::new`] is a document that tells nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conventions {
+    numerals: Numerals,
+    date_order: DateOrder,
+    currencies: Vec<&'static str>,
+    reference_date: Option<NaiveDate>,
+    reference_period: Option<PeriodRead>,
+}
+
+impl Default for Conventions {
+    fn default() -> Conventions {
+        Conventions::new()
+    }
+}
+
+impl Conventions {
+    /// Conventions that tell nothing: [`Numerals::Point`], [`DateOrder::Unknown`], no
+    /// currencies, no reference date or period.
+    pub fn new() -> Conventions {
+        Conventions {
+            numerals: Numerals::Point,
+            date_order: DateOrder::Unknown,
+            currencies: Vec::new(),
+            reference_date: None,
+            reference_period: None,
+        }
+    }
+
+    /// The conventions `text` follows:
+    /// - numerals by [`Numerals::detect`];
+    /// - the date order from its numeric dates that tell (`19/10/2018`: a first field above 12
+    ///   is a day, so day first; `04/18/2001`: month first; `98/12/31`: year first), and
+    ///   [`DateOrder::Unknown`] when none tells or they disagree;
+    /// - the currencies it names unambiguously (ISO codes, `RM`, `€`, `US$`, `euros`, ...: not
+    ///   `$` or `dollars`, which they serve to resolve), most named first;
+    /// - the reference date: the *first* full date (with its day) that reads by the detected
+    ///   order, unambiguous and real: a receipt's or a letter's own date comes first, and an
+    ///   agreement's effective date is usually its first. Two-digit years in it read by the
+    ///   1969-2068 rule;
+    /// - no reference period (a document's reporting period is a caller's matter: set one with
+    ///   [`Conventions::with_reference_period`]).
+    pub fn detect(text: &str) -> Conventions {
+        let t = Toks::new(text);
+        let found = date::dates_in(&t);
+        let date_order = detect_order(found.iter().map(|(_, w)| w));
+        let mut c = Conventions {
+            numerals: Numerals::detect(text),
+            date_order,
+            currencies: currency::named_currencies(&t),
+            reference_date: None,
+            reference_period: None,
+        };
+        c.reference_date = found.iter().find_map(|(r, w)| {
+            let read = date::resolve(w, &c, text.get(r.clone())?).ok()?;
+            read.date()
+        });
+        c
+    }
+
+    /// With these numerals.
+    pub fn with_numerals(mut self, numerals: Numerals) -> Conventions {
+        self.numerals = numerals;
+        self
+    }
+
+    /// With this date order.
+    pub fn with_date_order(mut self, order: DateOrder) -> Conventions {
+        self.date_order = order;
+        self
+    }
+
+    /// With these currencies named (ISO 4217 codes, most named first) in place of the
+    /// detected ones: `with_currencies(&["MYR"])` for a receipt known to be Malaysian. Fails
+    /// on a code that is not ISO 4217.
+    pub fn with_currencies(mut self, codes: &[&str]) -> Result<Conventions, CurrencyError> {
+        let mut known = Vec::new();
+        for code in codes {
+            let c = currency::known_code(&code.trim().to_ascii_uppercase())
+                .ok_or_else(|| CurrencyError::NotACurrency((*code).to_owned()))?;
+            if !known.contains(&c) {
+                known.push(c);
+            }
+        }
+        self.currencies = known;
+        Ok(self)
+    }
+
+    /// With this reference date (the document's own date).
+    pub fn with_reference_date(mut self, date: NaiveDate) -> Conventions {
+        self.reference_date = Some(date);
+        self
+    }
+
+    /// With this reference period (the period a release reports on), against which relative
+    /// and year-less periods are placed ahead of the reference date.
+    pub fn with_reference_period(mut self, period: PeriodRead) -> Conventions {
+        self.reference_period = Some(period);
+        self
+    }
+
+    /// How numbers are written.
+    pub fn numerals(&self) -> Numerals {
+        self.numerals
+    }
+
+    /// The order of day and month in numeric dates.
+    pub fn date_order(&self) -> DateOrder {
+        self.date_order
+    }
+
+    /// The currencies the document names unambiguously, as ISO 4217 codes, most named first.
+    pub fn currencies(&self) -> &[&'static str] {
+        &self.currencies
+    }
+
+    /// The document's reference date.
+    pub fn reference_date(&self) -> Option<NaiveDate> {
+        self.reference_date
+    }
+
+    /// The reference period, when one was given.
+    pub fn reference_period(&self) -> Option<PeriodRead> {
+        self.reference_period
+    }
+
+    /// The year a two-digit year `yy` stands for: within fifty years of the reference date's
+    /// year (its year minus 50 to plus 49), else 1969-2068 (chrono's `%y`).
+    pub fn full_year(&self, yy: u32) -> i32 {
+        let yy = (yy % 100) as i32;
+        match self.reference_date {
+            Some(d) => {
+                let low = chrono::Datelike::year(&d) - 50;
+                low + (yy - low).rem_euclid(100)
+            }
+            None if yy < 69 => 2000 + yy,
+            None => 1900 + yy,
+        }
+    }
+}
+
+/// The date order numeric dates tell: `Unknown` when none tells or they disagree.
+fn detect_order<'a>(written: impl Iterator<Item = &'a date::Written>) -> DateOrder {
+    let (mut day, mut month, mut year) = (false, false, false);
+    for w in written {
+        if let date::Shape::Numeric { a, b, c, .. } = w.shape {
+            if a.value > 31 && a.digits == 2 && c.digits == 2 {
+                year = true;
+            } else if a.value > 12 && b.value <= 12 {
+                day = true;
+            } else if b.value > 12 && a.value <= 12 {
+                month = true;
+            }
+        }
+    }
+    match (day, month, year) {
+        (true, false, false) => DateOrder::DayFirst,
+        (false, true, false) => DateOrder::MonthFirst,
+        (false, false, true) => DateOrder::YearFirst,
+        _ => DateOrder::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conventions_are_detected() {
+        let receipt = "RECEIPT\n19/10/2018 20:49:59\nTOTAL RM 60.30\n01/03/2018 printed";
+        let c = Conventions::detect(receipt);
+        assert_eq!(c.date_order(), DateOrder::DayFirst);
+        assert_eq!(c.currencies(), ["MYR"]);
+        assert_eq!(c.reference_date(), NaiveDate::from_ymd_opt(2018, 10, 19));
+        assert_eq!(c.numerals(), Numerals::Point);
+        assert_eq!(
+            read_date("01/03/2018", &c).map(|d| d.iso()),
+            Ok("2018-03-01".into())
+        );
+
+        let us = "DATE 04/18/01\nSigned 9/3/07 for USD 1,200.50";
+        let c = Conventions::detect(us);
+        assert_eq!(c.date_order(), DateOrder::MonthFirst);
+        assert_eq!(c.reference_date(), NaiveDate::from_ymd_opt(2001, 4, 18));
+        assert_eq!(
+            read_date("9/3/07", &c).map(|d| d.iso()),
+            Ok("2007-09-03".into())
+        );
+
+        let mixed = "19/10/2018 and 10/19/2018";
+        assert_eq!(Conventions::detect(mixed).date_order(), DateOrder::Unknown);
+        let none = Conventions::detect("no dates, 1.234,5 euros");
+        assert_eq!(none.date_order(), DateOrder::Unknown);
+        assert_eq!(none.reference_date(), None);
+        assert_eq!(none.numerals(), Numerals::Comma);
+        assert_eq!(none.currencies(), ["EUR"]);
+        // An ambiguous first date is passed over for the first one that reads.
+        let c = Conventions::detect("04/05/2018, then 5 March 2018");
+        assert_eq!(c.reference_date(), NaiveDate::from_ymd_opt(2018, 3, 5));
+    }
+
+    #[test]
+    fn overrides_replace_detected_parts() {
+        let c = Conventions::detect("19/10/2018")
+            .with_date_order(DateOrder::MonthFirst)
+            .with_numerals(Numerals::Comma);
+        assert_eq!(c.date_order(), DateOrder::MonthFirst);
+        assert_eq!(c.numerals(), Numerals::Comma);
+        assert!(Conventions::new()
+            .with_currencies(&["usd", "EUR", "USD"])
+            .is_ok_and(|c| c.currencies() == ["USD", "EUR"]));
+        assert_eq!(
+            Conventions::new().with_currencies(&["ZZZ"]),
+            Err(CurrencyError::NotACurrency("ZZZ".into()))
+        );
+    }
+}

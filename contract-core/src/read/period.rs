@@ -1,0 +1,1203 @@
+//! Periods: [`find_periods`] and [`read_period`], in English and Spanish.
+//!
+//! Forms read (any case):
+//! - quarters: `Q3 2024`, `Q3'24`, `3Q24`, `Q3 FY2024`, `FY24 Q3`, `2024 Q3`, `third quarter of
+//!   2024`, `fiscal third quarter 2024`, `third fiscal quarter of fiscal 2024`,
+//!   `fourth-quarter 2025`, `the December quarter`, `the quarter ending September 30, 2024`,
+//!   `three months ended March 31, 2025`, `tercer trimestre de 2024`, `3T 2024`, `1T26`,
+//!   `el trimestre que termina el 31 de diciembre de 2025`;
+//! - halves: `H1 2025`, `1H25`, `H2 FY2024`, `first half of 2025`, `the second half of fiscal
+//!   2024`, `first half of next year`, `el segundo semestre de 2025`, `1S 2025`;
+//! - years: `fiscal 2025`, `FY25`, `FY 2025`, `fiscal year 2025`, `full year 2025`, `the fiscal
+//!   year ended September 30, 2024`, `ejercicio 2025`, `el ejercicio fiscal 2025`, `año 2025`;
+//!   a bare `2025` by [`read_period`] only;
+//! - months: `March 2025`, `marzo de 2025`, `the month of March`, `el mes de marzo`; a bare
+//!   `March` by [`read_period`] only;
+//! - relative: `next quarter`, `the upcoming quarter`, `the current quarter`, `last quarter`,
+//!   `next year`, `the coming fiscal year`, `this half`, `el próximo trimestre`, `el trimestre
+//!   actual`, `el ejercicio anterior`, `este año`.
+//!
+//! A period with no year (`the third quarter`, `Q3`, `the second half of the year`) and a
+//! relative one are placed against a reference ([`Conventions::reference_period`], else the
+//! calendar period around [`Conventions::reference_date`]):
+//! - a relative period is the period of its kind containing the reference, moved by one
+//!   (`next`, `upcoming`, `coming`, `following`, `próximo`, `siguiente`), none (`this`,
+//!   `current`, `actual`, `en curso`) or minus one (`last`, `previous`, `prior`, `anterior`,
+//!   `pasado`): `next quarter` after Q2 2024 is Q3 2024, `next year` after Q4 2024 is 2025;
+//! - a period without a year is the first such period that does not end before the reference
+//!   begins: `the third quarter` against Q2 2024 is Q3 2024, `the first quarter` is Q1 2025,
+//!   `the second quarter` Q2 2024 itself (the period a release reports on, named without its
+//!   year, is that period).
+//!
+//! A fiscal period is numbered as the reference is: placed against a reference period, it
+//! takes its year's numbering; against a calendar date alone it cannot be placed
+//! ([`PeriodError::Unresolvable`]), since the fiscal calendar is unknown. A quarter or half
+//! named by the month it ends in (`the quarter ending September 30, 2024`, `the December
+//! quarter`) is a calendar one, and one that ends in another month (`the quarter ended
+//! November 30`) is [`PeriodError::Unresolvable`]: it is a fiscal quarter of an unknown fiscal
+//! calendar. A year named by the date it ends on is that date's year, fiscal unless it ends on
+//! December 31.
+
+use std::fmt;
+use std::ops::Range;
+
+use chrono::{Datelike, NaiveDate};
+
+use super::date::{self, Field, Written};
+use super::token::{scan, Toks};
+use super::words::{day_at, month_at, ordinal_at};
+use super::Conventions;
+
+/// Which period of its year a period is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeriodKind {
+    /// A month, 1-12.
+    Month(u8),
+    /// A quarter, 1-4.
+    Quarter(u8),
+    /// A half, 1-2.
+    Half(u8),
+    /// The whole year.
+    Year,
+}
+
+impl PeriodKind {
+    fn valid(self) -> bool {
+        match self {
+            PeriodKind::Month(m) => (1..=12).contains(&m),
+            PeriodKind::Quarter(q) => (1..=4).contains(&q),
+            PeriodKind::Half(h) => (1..=2).contains(&h),
+            PeriodKind::Year => true,
+        }
+    }
+
+    fn unit(self) -> Unit {
+        match self {
+            PeriodKind::Month(_) => Unit::Month,
+            PeriodKind::Quarter(_) => Unit::Quarter,
+            PeriodKind::Half(_) => Unit::Half,
+            PeriodKind::Year => Unit::Year,
+        }
+    }
+
+    /// The first month of the period in its year's numbering.
+    fn first_month(self) -> u32 {
+        match self {
+            PeriodKind::Month(m) => m as u32,
+            PeriodKind::Quarter(q) => 3 * q as u32 - 2,
+            PeriodKind::Half(h) => 6 * h as u32 - 5,
+            PeriodKind::Year => 1,
+        }
+    }
+
+    fn last_month(self) -> u32 {
+        match self {
+            PeriodKind::Month(m) => m as u32,
+            PeriodKind::Quarter(q) => 3 * q as u32,
+            PeriodKind::Half(h) => 6 * h as u32,
+            PeriodKind::Year => 12,
+        }
+    }
+}
+
+/// The kinds of period, finest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Unit {
+    Month,
+    Quarter,
+    Half,
+    Year,
+}
+
+impl Unit {
+    /// The period of this unit that holds month `m` (1-12).
+    fn holding(self, m: u32) -> PeriodKind {
+        match self {
+            Unit::Month => PeriodKind::Month(m as u8),
+            Unit::Quarter => PeriodKind::Quarter(((m - 1) / 3 + 1) as u8),
+            Unit::Half => PeriodKind::Half(((m - 1) / 6 + 1) as u8),
+            Unit::Year => PeriodKind::Year,
+        }
+    }
+
+    fn per_year(self) -> i64 {
+        match self {
+            Unit::Month => 12,
+            Unit::Quarter => 4,
+            Unit::Half => 2,
+            Unit::Year => 1,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Month => "month",
+            Unit::Quarter => "quarter",
+            Unit::Half => "half",
+            Unit::Year => "year",
+        }
+    }
+}
+
+/// A period a document names: a month, quarter, half or whole year of a year, fiscal or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeriodRead {
+    kind: PeriodKind,
+    year: i32,
+    fiscal: bool,
+}
+
+impl PeriodRead {
+    /// The period; `None` when `kind`'s number is out of range (`Quarter(5)`).
+    pub fn new(kind: PeriodKind, year: i32, fiscal: bool) -> Option<PeriodRead> {
+        kind.valid().then_some(PeriodRead { kind, year, fiscal })
+    }
+
+    /// Which period of the year it is.
+    pub fn kind(&self) -> PeriodKind {
+        self.kind
+    }
+
+    /// The year (of a fiscal period, the fiscal year's number as the document writes it).
+    pub fn year(&self) -> i32 {
+        self.year
+    }
+
+    /// Whether the document calls it fiscal (`fiscal`, `FY`, `ejercicio`).
+    pub fn fiscal(&self) -> bool {
+        self.fiscal
+    }
+
+    /// The quarter (1-4), when it is one.
+    pub fn quarter_number(&self) -> Option<u8> {
+        match self.kind {
+            PeriodKind::Quarter(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// The calendar month holding `date`, as a period (a reference for [`read_period`]).
+    pub fn month_of(date: NaiveDate) -> PeriodRead {
+        PeriodRead {
+            kind: PeriodKind::Month(date.month() as u8),
+            year: date.year(),
+            fiscal: false,
+        }
+    }
+
+    /// The period `n` periods of its kind later (earlier for a negative `n`): Q4 2024 plus one
+    /// is Q1 2025. `None` past chrono's years.
+    pub fn offset(&self, n: i32) -> Option<PeriodRead> {
+        let unit = self.kind.unit();
+        let per = unit.per_year();
+        let index = match self.kind {
+            PeriodKind::Month(k) | PeriodKind::Quarter(k) | PeriodKind::Half(k) => k as i64 - 1,
+            PeriodKind::Year => 0,
+        };
+        let at = (self.year as i64)
+            .checked_mul(per)?
+            .checked_add(index)?
+            .checked_add(n as i64)?;
+        let year = i32::try_from(at.div_euclid(per)).ok()?;
+        let k = (at.rem_euclid(per) + 1) as u8;
+        let kind = match unit {
+            Unit::Month => PeriodKind::Month(k),
+            Unit::Quarter => PeriodKind::Quarter(k),
+            Unit::Half => PeriodKind::Half(k),
+            Unit::Year => PeriodKind::Year,
+        };
+        Some(PeriodRead {
+            kind,
+            year,
+            ..*self
+        })
+    }
+
+    /// The period of `unit` that holds this one; `None` when this one is longer.
+    fn within(&self, unit: Unit) -> Option<PeriodRead> {
+        (unit >= self.kind.unit()).then(|| PeriodRead {
+            kind: unit.holding(self.kind.first_month()),
+            ..*self
+        })
+    }
+
+    /// Months since year 0 at the period's start and end, in its year's numbering.
+    fn span(&self) -> (i64, i64) {
+        let base = self.year as i64 * 12;
+        (
+            base + self.kind.first_month() as i64 - 1,
+            base + self.kind.last_month() as i64 - 1,
+        )
+    }
+}
+
+impl fmt::Display for PeriodRead {
+    /// `Q3 2024`, `H1 FY2025`, `FY2025`, `2025`, `2025-03`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fy = if self.fiscal { "FY" } else { "" };
+        match self.kind {
+            PeriodKind::Quarter(q) => write!(f, "Q{q} {fy}{}", self.year),
+            PeriodKind::Half(h) => write!(f, "H{h} {fy}{}", self.year),
+            PeriodKind::Year => write!(f, "{fy}{}", self.year),
+            PeriodKind::Month(m) => write!(f, "{fy}{}-{m:02}", self.year),
+        }
+    }
+}
+
+/// Why a text could not be read as a period.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeriodError {
+    /// The text is not a period in any form the reader knows.
+    #[error("`{0}` is not a period (a quarter, half, month or year, with its year, or a relative one like `next quarter`)")]
+    NotAPeriod(String),
+    /// The period is relative or has no year, and there is no reference to place it against.
+    #[error("`{0}` names no year: it needs a reference period or date to be placed")]
+    NoReference(String),
+    /// The period cannot be placed against the reference given, or names no calendar period.
+    #[error("`{text}` cannot be placed: {why}")]
+    Unresolvable {
+        /// The text.
+        text: String,
+        /// Why.
+        why: String,
+    },
+    /// The date the period is named by (`the quarter ending ...`) does not read.
+    #[error("the date in `{text}` does not read: {source}")]
+    Date {
+        /// The text.
+        text: String,
+        /// The date's error.
+        source: date::DateError,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum YearSpec {
+    Given(Field),
+    Relative(i32),
+    Missing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// A full date: its month and year name the period.
+    Date(Written),
+    /// A month (and a day, or none) with the year given apart or not at all: `the quarter
+    /// ending September 30`, `the December quarter of 2025`.
+    Month(u32, YearSpec),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Fixed {
+        kind: PeriodKind,
+        year: YearSpec,
+        fiscal: bool,
+    },
+    Relative {
+        unit: Unit,
+        offset: i32,
+        fiscal: bool,
+    },
+    Ending {
+        unit: Unit,
+        date: Ending,
+        fiscal: bool,
+    },
+}
+
+/// An alternative: its end, its shape, and whether the finder offers it.
+type Alt = (usize, Shape, bool);
+
+fn article(t: &Toks<'_>, i: usize) -> usize {
+    t.word_in(i, &["the", "el", "la"])
+        .and_then(|j| t.sp_req(j))
+        .unwrap_or(i)
+}
+
+fn num_field(t: &Toks<'_>, i: usize, digits: &[usize]) -> Option<Field> {
+    let (value, n) = t.num_upto(i, 4)?;
+    digits.contains(&n).then_some(Field { value, digits: n })
+}
+
+/// `FY24`, `FY2024`, `FY 2024`, `FY'24`, `FY-24`.
+fn fy(t: &Toks<'_>, i: usize) -> Option<(usize, Field)> {
+    if !t.is_word(i, "fy") {
+        return None;
+    }
+    let j = i + 1;
+    if let Some(f) = num_field(t, j, &[2, 4]) {
+        return Some((j + 1, f));
+    }
+    let k = match t.other(j) {
+        Some('\'' | '’' | '-') => j + 1,
+        _ => t.sp_req(j)?,
+    };
+    num_field(t, k, &[2, 4]).map(|f| (k + 1, f))
+}
+
+/// Words naming a year before its number: `(end, fiscal)`.
+fn year_word(t: &Toks<'_>, i: usize) -> Option<(usize, bool)> {
+    for (ws, fiscal) in [
+        (&["fiscal", "year"][..], true),
+        (&["financial", "year"], true),
+        (&["calendar", "year"], false),
+        (&["full", "year"], false),
+        (&["ejercicio", "fiscal"], true),
+        (&["año", "fiscal"], true),
+        (&["fiscal"], true),
+        (&["calendar"], false),
+        (&["year"], false),
+        (&["ejercicio"], true),
+        (&["año"], false),
+    ] {
+        if let Some(e) = t.words(i, ws) {
+            return Some((e, fiscal));
+        }
+    }
+    // `full-year`
+    if t.is_word(i, "full") && t.is_other(i + 1, '-') && t.is_word(i + 2, "year") {
+        return Some((i + 3, false));
+    }
+    None
+}
+
+/// A year by number: `2024`, `fiscal 2024`, `FY24`, `fiscal year 2024`, `the year 2024`,
+/// `ejercicio 2025`: `(end, year, fiscal, bare)`.
+fn year_given(t: &Toks<'_>, i: usize) -> Option<(usize, Field, bool, bool)> {
+    if let Some(f) = num_field(t, i, &[4]) {
+        return Some((i + 1, f, false, true));
+    }
+    let j = article(t, i);
+    if let Some((e, f)) = fy(t, j) {
+        return Some((e, f, true, false));
+    }
+    let (k, fiscal) = year_word(t, j)?;
+    let k = t.sp_req(k)?;
+    if let Some((e, f)) = fy(t, k) {
+        return Some((e, f, true, false));
+    }
+    num_field(t, k, &[4]).map(|f| (k + 1, f, fiscal, false))
+}
+
+/// A unit word: `(end, unit, fiscal)`.
+fn unit_word(t: &Toks<'_>, i: usize) -> Option<(usize, Unit, bool)> {
+    if let Some((e, fiscal)) = year_word(t, i) {
+        if !t.is_word(i, "calendar") || e > i + 1 {
+            return Some((e, Unit::Year, fiscal));
+        }
+    }
+    if let Some(e) = t.words(i, &["half", "year"]) {
+        return Some((e, Unit::Half, false));
+    }
+    if t.is_word(i, "half") && t.is_other(i + 1, '-') && t.is_word(i + 2, "year") {
+        return Some((i + 3, Unit::Half, false));
+    }
+    let w = t.word(i)?;
+    let unit = match w {
+        "quarter" | "qtr" | "trimestre" => Unit::Quarter,
+        "half" | "semestre" => Unit::Half,
+        "month" | "mes" => Unit::Month,
+        _ => return None,
+    };
+    Some((i + 1, unit, false))
+}
+
+fn pre_relative(w: &str) -> Option<i32> {
+    Some(match w {
+        "next" | "upcoming" | "coming" | "following" | "subsequent" | "próximo" | "próxima"
+        | "proximo" | "proxima" | "siguiente" => 1,
+        "this" | "current" | "present" | "este" | "esta" | "presente" => 0,
+        "last" | "previous" | "prior" | "preceding" | "past" | "anterior" | "pasado" | "pasada" => {
+            -1
+        }
+        _ => return None,
+    })
+}
+
+/// After a Spanish unit: `próximo`, `actual`, `en curso`, `que viene`, `anterior`: `(end, offset)`.
+fn post_relative(t: &Toks<'_>, i: usize) -> Option<(usize, i32)> {
+    if let Some(e) = t.words(i, &["en", "curso"]) {
+        return Some((e, 0));
+    }
+    if let Some(e) = t.words(i, &["que", "viene"]) {
+        return Some((e, 1));
+    }
+    let off = match t.word(i)? {
+        "próximo" | "próxima" | "proximo" | "proxima" | "siguiente" => 1,
+        "actual" | "corriente" => 0,
+        "anterior" | "pasado" | "pasada" => -1,
+        _ => return None,
+    };
+    Some((i + 1, off))
+}
+
+/// `next quarter`, `the coming fiscal year`, `el próximo trimestre`, `el ejercicio actual`.
+fn relative(t: &Toks<'_>, i: usize) -> Option<(usize, Unit, i32, bool)> {
+    let j = article(t, i);
+    if let Some(off) = t.word(j).and_then(pre_relative) {
+        let mut k = t.sp_req(j + 1)?;
+        let mut fiscal = false;
+        if t.is_word(k, "fiscal") && t.sp_req(k + 1).is_some_and(|x| unit_word(t, x).is_some()) {
+            k = t.sp_req(k + 1)?;
+            fiscal = true;
+        }
+        let (e, unit, uf) = unit_word(t, k)?;
+        return Some((e, unit, off, fiscal || uf));
+    }
+    let (mut e, unit, mut fiscal) = unit_word(t, j)?;
+    if let Some(x) = t.sp_req(e).filter(|&x| t.is_word(x, "fiscal")) {
+        e = x + 1;
+        fiscal = true;
+    }
+    let k = t.sp_req(e)?;
+    let (e, off) = post_relative(t, k)?;
+    Some((e, unit, off, fiscal))
+}
+
+/// A year after a period's name: `of 2024`, `2024`, `fiscal 2024`, `de 2024`, `del ejercicio
+/// 2025`, `of next year`, `del próximo año`, `of the year`: every reading, with its end.
+fn year_after(t: &Toks<'_>, j: usize) -> Vec<(usize, YearSpec, bool)> {
+    let mut out = Vec::new();
+    let k = t.gap(j);
+    let linked = t
+        .word_in(k, &["of", "in", "for", "de", "del"])
+        .and_then(|x| t.sp_req(x));
+    for (at, link) in [(Some(k), false), (linked, true)] {
+        let Some(at) = at else { continue };
+        if let Some((e, f, fiscal, _)) = year_given(t, at) {
+            out.push((e, YearSpec::Given(f), fiscal));
+        }
+        if let Some((e, unit, off, fiscal)) = relative(t, at) {
+            if unit == Unit::Year {
+                out.push((e, YearSpec::Relative(off), fiscal));
+            }
+        }
+        if link {
+            // `of the year`, `del año`, `of the fiscal year`, `del ejercicio`
+            let a = article(t, at);
+            if let Some((e, fiscal)) = year_word(t, a) {
+                out.push((e, YearSpec::Missing, fiscal));
+            }
+        }
+    }
+    out
+}
+
+/// Quarter and half designators: `Q3`, `3Q`, `T3`, `3T`, `H1`, `1H`, `S1`, `1S`:
+/// `(end, kind, needs_year)`.
+fn short(t: &Toks<'_>, i: usize) -> Option<(usize, PeriodKind, bool)> {
+    let (letter, n) = if let Some(w) = t.word(i) {
+        (w, t.num_upto(i + 1, 1)?.0)
+    } else {
+        let (n, _) = t.num_upto(i, 1)?;
+        (t.word(i + 1)?, n)
+    };
+    let n = n as u8;
+    let (kind, needs_year) = match letter {
+        "q" => (PeriodKind::Quarter(n), false),
+        "t" => (PeriodKind::Quarter(n), true),
+        "h" => (PeriodKind::Half(n), false),
+        "s" => (PeriodKind::Half(n), true),
+        _ => return None,
+    };
+    kind.valid().then_some((i + 2, kind, needs_year))
+}
+
+/// The year right after a designator: `3Q24`, `Q3'24`, `Q3 2024`, `Q3-2024`, `Q3 FY24`.
+fn short_year(t: &Toks<'_>, j: usize) -> Option<(usize, Field, bool)> {
+    if let Some(f) = num_field(t, j, &[2]) {
+        return Some((j + 1, f, false));
+    }
+    if matches!(t.other(j), Some('\'' | '’')) {
+        return num_field(t, j + 1, &[2]).map(|f| (j + 2, f, false));
+    }
+    let k = if t.is_other(j, '-') {
+        j + 1
+    } else {
+        t.sp_req(j)?
+    };
+    if matches!(t.other(k), Some('\'' | '’')) {
+        return num_field(t, k + 1, &[2]).map(|f| (k + 2, f, false));
+    }
+    year_given(t, k).map(|(e, f, fiscal, _)| (e, f, fiscal))
+}
+
+fn designators(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
+    let j = article(t, i);
+    if let Some((e, kind, needs_year)) = short(t, j) {
+        if let Some((end, f, fiscal)) = short_year(t, e) {
+            out.push((end, fixed(kind, YearSpec::Given(f), fiscal), true));
+        }
+        for (end, year, fiscal) in year_after(t, e) {
+            out.push((end, fixed(kind, year, fiscal), true));
+        }
+        out.push((e, fixed(kind, YearSpec::Missing, false), !needs_year));
+    }
+    // `2024 Q3`, `FY24 Q3`, `FY2024-Q3`
+    let year = fy(t, j)
+        .map(|(e, f)| (e, f, true))
+        .or_else(|| num_field(t, j, &[4]).map(|f| (j + 1, f, false)));
+    if let Some((e, f, fiscal)) = year {
+        let k = if t.is_other(e, '-') { e + 1 } else { t.sp(e) };
+        if let Some((end, kind, _)) = short(t, k) {
+            out.push((end, fixed(kind, YearSpec::Given(f), fiscal), true));
+        }
+    }
+}
+
+fn fixed(kind: PeriodKind, year: YearSpec, fiscal: bool) -> Shape {
+    Shape::Fixed { kind, year, fiscal }
+}
+
+/// `third quarter`, `fiscal third quarter`, `third fiscal quarter`, `fourth-quarter`,
+/// `first half`, `primer semestre`, `tercer trimestre fiscal`: `(end, kind, fiscal)`.
+fn ordinal_period(t: &Toks<'_>, i: usize) -> Option<(usize, PeriodKind, bool)> {
+    let mut j = i;
+    let mut fiscal = false;
+    if t.is_word(j, "fiscal") {
+        j = t.sp_req(j + 1)?;
+        fiscal = true;
+    }
+    let (k, n) = ordinal_at(t, j)?;
+    let mut k = if t.is_other(k, '-') {
+        k + 1
+    } else {
+        t.sp_req(k)?
+    };
+    if t.is_word(k, "fiscal") {
+        k = t.sp_req(k + 1)?;
+        fiscal = true;
+    }
+    let (mut e, unit, _) = unit_word(t, k)?;
+    let kind = match unit {
+        Unit::Quarter => PeriodKind::Quarter(n),
+        Unit::Half => PeriodKind::Half(n),
+        _ => return None,
+    };
+    if !kind.valid() {
+        return None;
+    }
+    if let Some(x) = t.sp_req(e).filter(|&x| t.is_word(x, "fiscal")) {
+        if year_given(t, x).is_none() {
+            e = x + 1;
+            fiscal = true;
+        }
+    }
+    Some((e, kind, fiscal))
+}
+
+fn named_periods(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
+    let j = article(t, i);
+    if let Some((e, kind, fiscal)) = ordinal_period(t, j) {
+        out.push((e, fixed(kind, YearSpec::Missing, fiscal), true));
+        for (end, year, f) in year_after(t, e) {
+            out.push((end, fixed(kind, year, fiscal || f), true));
+        }
+    }
+    // `the December quarter`
+    if let Some((e, m)) = month_at(t, j) {
+        if let Some(q) = t.sp_req(e).filter(|&x| t.is_word(x, "quarter")) {
+            let e = q + 1;
+            let shape = |year| Shape::Ending {
+                unit: Unit::Quarter,
+                date: Ending::Month(m, year),
+                fiscal: false,
+            };
+            out.push((e, shape(YearSpec::Missing), true));
+            for (end, year, _) in year_after(t, e) {
+                out.push((end, shape(year), true));
+            }
+        }
+    }
+    // Months: `March 2025`, `marzo de 2025`, `the month of March`, `el mes de marzo`.
+    let (k, of) = match t
+        .words(j, &["month", "of"])
+        .or_else(|| t.words(j, &["mes", "de"]))
+    {
+        Some(x) => (t.sp_req(x), true),
+        None => (Some(j), false),
+    };
+    if let Some((e, m)) = k.and_then(|k| month_at(t, k)) {
+        let kind = PeriodKind::Month(m as u8);
+        out.push((e, fixed(kind, YearSpec::Missing, false), of));
+        for (end, year, fiscal) in year_after(t, e) {
+            if matches!(year, YearSpec::Given(f) if f.digits == 4) || of {
+                out.push((end, fixed(kind, year, fiscal), true));
+            }
+        }
+    }
+    // Years: `fiscal 2025`, `FY25`, `ejercicio 2025`; a bare `2025` only when read.
+    if let Some((e, f, fiscal, bare)) = year_given(t, j) {
+        out.push((
+            e,
+            fixed(PeriodKind::Year, YearSpec::Given(f), fiscal),
+            !bare,
+        ));
+    }
+    if let Some((e, unit, offset, fiscal)) = relative(t, i) {
+        out.push((
+            e,
+            Shape::Relative {
+                unit,
+                offset,
+                fiscal,
+            },
+            true,
+        ));
+    }
+}
+
+/// Words that say a period ends on a date.
+fn ending_words(t: &Toks<'_>, i: usize) -> Option<usize> {
+    for ws in [
+        &["that", "ended"][..],
+        &["that", "ends"],
+        &["which", "ended"],
+        &["which", "ends"],
+        &["ending"],
+        &["ended"],
+        &["que", "termina"],
+        &["que", "terminó"],
+        &["que", "termino"],
+        &["que", "terminará"],
+        &["que", "finaliza"],
+        &["que", "finalizó"],
+        &["que", "cierra"],
+        &["que", "cerró"],
+        &["terminado"],
+        &["terminada"],
+        &["finalizado"],
+        &["finalizada"],
+        &["cerrado"],
+        &["cerrada"],
+        &["concluido"],
+    ] {
+        if let Some(e) = t.words(i, ws) {
+            return Some(e);
+        }
+    }
+    None
+}
+
+/// `the quarter ending September 30, 2024`, `three months ended March 31, 2025`, `the fiscal
+/// year ended September 30, 2024`, `el trimestre que termina el 31 de diciembre de 2025`.
+fn ending(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
+    let j = article(t, i);
+    let mut k = j;
+    let mut fiscal = false;
+    if t.is_word(k, "fiscal") {
+        if let Some(x) = t.sp_req(k + 1) {
+            k = x;
+            fiscal = true;
+        }
+    }
+    let (e, unit) = if let Some(e) = t
+        .words(k, &["three", "months"])
+        .or_else(|| t.words(k, &["tres", "meses"]))
+    {
+        (e, Unit::Quarter)
+    } else if let Some(e) = t
+        .words(k, &["six", "months"])
+        .or_else(|| t.words(k, &["seis", "meses"]))
+    {
+        (e, Unit::Half)
+    } else if let Some(e) = t
+        .words(k, &["twelve", "months"])
+        .or_else(|| t.words(k, &["doce", "meses"]))
+    {
+        (e, Unit::Year)
+    } else {
+        match unit_word(t, k) {
+            Some((e, unit, f)) if unit != Unit::Month => {
+                fiscal |= f;
+                (e, unit)
+            }
+            _ => return,
+        }
+    };
+    let mut e = e;
+    if let Some(x) = t.sp_req(e).filter(|&x| t.is_word(x, "fiscal")) {
+        e = x + 1;
+        fiscal = true;
+    }
+    let Some(w) = t.sp_req(e).and_then(|x| ending_words(t, x)) else {
+        return;
+    };
+    let Some(mut d) = t.sp_req(w) else {
+        return;
+    };
+    if let Some(x) = t.word_in(d, &["on", "el", "al"]).and_then(|x| t.sp_req(x)) {
+        d = x;
+    }
+    let mut dates = Vec::new();
+    date::alternatives(t, d, false, &mut dates);
+    for (end, w) in dates {
+        let has_day = !matches!(
+            w.shape,
+            date::Shape::Ym { .. } | date::Shape::Year(_) | date::Shape::Named { day: None, .. }
+        );
+        if has_day {
+            out.push((
+                end,
+                Shape::Ending {
+                    unit,
+                    date: Ending::Date(w),
+                    fiscal,
+                },
+                true,
+            ));
+        }
+    }
+    // `September 30`, `30 de septiembre`, without a year.
+    let month_day = month_at(t, d)
+        .and_then(|(x, m)| day_at(t, t.sp(x)).map(|(end, _)| (end, m)))
+        .or_else(|| {
+            let (x, _) = day_at(t, d)?;
+            let mut y = t.sp(x);
+            if let Some(z) = t.word_in(y, &["de", "of"]) {
+                y = t.sp_req(z)?;
+            }
+            month_at(t, y)
+        });
+    if let Some((end, m)) = month_day {
+        out.push((
+            end,
+            Shape::Ending {
+                unit,
+                date: Ending::Month(m, YearSpec::Missing),
+                fiscal,
+            },
+            true,
+        ));
+    }
+}
+
+fn alternatives(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
+    designators(t, i, out);
+    named_periods(t, i, out);
+    ending(t, i, out);
+}
+
+fn period_at(t: &Toks<'_>, i: usize) -> Option<(usize, Shape)> {
+    if !t.start_ok(i) {
+        return None;
+    }
+    let mut all = Vec::new();
+    alternatives(t, i, &mut all);
+    all.into_iter()
+        .filter(|(end, _, offered)| *offered && t.end_ok(*end))
+        .max_by_key(|(end, _, _)| *end)
+        .map(|(end, s, _)| (end, s))
+}
+
+/// Every period `text` names, as byte ranges: each the longest at its place (`the third
+/// quarter of 2024` whole, `Q3 FY2024` whole), in order, not overlapping. Bare years and bare
+/// month names are not offered (`2024` alone is any number; `May` a verb). See the
+/// [module](self) for the forms.
+pub fn find_periods(text: &str) -> Vec<Range<usize>> {
+    scan(&Toks::new(text), period_at)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// Reads `text` (one period, as [`find_periods`] finds them, surrounding whitespace aside),
+/// placing a relative or year-less one against the `conventions`' reference (see the
+/// [module](self)); two-digit years (`FY25`, `3Q24`) and the date a period ends on read as
+/// [`read_date`](super::read_date) reads them.
+pub fn read_period(text: &str, conventions: &Conventions) -> Result<PeriodRead, PeriodError> {
+    let t = Toks::new(text);
+    let (a, b) = t.trimmed();
+    let trimmed = text.trim();
+    let not = || PeriodError::NotAPeriod(trimmed.to_owned());
+    if a == b {
+        return Err(not());
+    }
+    let mut all = Vec::new();
+    alternatives(&t, a, &mut all);
+    let (_, shape, _) = all
+        .into_iter()
+        .find(|(end, _, _)| *end == b)
+        .ok_or_else(not)?;
+    resolve(shape, conventions, trimmed)
+}
+
+/// The reference to place a period against.
+fn reference(
+    conventions: &Conventions,
+    fiscal: bool,
+    text: &str,
+) -> Result<PeriodRead, PeriodError> {
+    if let Some(p) = conventions.reference_period() {
+        return Ok(p);
+    }
+    match conventions.reference_date() {
+        Some(_) if fiscal => Err(PeriodError::Unresolvable {
+            text: text.to_owned(),
+            why: "a fiscal period cannot be placed from a calendar date alone; give a reference period"
+                .into(),
+        }),
+        Some(d) => Ok(PeriodRead::month_of(d)),
+        None => Err(PeriodError::NoReference(text.to_owned())),
+    }
+}
+
+fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<PeriodRead, PeriodError> {
+    let full = |f: Field| match f.digits {
+        2 => conventions.full_year(f.value),
+        _ => f.value as i32,
+    };
+    let unresolvable = |why: String| PeriodError::Unresolvable {
+        text: text.to_owned(),
+        why,
+    };
+    match shape {
+        Shape::Fixed {
+            kind,
+            year: YearSpec::Given(f),
+            fiscal,
+        } => Ok(PeriodRead {
+            kind,
+            year: full(f),
+            fiscal,
+        }),
+        Shape::Fixed {
+            kind,
+            year: YearSpec::Relative(n),
+            fiscal,
+        } => {
+            let r = reference(conventions, fiscal, text)?;
+            Ok(PeriodRead {
+                kind,
+                year: r.year + n,
+                fiscal: fiscal || r.fiscal,
+            })
+        }
+        Shape::Fixed {
+            kind,
+            year: YearSpec::Missing,
+            fiscal,
+        } => {
+            let r = reference(conventions, fiscal, text)?;
+            let (start, _) = r.span();
+            let this = PeriodRead {
+                kind,
+                year: r.year,
+                fiscal: fiscal || r.fiscal,
+            };
+            Ok(if this.span().1 >= start {
+                this
+            } else {
+                PeriodRead {
+                    year: r.year + 1,
+                    ..this
+                }
+            })
+        }
+        Shape::Relative {
+            unit,
+            offset,
+            fiscal,
+        } => {
+            let r = reference(conventions, fiscal, text)?;
+            let holding = r.within(unit).ok_or_else(|| {
+                unresolvable(format!(
+                    "the reference, {r}, is longer than a {}",
+                    unit.name()
+                ))
+            })?;
+            let moved = holding
+                .offset(offset)
+                .ok_or_else(|| unresolvable("the year is out of range".into()))?;
+            Ok(PeriodRead {
+                fiscal: fiscal || r.fiscal,
+                ..moved
+            })
+        }
+        Shape::Ending { unit, date, fiscal } => match date {
+            Ending::Month(m, year) => {
+                let (kind, fiscal) = ending_kind(unit, m, None, fiscal, text)?;
+                resolve(Shape::Fixed { kind, year, fiscal }, conventions, text)
+            }
+            Ending::Date(w) => {
+                let d =
+                    date::resolve(&w, conventions, text).map_err(|source| PeriodError::Date {
+                        text: text.to_owned(),
+                        source,
+                    })?;
+                let (kind, fiscal) =
+                    ending_kind(unit, d.month().unwrap_or(12), d.day(), fiscal, text)?;
+                Ok(PeriodRead {
+                    kind,
+                    year: d.year(),
+                    fiscal,
+                })
+            }
+        },
+    }
+}
+
+/// The period of `unit` that ends in `month` (on `day`), and whether it is fiscal.
+fn ending_kind(
+    unit: Unit,
+    month: u32,
+    day: Option<u32>,
+    fiscal: bool,
+    text: &str,
+) -> Result<(PeriodKind, bool), PeriodError> {
+    match unit {
+        Unit::Year => Ok((
+            PeriodKind::Year,
+            fiscal || month != 12 || day.is_some_and(|d| d != 31),
+        )),
+        Unit::Month => Ok((PeriodKind::Month(month as u8), fiscal)),
+        Unit::Quarter | Unit::Half => {
+            let len = if unit == Unit::Quarter { 3 } else { 6 };
+            if month % len != 0 {
+                return Err(PeriodError::Unresolvable {
+                    text: text.to_owned(),
+                    why: format!(
+                        "a {} ending in month {month} is not a calendar {}, and the fiscal calendar is unknown",
+                        unit.name(),
+                        unit.name()
+                    ),
+                });
+            }
+            Ok((unit.holding(month), fiscal))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::DateOrder;
+
+    fn q(n: u8, year: i32) -> PeriodRead {
+        PeriodRead {
+            kind: PeriodKind::Quarter(n),
+            year,
+            fiscal: false,
+        }
+    }
+
+    fn shown(text: &str, c: &Conventions) -> String {
+        match read_period(text, c) {
+            Ok(p) => p.to_string(),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    /// The filings example's table (`parse_period`), read with no reference.
+    #[test]
+    fn periods_as_releases_write_them() {
+        let c = Conventions::new();
+        for (text, want) in [
+            ("the third quarter of 2024", "Q3 2024"),
+            ("Q3 2024", "Q3 2024"),
+            ("3Q24", "Q3 2024"),
+            ("fiscal fourth quarter 2025", "Q4 FY2025"),
+            ("the quarter ending September 30, 2024", "Q3 2024"),
+            ("the quarter ending March 31, 2027", "Q1 2027"),
+            ("el tercer trimestre de 2024", "Q3 2024"),
+            ("el 1T 2026", "Q1 2026"),
+            ("primer trimestre de 2026", "Q1 2026"),
+            (
+                "el trimestre que termina el 31 de diciembre de 2025",
+                "Q4 2025",
+            ),
+            // Unlike the example's reader, a bare year is a year.
+            ("2024", "2024"),
+        ] {
+            assert_eq!(shown(text, &c), want, "{text}");
+        }
+        for text in ["the third quarter", "next quarter", "Q3"] {
+            assert_eq!(
+                read_period(text, &c),
+                Err(PeriodError::NoReference(text.into()))
+            );
+        }
+        for text in [
+            "Q3 or Q4 2024",
+            "Q3 2024 and 2025",
+            "September 30, 2024",
+            "",
+            "Q5 2024",
+        ] {
+            assert!(
+                matches!(read_period(text, &c), Err(PeriodError::NotAPeriod(_))),
+                "{text}: {:?}",
+                read_period(text, &c)
+            );
+        }
+    }
+
+    #[test]
+    fn quarters_halves_years_and_months() {
+        let c = Conventions::new();
+        for (text, want) in [
+            ("Q3'24", "Q3 2024"),
+            ("Q3 FY2024", "Q3 FY2024"),
+            ("Q3 FY24", "Q3 FY2024"),
+            ("FY24 Q3", "Q3 FY2024"),
+            ("2024 Q3", "Q3 2024"),
+            ("third fiscal quarter of fiscal 2024", "Q3 FY2024"),
+            ("fourth-quarter 2025", "Q4 2025"),
+            ("3er trimestre de 2024", "Q3 2024"),
+            ("tercer trimestre fiscal de 2024", "Q3 FY2024"),
+            ("three months ended March 31, 2025", "Q1 2025"),
+            ("the December quarter of 2025", "Q4 2025"),
+            ("H1 2025", "H1 2025"),
+            ("1H25", "H1 2025"),
+            ("H2 FY2024", "H2 FY2024"),
+            ("first half of 2025", "H1 2025"),
+            ("the second half of fiscal 2024", "H2 FY2024"),
+            ("second half 2024", "H2 2024"),
+            ("el segundo semestre de 2025", "H2 2025"),
+            ("1S 2025", "H1 2025"),
+            ("fiscal 2025", "FY2025"),
+            ("FY25", "FY2025"),
+            ("FY 2025", "FY2025"),
+            ("fiscal year 2025", "FY2025"),
+            ("full year 2025", "2025"),
+            ("full-year 2025", "2025"),
+            ("ejercicio 2025", "FY2025"),
+            ("el ejercicio fiscal 2025", "FY2025"),
+            ("año fiscal 2025", "FY2025"),
+            ("the fiscal year ended September 30, 2024", "FY2024"),
+            ("the year ended December 31, 2024", "2024"),
+            ("March 2025", "2025-03"),
+            ("marzo de 2025", "2025-03"),
+            ("the month of March 2025", "2025-03"),
+        ] {
+            assert_eq!(shown(text, &c), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn relative_and_yearless_periods_follow_the_reference() {
+        // The filings example's cases: the release reports on Q2 2024.
+        let c = Conventions::new().with_reference_period(q(2, 2024));
+        for (text, want) in [
+            ("the upcoming quarter", "Q3 2024"),
+            ("next quarter", "Q3 2024"),
+            ("the current quarter", "Q2 2024"),
+            ("this quarter", "Q2 2024"),
+            ("last quarter", "Q1 2024"),
+            ("the previous quarter", "Q1 2024"),
+            ("third quarter", "Q3 2024"),
+            ("first quarter", "Q1 2025"),
+            ("the second quarter", "Q2 2024"),
+            ("fourth quarter", "Q4 2024"),
+            ("Q1", "Q1 2025"),
+            ("next year", "2025"),
+            ("this year", "2024"),
+            ("the second half of the year", "H2 2024"),
+            ("the first half of the year", "H1 2024"),
+            ("the first half of next year", "H1 2025"),
+            ("the coming half", "H2 2024"),
+            ("the month of March", "2025-03"),
+            ("el mes de julio", "2024-07"),
+            ("the quarter ending September 30", "Q3 2024"),
+        ] {
+            assert_eq!(shown(text, &c), want, "{text}");
+        }
+        let es = Conventions::new().with_reference_period(q(4, 2025));
+        for (text, want) in [
+            ("el próximo trimestre", "Q1 2026"),
+            ("el trimestre siguiente", "Q1 2026"),
+            ("el trimestre actual", "Q4 2025"),
+            ("el trimestre anterior", "Q3 2025"),
+            ("el próximo año", "2026"),
+            ("este año", "2025"),
+            ("el próximo ejercicio", "FY2026"),
+            ("el ejercicio anterior", "FY2024"),
+            ("el segundo semestre del año", "H2 2025"),
+            ("el primer semestre del próximo año", "H1 2026"),
+        ] {
+            assert_eq!(shown(text, &es), want, "{text}");
+        }
+        let fiscal = PeriodRead::new(PeriodKind::Year, 2024, true);
+        let fy = Conventions::new().with_reference_period(fiscal.unwrap_or(q(1, 2024)));
+        assert_eq!(shown("the coming fiscal year", &fy), "FY2025");
+        assert_eq!(shown("next year", &fy), "FY2025");
+        assert!(matches!(
+            read_period("next quarter", &fy),
+            Err(PeriodError::Unresolvable { .. })
+        ));
+    }
+
+    #[test]
+    fn a_reference_date_places_calendar_periods_only() {
+        let day = NaiveDate::from_ymd_opt(2025, 10, 30).unwrap_or_default();
+        let c = Conventions::new().with_reference_date(day);
+        assert_eq!(shown("next quarter", &c), "Q1 2026");
+        assert_eq!(shown("the current quarter", &c), "Q4 2025");
+        assert_eq!(shown("next month", &c), "2025-11");
+        assert_eq!(shown("the third quarter", &c), "Q3 2026");
+        assert_eq!(shown("the fourth quarter", &c), "Q4 2025");
+        assert!(matches!(
+            read_period("the coming fiscal year", &c),
+            Err(PeriodError::Unresolvable { .. })
+        ));
+        // The reference period comes first.
+        let c = c.with_reference_period(q(3, 2025));
+        assert_eq!(shown("next quarter", &c), "Q4 2025");
+    }
+
+    #[test]
+    fn misaligned_and_bad_ending_dates() {
+        let c = Conventions::new().with_date_order(DateOrder::MonthFirst);
+        assert!(matches!(
+            read_period("the quarter ended November 30, 2024", &c),
+            Err(PeriodError::Unresolvable { .. })
+        ));
+        assert_eq!(shown("the quarter ended 09/30/2024", &c), "Q3 2024");
+        assert!(matches!(
+            read_period("the quarter ended 09/31/2024", &c),
+            Err(PeriodError::Date { .. })
+        ));
+        assert!(matches!(
+            read_period("the quarter ended 09/06/2024", &Conventions::new()),
+            Err(PeriodError::Date {
+                source: date::DateError::Ambiguous { .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn finders_take_the_longest_period() {
+        let found = |text: &'static str| -> Vec<&'static str> {
+            find_periods(text)
+                .into_iter()
+                .map(|r| text.get(r).unwrap_or("?"))
+                .collect()
+        };
+        assert_eq!(
+            found("Acme expects revenue for the third quarter of 2024 of $1.2 billion."),
+            ["the third quarter of 2024"]
+        );
+        assert_eq!(
+            found("Q3 FY2024 revenue; 3Q24 margin"),
+            ["Q3 FY2024", "3Q24"]
+        );
+        assert_eq!(
+            found("For the quarter ending December 31, 2024, Acme expects"),
+            ["the quarter ending December 31, 2024"]
+        );
+        assert_eq!(
+            found("Para el próximo trimestre, prevé; en el tercer trimestre de 2024 ganó"),
+            ["el próximo trimestre", "el tercer trimestre de 2024"]
+        );
+        assert_eq!(
+            found("results for the fourth quarter and full year 2024"),
+            ["the fourth quarter", "full year 2024"]
+        );
+        // Bare years and month names, and letter-digit codes without a year, are not periods.
+        assert!(
+            found("In 2024 we may grow; see S1 and T2 of the list, the 2024 report").is_empty()
+        );
+    }
+}

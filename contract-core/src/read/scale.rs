@@ -1,0 +1,143 @@
+//! Scale words: [`find_scales`] and [`read_scale`], over the words
+//! [`Scale::parse_unit`] reads (`thousand`, `million`, `billion`, `trillion`, `k`, `M`, `bn`,
+//! `mn`, `mil`, `millones`, `mil millones`, `miles de millones`, `billones`, ...).
+//!
+//! Indian `lakh` and `crore` are not read: [`Scale`] has no variant for 10^5 and 10^7, and
+//! adding one would break exhaustive matches on it.
+
+use std::ops::Range;
+
+use super::token::{scan, Kind, Toks};
+use crate::values::{scale_word, Scale, ScaleError};
+
+/// The longest scale word, in tokens (`miles de millones`).
+const MAX_TOKENS: usize = 5;
+
+/// Abbreviations that are also other words or units (`m` metres, `mm` millimetres, `k`,
+/// Spanish `mil`): offered only right after a number.
+fn is_abbreviation(word: &str) -> bool {
+    word.chars().count() <= 3 || word == "m€"
+}
+
+fn scale_at(t: &Toks<'_>, i: usize) -> Option<(usize, Scale)> {
+    if t.kind(i) != Some(Kind::Word) {
+        return None;
+    }
+    let after_number = i
+        .checked_sub(1)
+        .map(|k| {
+            if t.kind(k) == Some(Kind::Space) {
+                k.checked_sub(1)
+            } else {
+                Some(k)
+            }
+        })
+        .flatten()
+        .and_then(|k| t.kind(k))
+        == Some(Kind::Num);
+    let last = (i + MAX_TOKENS).min(t.len());
+    for b in (i + 1..=last).rev() {
+        if t.kind(b - 1) == Some(Kind::Space) || !t.end_ok(b) {
+            continue;
+        }
+        let words = phrase(t, i, b);
+        let Some(scale) = scale_word(&words) else {
+            continue;
+        };
+        if scale == Scale::Units || words.ends_with(" of") {
+            continue;
+        }
+        if is_abbreviation(&words) && !after_number {
+            continue;
+        }
+        // English `miles` is a distance: Spanish `miles` is offered only before `de` (`miles
+        // de euros`) or after a number (`305.624 miles`, which English `10 miles` also is).
+        if words == "miles" && !after_number && !t.sp_req(b).is_some_and(|k| t.is_word(k, "de")) {
+            continue;
+        }
+        return Some((b, scale));
+    }
+    None
+}
+
+fn phrase(t: &Toks<'_>, a: usize, b: usize) -> String {
+    let mut s = String::new();
+    for k in a..b {
+        match t.t.get(k) {
+            Some(tok) if tok.kind == Kind::Space => s.push(' '),
+            Some(tok) => s.push_str(&tok.lower),
+            None => {}
+        }
+    }
+    s
+}
+
+/// Every scale word `text` writes, as byte ranges: each the longest at its place (`miles de
+/// millones` whole, not `miles` and `millones`), in order, not overlapping. Abbreviations
+/// (`k`, `M`, `bn`, `mil`) are offered only right after a number (`$5M`, `3,2 mil millones`),
+/// full words anywhere (`in millions`). Each reads with [`read_scale`] and
+/// [`Scale::parse_unit`].
+pub fn find_scales(text: &str) -> Vec<Range<usize>> {
+    scan(&Toks::new(text), scale_at)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// The scale one scale word names (as [`find_scales`] finds them; case, whitespace runs and a
+/// final dot aside): [`Scale::parse_unit`] without a `per ...` qualifier.
+pub fn read_scale(text: &str) -> Result<Scale, ScaleError> {
+    match Scale::parse_unit(Some(text)) {
+        Ok((scale, None)) if !text.trim().is_empty() => Ok(scale),
+        Ok(_) => Err(ScaleError::Unknown(text.to_owned())),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(text: &str) -> Vec<&str> {
+        find_scales(text)
+            .into_iter()
+            .map(|r| text.get(r).unwrap_or("?"))
+            .collect()
+    }
+
+    #[test]
+    fn scale_words_found_whole() {
+        assert_eq!(
+            found("entre 2,26 miles de millones y 2,28 mil millones, o 2.300 millones"),
+            ["miles de millones", "mil millones", "millones"]
+        );
+        assert_eq!(
+            found("$1.3 billion and $1,330 million"),
+            ["billion", "million"]
+        );
+        assert_eq!(found("$5M, 10k users, EUR 2.1bn"), ["M", "k", "bn"]);
+        assert_eq!(found("(in millions)"), ["millions"]);
+        assert_eq!(found("en miles de euros"), ["miles"]);
+        // Abbreviations away from numbers, and English miles, are not scales.
+        assert!(found("a mil of wire, miles away, a m b k").is_empty());
+        assert!(found("units of 5 units").is_empty());
+    }
+
+    #[test]
+    fn every_found_word_reads() {
+        let text = "1 thousand 2 K 3 mn 4 MM 5 Mio 6 mln 7 bn 8 B 9 tn 10 mil 11 millón \
+                    12 Mil\nmillones 13 millardos 14 billones 15 trillion 16 m€";
+        let ranges = find_scales(text);
+        assert_eq!(ranges.len(), 16, "{:?}", found(text));
+        for r in ranges {
+            let word = text.get(r).unwrap_or("");
+            assert!(read_scale(word).is_ok(), "{word}");
+            assert!(Scale::parse_unit(Some(word)).is_ok(), "{word}");
+        }
+        assert_eq!(read_scale("Mil\nmillones"), Ok(Scale::Billions));
+        assert_eq!(read_scale("bn."), Ok(Scale::Billions));
+        assert!(read_scale("").is_err());
+        assert!(read_scale("million per share").is_err());
+        assert!(read_scale("lakh").is_err());
+    }
+}
