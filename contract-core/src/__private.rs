@@ -14,6 +14,7 @@ pub use std::option::Option::{self, None, Some};
 pub use std::sync::OnceLock as Lazy;
 pub use std::vec::Vec;
 
+pub use crate::context::DocContext;
 pub use crate::contract::*;
 pub use crate::ir::{FieldSpec, JsonType, Node, ObjectNode};
 pub use crate::validate::{join_pointer, Violation, Violations};
@@ -45,6 +46,20 @@ pub fn object_spec(
             object: Some(Box::new(object)),
             ..Node::default()
         },
+    }
+}
+
+/// `spec` with the contract-level question (`#[contract(question = "..")]`).
+pub fn with_question(mut spec: ContractSpec, question: &str) -> ContractSpec {
+    spec.node.question = Some(question.to_owned());
+    spec
+}
+
+/// A form name the derive already checked.
+pub fn form(name: &str) -> Form {
+    match Form::from_name(name) {
+        Some(f) => f,
+        None => panic!("unknown form `{name}`"),
     }
 }
 
@@ -158,6 +173,41 @@ pub fn push_check(result: CheckResult, pointer: &str, out: &mut Violations) {
     if let Err(violation) = result {
         out.push(violation.prefixed(pointer));
     }
+}
+
+/// A custom `check = f`: `fn(&T) -> CheckResult`, or `fn(&T, &DocContext) -> CheckResult` for a
+/// check that reads the document. `M` tells the two apart (a function implements one of them).
+pub trait CheckFn<T, M> {
+    /// Runs the check on `value`.
+    fn run(&self, value: &T, cx: &DocContext<'_>) -> CheckResult;
+}
+
+/// [`CheckFn`] of a check on the value alone.
+pub enum OnValue {}
+/// [`CheckFn`] of a check that reads the document.
+pub enum WithDocument {}
+
+impl<T, F: Fn(&T) -> CheckResult> CheckFn<T, OnValue> for F {
+    fn run(&self, value: &T, _: &DocContext<'_>) -> CheckResult {
+        self(value)
+    }
+}
+
+impl<T, F: Fn(&T, &DocContext<'_>) -> CheckResult> CheckFn<T, WithDocument> for F {
+    fn run(&self, value: &T, cx: &DocContext<'_>) -> CheckResult {
+        self(value, cx)
+    }
+}
+
+/// Runs a custom check of either form and pushes what it reports (prefixed with `pointer`).
+pub fn push_check_fn<T, M, F: CheckFn<T, M>>(
+    check: F,
+    value: &T,
+    cx: &DocContext<'_>,
+    pointer: &str,
+    out: &mut Violations,
+) {
+    push_check(check.run(value, cx), pointer, out);
 }
 
 /// `left op right` (JSON names).

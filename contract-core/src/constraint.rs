@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::contract::Contract;
+use crate::contract::{Contract, ContractSpec};
 use crate::dynamic::DynContract;
 use crate::grammar::Grammar;
 
@@ -86,6 +86,18 @@ impl Constraint {
             signature: C::signature(),
             strict_schema: C::try_strict_schema().ok(),
             decoding: Some(Decoding::Grammar(Arc::new(C::grammar()))),
+        }
+    }
+
+    /// The constraint of the contract `spec` describes (a derived contract's, or a part of one:
+    /// [`ContractSpec::subset`]), rendered now: its signature, strict schema and grammar.
+    pub fn for_spec(spec: &ContractSpec) -> Constraint {
+        let schema = crate::schema::spec_root_schema(spec);
+        Constraint {
+            name: spec.name.clone(),
+            signature: crate::signature::signature(spec),
+            strict_schema: crate::schema::strict_schema(&schema).ok().map(|s| s.schema),
+            decoding: Some(Decoding::Grammar(Arc::new(Grammar::of(spec)))),
         }
     }
 

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Number, Value};
 
+use crate::context::DocContext;
 use crate::ir::{FieldSpec, Node, ObjectNode};
 use crate::schema::StrictSchemaError;
 use crate::validate::{Violation, Violations};
@@ -29,11 +30,26 @@ pub trait Contract: FieldType + Serialize + DeserializeOwned + Sized + 'static {
     fn contract_spec() -> &'static ContractSpec;
 
     /// Runs the custom `check = path::to::fn` functions of this contract and of every nested
-    /// contract value, pushing what they report (paths prefixed with `pointer`).
+    /// contract value, pushing what they report (paths prefixed with `pointer`). A check may
+    /// read the document the value came from (`fn(&Self, &DocContext) -> CheckResult`); `cx` is
+    /// [`DocContext::none`] when there is none.
     ///
     /// The derive implements it; a hand-written contract without custom checks keeps the default.
-    fn run_checks(&self, pointer: &str, out: &mut Violations) {
-        let _ = (pointer, out);
+    fn run_checks(&self, cx: &DocContext<'_>, pointer: &str, out: &mut Violations) {
+        let _ = (cx, pointer, out);
+    }
+
+    /// Computes what code derives from the copied values, in this contract and every nested
+    /// contract value: the `normalize = path::to::fn` functions
+    /// (`fn(&mut Self, &DocContext) -> CheckResult`), nested values first. A value that cannot
+    /// be read (an ambiguous or impossible date, a currency that names none) is a violation
+    /// pushed into `out` (paths prefixed with `pointer`), never a guess.
+    ///
+    /// Runs after decoding and before the checks, whenever a contract is read
+    /// ([`Contract::from_json`], [`Contract::from_json_in`], the extractor). The derive
+    /// implements it; a hand-written contract keeps the default, which does nothing.
+    fn normalize(&mut self, cx: &DocContext<'_>, pointer: &str, out: &mut Violations) {
+        let _ = (cx, pointer, out);
     }
 
     /// JSON Schema draft 2020-12 for this contract (`$schema` set, nested contracts in `$defs`).
@@ -76,21 +92,29 @@ pub trait Contract: FieldType + Serialize + DeserializeOwned + Sized + 'static {
         crate::docs::docs_markdown(Self::contract_spec())
     }
 
-    /// Strict parse plus every check; all violations are reported at once.
+    /// Strict parse plus every check; all violations are reported at once. Values are
+    /// normalised ([`Contract::normalize`]) without a document.
     fn from_json(text: &str) -> Result<Self, Violations> {
         crate::validate::from_json::<Self>(text)
     }
 
     /// [`Contract::from_json`] plus the grounding check against `source`: every grounded value
     /// that is not in its text is a `not_in_source` violation (path, the value, where it was
-    /// looked for), reported with the other violations.
+    /// looked for), reported with the other violations. Values are normalised and checked
+    /// with `source` as their document ([`DocContext::of`]).
     fn from_json_in(text: &str, source: &crate::source::Source) -> Result<Self, Violations> {
         crate::ground::from_json_in::<Self>(text, source)
     }
 
-    /// Checks a JSON value against the contract and, when it passes, deserializes it.
+    /// Checks a JSON value against the contract and, when it passes, deserializes it,
+    /// normalises it and runs its checks without a document.
     fn from_value(value: &Value) -> Result<Self, Violations> {
         crate::validate::from_value::<Self>(value)
+    }
+
+    /// [`Contract::from_value`] with the values normalised and checked against `cx`'s document.
+    fn from_value_in(value: &Value, cx: &DocContext<'_>) -> Result<Self, Violations> {
+        crate::validate::from_value_in::<Self>(value, cx)
     }
 
     /// Checks a typed value: field constraints, cross-field rules and custom checks.
@@ -110,8 +134,26 @@ pub trait FieldType {
     /// Runs the custom checks of contract values inside `self` (nested contracts, lists of
     /// them). `self` sits at JSON pointer `parent` + `/key`; implementations build that pointer
     /// only when they have checks to run, so plain fields cost `from_json` no allocation.
-    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
-        let _ = (parent, key, out);
+    fn run_nested_checks(
+        &self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
+        let _ = (cx, parent, key, out);
+    }
+
+    /// Normalises the contract values inside `self` ([`Contract::normalize`]), at JSON pointer
+    /// `parent` + `/key`.
+    fn normalize_nested(
+        &mut self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
+        let _ = (cx, parent, key, out);
     }
 }
 
@@ -270,6 +312,15 @@ pub struct Constraints {
     /// Where the value must be found: a grounded value is copied from the source, never
     /// composed by the model (`#[contract(grounded)]`).
     pub grounded: Option<Grounding>,
+    /// What kind of expression a text value is (`#[contract(form = date)]`): copied whole from
+    /// the document when grounded, and read by code afterwards.
+    pub form: Option<Form>,
+    /// The question that finds the field's evidence (`#[contract(question = "..")]`), asked of
+    /// every passage of a document; by default one is made from the field's doc comment.
+    pub question: Option<String>,
+    /// The fields judged and extracted together (`#[contract(group = "..")]`): fields with the
+    /// same group share their evidence passages.
+    pub group: Option<String>,
 }
 
 /// Where a grounded value must be found.
@@ -364,6 +415,9 @@ impl Constraints {
             && self.one_of.is_none()
             && self.format.is_none()
             && self.grounded.is_none()
+            && self.form.is_none()
+            && self.question.is_none()
+            && self.group.is_none()
     }
 }
 
@@ -413,6 +467,69 @@ impl Pattern {
 impl fmt::Debug for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Pattern({:?})", self.source)
+    }
+}
+
+/// The kind of expression a text value is: what a grounded value must be copied whole as, and
+/// what code reads it as afterwards (`#[contract(form = date)]`, the JSON Schema keyword
+/// `x-form`).
+///
+/// A grounded value with a form is one whole expression of that kind the document writes (a
+/// model cannot copy `2018` out of `05 MAR 2018`, nor `3` out of `three (3) years`); an
+/// ungrounded one must read as such an expression. The value types carry it on the text the
+/// model copies: [`DateValue::original`](crate::DateValue) is a date, an
+/// [`Amount`](crate::Amount)'s currency a currency and its unit a scale word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Form {
+    /// A calendar date as written (`05 MAR 2018`, `19/10/2018`, `April 18, 2001`).
+    Date,
+    /// A currency as written (`RM`, `$`, `€`, `USD`, `euros`).
+    Currency,
+    /// A scale word as written (`million`, `bn`, `mil millones`).
+    Scale,
+    /// A reporting period as written (`Q3 2024`, `the upcoming quarter`, `fiscal 2025`).
+    Period,
+    /// A length of time as written (`three (3) years`, `12 months`).
+    Duration,
+}
+
+impl Form {
+    /// Every form, in the order the docs list them.
+    pub const ALL: [Form; 5] = [
+        Form::Date,
+        Form::Currency,
+        Form::Scale,
+        Form::Period,
+        Form::Duration,
+    ];
+
+    /// The name `x-form` and `#[contract(form = ..)]` use (`date`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Form::Date => "date",
+            Form::Currency => "currency",
+            Form::Scale => "scale",
+            Form::Period => "period",
+            Form::Duration => "duration",
+        }
+    }
+
+    /// The form named `name`.
+    pub fn from_name(name: &str) -> Option<Form> {
+        Form::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// How a reader is told what the value is (`a date as written`).
+    pub fn words(self) -> &'static str {
+        match self {
+            Form::Date => "a date as written",
+            Form::Currency => "a currency as written",
+            Form::Scale => "a scale word as written",
+            Form::Period => "a period as written",
+            Form::Duration => "a length of time as written",
+        }
     }
 }
 
@@ -497,6 +614,28 @@ impl ContractSpec {
     /// The values of an enum contract.
     pub fn variants(&self) -> Option<&[Value]> {
         self.node.enumeration.as_deref()
+    }
+
+    /// The same contract with only the fields named in `fields` (JSON names; others are left
+    /// out, unknown names ignored) and the rules among them: what a model is asked when a
+    /// document's evidence for a few fields is judged and extracted apart from the rest
+    /// ([`select`](crate::select)). The renderings of the part are the whole contract's
+    /// renderings restricted to those fields.
+    pub fn subset(&self, fields: &[&str]) -> ContractSpec {
+        let mut node = self.node.clone();
+        if let Some(object) = node.object.as_deref_mut() {
+            object
+                .properties
+                .retain(|f| fields.contains(&f.name.as_str()));
+            object.required.retain(|f| fields.contains(&f.as_str()));
+            object
+                .rules
+                .retain(|r| r.fields().iter().all(|f| fields.contains(&f.as_str())));
+        }
+        ContractSpec {
+            name: self.name.clone(),
+            node,
+        }
     }
 }
 

@@ -15,13 +15,28 @@ use serde_json::Value;
 
 pub use crate::constraint::{Constraint, Decoding};
 use crate::contract::Contract;
-use crate::ground::{check_reply, has_grounding, Grounds};
-use crate::parse::{parse_output_with, Level, ParseOptions, Repair};
+use crate::ground::{has_grounding, Grounds};
+use std::sync::OnceLock;
+
+use serde_json::Map;
+
+use crate::context::DocContext;
+use crate::contract::ContractSpec;
+use crate::grammar::Grammar;
+use crate::ground::check_reply;
+use crate::parse::{parse_output_in, recover_with, Level, ParseOptions, Repair};
+use crate::passage::Passage;
+use crate::prompt::Instructions;
 use crate::prompt::{
     feedback_message, Budget, BudgetError, Message, Messages, PromptParts, Tokenizer,
 };
+use crate::select::{
+    self, field_groups, group_of_path, judge_plan, rank, FieldGroup, GroupRecord, Outcome, Ranked,
+    RankedPassage, Selection, SelectionRecord, Skipped,
+};
 use crate::source::Source;
 use crate::validate::Violations;
+use crate::validate::{check_value, Violation, ViolationKind};
 
 /// Sampling settings; `None` leaves the backend's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -435,6 +450,13 @@ pub struct Attempt {
     pub ms: f64,
     /// Why the attempt has no reply.
     pub error: Option<AttemptError>,
+    /// With evidence selection: the group of fields the attempt asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// With evidence selection: the lines (`[first, last]`) of the passages the model was
+    /// shown.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<[usize; 2]>,
 }
 
 /// Wall times of an extraction, in milliseconds.
@@ -478,6 +500,14 @@ pub struct Extraction<C> {
     pub timings: Timings,
     /// Why the last attempt got no reply, when it did not.
     pub error: Option<AttemptError>,
+    /// How the evidence was selected, when it was ([`Selection`]): every group's question, the
+    /// best passages and their scores, the passages each try showed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionRecord>,
+    /// Why a contract that selects evidence was extracted from the whole document instead (a
+    /// backend that cannot score answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection_skipped: Option<Skipped>,
 }
 
 impl<C> Extraction<C> {
@@ -513,7 +543,26 @@ pub struct Extractor<C, B> {
     options: ParseOptions,
     parts: PromptParts,
     constraint: Arc<Constraint>,
+    grounding: bool,
+    selection: Selection,
+    plans: OnceLock<Vec<GroupPlan>>,
     _contract: PhantomData<fn() -> C>,
+}
+
+/// One group of fields as the extractor asks for it under selection.
+struct GroupPlan {
+    group: FieldGroup,
+    spec: ContractSpec,
+    constraint: Arc<Constraint>,
+    parts: PromptParts,
+}
+
+/// What one try of a group gave.
+struct GroupTry {
+    attempt: Attempt,
+    value: Option<Map<String, Value>>,
+    level: Level,
+    backend_error: bool,
 }
 
 impl<C: Contract, B: Backend> Extractor<C, B> {
@@ -528,8 +577,33 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             options: ParseOptions::default(),
             parts: PromptParts::for_contract::<C>(),
             constraint: Constraint::of::<C>(),
+            grounding: true,
+            selection: Selection::default(),
+            plans: OnceLock::new(),
             _contract: PhantomData,
         }
+    }
+
+    /// How evidence is selected ([`Selection`]; on by default for a contract with grounded
+    /// values, when the backend scores answers). `Selection::off()` reads the whole document.
+    pub fn selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
+        self.plans = OnceLock::new();
+        self
+    }
+
+    /// Whether grounded values are held to the document (default `true`): `false` decodes
+    /// with the contract's grammar without its groundings and does not check replies against
+    /// the document, without a second copy of the contract.
+    pub fn grounding(mut self, on: bool) -> Self {
+        self.grounding = on;
+        self.constraint = if on {
+            Constraint::of::<C>()
+        } else {
+            Arc::new(ungrounded(&Constraint::of::<C>()))
+        };
+        self.plans = OnceLock::new();
+        self
     }
 
     /// At most `n` attempts (at least 1): the first, then retries with feedback.
@@ -593,43 +667,23 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         let started = Instant::now();
         let spec = C::contract_spec();
         let grounded = has_grounding(spec);
-        let grounds = grounded.then(|| Grounds::new(&source));
+        let mut skipped = None;
+        if grounded && self.selection.is_on() {
+            match self.extract_selected(&source, started).await {
+                Ok(out) => return out,
+                Err(reason) => skipped = Some(Skipped { reason }),
+            }
+        }
+        let grounds = (grounded && self.grounding).then(|| Grounds::new(&source));
+        let cx = DocContext::of(&source);
 
-        let mut out = Extraction {
-            contract: spec.name.clone(),
-            value: None,
-            level: Level::Invalid,
-            json: None,
-            violations: Violations::new(),
-            repairs: Vec::new(),
-            reasoning: None,
-            attempts: Vec::new(),
-            prompt_tokens: None,
-            dropped_tokens: 0,
-            dropped_lines: 0,
-            timings: Timings::default(),
-            error: None,
-        };
+        let mut out = Extraction::empty(spec);
+        out.selection_skipped = skipped;
         let mut feedback: Vec<Message> = Vec::new();
 
         for _ in 0..self.max_attempts {
             let t0 = Instant::now();
-            let mut attempt = Attempt {
-                raw: None,
-                reasoning: None,
-                level: None,
-                json: None,
-                violations: Violations::new(),
-                repairs: Vec::new(),
-                finish_reason: None,
-                prompt_tokens: None,
-                completion_tokens: None,
-                forward_calls: None,
-                dropped_tokens: 0,
-                dropped_lines: 0,
-                ms: 0.0,
-                error: None,
-            };
+            let mut attempt = Attempt::empty();
 
             let messages = match &self.budget {
                 None => {
@@ -674,7 +728,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 }
             };
 
-            let mut parsed = parse_output_with::<C>(&response.text, self.options);
+            let mut parsed = parse_output_in::<C>(&response.text, self.options, &cx);
             if let (Some(grounds), Some(json)) = (&grounds, &parsed.json) {
                 let off = check_reply(spec, json, &response.text, grounds);
                 if !off.is_empty() {
@@ -716,6 +770,476 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
 
         out.timings.total_ms = ms(started);
         out
+    }
+}
+
+impl Attempt {
+    fn empty() -> Attempt {
+        Attempt {
+            raw: None,
+            reasoning: None,
+            level: None,
+            json: None,
+            violations: Violations::new(),
+            repairs: Vec::new(),
+            finish_reason: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            forward_calls: None,
+            dropped_tokens: 0,
+            dropped_lines: 0,
+            ms: 0.0,
+            error: None,
+            group: None,
+            lines: Vec::new(),
+        }
+    }
+}
+
+impl<C> Extraction<C> {
+    fn empty(spec: &ContractSpec) -> Extraction<C> {
+        Extraction {
+            contract: spec.name.clone(),
+            value: None,
+            level: Level::Invalid,
+            json: None,
+            violations: Violations::new(),
+            repairs: Vec::new(),
+            reasoning: None,
+            attempts: Vec::new(),
+            prompt_tokens: None,
+            dropped_tokens: 0,
+            dropped_lines: 0,
+            timings: Timings::default(),
+            error: None,
+            selection: None,
+            selection_skipped: None,
+        }
+    }
+}
+
+/// `constraint` decoding with its grammar's groundings removed.
+fn ungrounded(constraint: &Constraint) -> Constraint {
+    let decoding = constraint
+        .grammar()
+        .map(|g| Decoding::Grammar(Arc::new(Grammar::clone(g).without_grounding())));
+    match decoding {
+        Some(d) => constraint.with_decoding(Some(d)),
+        None => constraint.clone(),
+    }
+}
+
+/// A group's state while its evidence is tried.
+struct GroupState {
+    /// The next rank to try.
+    next: usize,
+    /// Whether the group waits for a try.
+    pending: bool,
+    /// The accepted values.
+    value: Option<Map<String, Value>>,
+    level: Level,
+    outcome: Outcome,
+    tries: Vec<Vec<[usize; 2]>>,
+}
+
+impl<C: Contract, B: Backend> Extractor<C, B> {
+    /// The groups' plans, built on first use.
+    fn plans(&self) -> &[GroupPlan] {
+        self.plans.get_or_init(|| {
+            let spec = C::contract_spec();
+            field_groups(spec, &self.selection.questions)
+                .into_iter()
+                .map(|group| {
+                    let names: Vec<&str> = group.fields.iter().map(String::as_str).collect();
+                    let part = spec.subset(&names);
+                    let mut constraint = Constraint::for_spec(&part);
+                    if !self.grounding {
+                        constraint = ungrounded(&constraint);
+                    }
+                    let parts = PromptParts::for_spec(&part, Instructions::SignatureAndFields);
+                    GroupPlan {
+                        group,
+                        spec: part,
+                        constraint: Arc::new(constraint),
+                        parts,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// The passages of rank `r` onwards a try shows: one passage, or for a list group its
+    /// stated passages (above the margin), at most `list_passages` of them, in document order.
+    fn try_passages<'p>(
+        &self,
+        group: &FieldGroup,
+        ranked: &Ranked,
+        passages: &'p [Passage],
+        r: usize,
+    ) -> Vec<&'p Passage> {
+        if group.list {
+            let n = self.selection.list_passages;
+            let stated: Vec<usize> = ranked
+                .order
+                .iter()
+                .copied()
+                .filter(|p| {
+                    ranked
+                        .margins
+                        .get(p)
+                        .is_some_and(|m| *m > self.selection.min_margin)
+                })
+                .collect();
+            let mut chunk: Vec<usize> = stated.iter().copied().skip(r * n).take(n).collect();
+            chunk.sort_unstable();
+            chunk.iter().filter_map(|&p| passages.get(p)).collect()
+        } else {
+            ranked
+                .order
+                .get(r)
+                .and_then(|&p| passages.get(p))
+                .into_iter()
+                .collect()
+        }
+    }
+
+    /// One try of one group: the passages shown alone, the group's part of the contract asked
+    /// for under a mask grounded in them, the reply read and checked against them.
+    async fn try_group(&self, plan: &GroupPlan, shown: &[&Passage], source: &Source) -> GroupTry {
+        let t0 = Instant::now();
+        let excerpt = source.excerpt(&select::shown(shown));
+        let mut attempt = Attempt::empty();
+        attempt.group = Some(plan.group.name.clone());
+        attempt.lines = shown
+            .iter()
+            .map(|p| {
+                [
+                    p.lines.start,
+                    p.lines.end.saturating_sub(1).max(p.lines.start),
+                ]
+            })
+            .collect();
+        let request = Request {
+            constraint: plan.constraint.clone(),
+            messages: plan.parts.messages_for_excerpt(&excerpt),
+            max_tokens: self.max_tokens,
+            sampling: self.sampling,
+            source: Some(excerpt.clone()),
+        };
+        let response = match self.backend.complete(&request).await {
+            Ok(r) => r,
+            Err(error) => {
+                attempt.error = Some(AttemptError::Backend { error });
+                attempt.ms = ms(t0);
+                return GroupTry {
+                    attempt,
+                    value: None,
+                    level: Level::Invalid,
+                    backend_error: true,
+                };
+            }
+        };
+        let rec = recover_with(&response.text, self.options);
+        let mut violations = Violations::new();
+        let value = match (&rec.json, rec.level) {
+            (Some(_), Level::Repaired) if self.options.no_repair => {
+                violations.push(Violation::new(
+                    "",
+                    ViolationKind::JsonInvalid,
+                    "the reply is not valid JSON (it needs repairs) and repair is off",
+                ));
+                None
+            }
+            (Some(json), _) => {
+                check_value(&plan.spec, json, "", &mut violations);
+                if self.grounding {
+                    violations.0.extend(
+                        check_reply(&plan.spec, json, &response.text, &Grounds::new(&excerpt)).0,
+                    );
+                }
+                match json {
+                    Value::Object(map) if violations.is_empty() => Some(map.clone()),
+                    Value::Object(_) => None,
+                    _ => {
+                        violations.push(Violation::new(
+                            "",
+                            ViolationKind::TypeMismatch,
+                            "the reply is not a JSON object",
+                        ));
+                        None
+                    }
+                }
+            }
+            (None, _) => {
+                let message = rec.invalid.as_ref().map_or_else(
+                    || "no JSON object in the reply".to_owned(),
+                    |i| format!("{}: {}", i.reason.as_str(), i.message),
+                );
+                violations.push(Violation::new("", ViolationKind::JsonInvalid, message));
+                None
+            }
+        };
+        attempt.raw = Some(response.text.clone());
+        attempt.reasoning = rec.reasoning.clone().or(response.reasoning);
+        attempt.level = Some(rec.level);
+        attempt.json = rec.json.clone();
+        attempt.violations = violations;
+        attempt.repairs = rec.repairs.clone();
+        attempt.finish_reason = response.finish_reason;
+        attempt.prompt_tokens = response.prompt_tokens.map(|n| n as usize);
+        attempt.completion_tokens = response.completion_tokens;
+        attempt.forward_calls = response.forward_calls;
+        attempt.ms = ms(t0);
+        GroupTry {
+            attempt,
+            value,
+            level: rec.level,
+            backend_error: false,
+        }
+    }
+
+    /// The extraction with evidence selection ([`select`]); `Err` with the reason when it
+    /// cannot run (the backend does not score answers, the document has no passage), and the
+    /// caller reads the whole document instead.
+    async fn extract_selected(
+        &self,
+        source: &Source,
+        started: Instant,
+    ) -> Result<Extraction<C>, String> {
+        let spec = C::contract_spec();
+        let plans = self.plans();
+        let groups: Vec<FieldGroup> = plans.iter().map(|p| p.group.clone()).collect();
+        if groups.is_empty() {
+            return Err("the contract has no fields to select evidence for".into());
+        }
+        let passages = self.selection.cut(source);
+        if passages.is_empty() {
+            return Err("the document has no passage".into());
+        }
+        let (request, owners, counts) = judge_plan(&groups, &passages, self.selection.max_judged);
+        let t0 = Instant::now();
+        let scored = if request.prompts.is_empty() {
+            ScoreResponse {
+                logprobs: Vec::new(),
+                exact: true,
+                forward_calls: Some(0),
+            }
+        } else {
+            self.backend.score(&request).await.map_err(|e| match e {
+                BackendError::Unsupported { message } => message,
+                other => format!("judging the passages failed: {other}"),
+            })?
+        };
+        let judge_ms = ms(t0);
+        let ranked = rank(groups.len(), &owners, &counts, &scored)?;
+        let min = self.selection.min_margin;
+        let mut states: Vec<GroupState> = groups
+            .iter()
+            .zip(&ranked)
+            .map(|(g, r)| {
+                let best = r.order.first().and_then(|p| r.margins.get(p)).copied();
+                let (pending, outcome) = match best {
+                    None => (false, Outcome::NoCandidate),
+                    Some(m) if g.optional && m <= min => (false, Outcome::NotStated),
+                    Some(_) => (true, Outcome::Filled),
+                };
+                GroupState {
+                    next: 0,
+                    pending,
+                    value: None,
+                    level: Level::Strict,
+                    outcome,
+                    tries: Vec::new(),
+                }
+            })
+            .collect();
+
+        let mut out = Extraction::empty(spec);
+        out.prompt_tokens = None;
+        let cx = DocContext::of(source);
+        let tries = self.selection.tries;
+        let mut backend_failed: Option<AttemptError> = None;
+        loop {
+            // Every pending group's next try, together (a local backend decodes them as one
+            // batch).
+            let pending: Vec<(usize, Vec<&Passage>)> = states
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.pending)
+                .map(|(g, s)| {
+                    (
+                        g,
+                        self.try_passages(&groups[g], &ranked[g], &passages, s.next),
+                    )
+                })
+                .collect();
+            if !pending.is_empty() {
+                let results = futures_util::future::join_all(
+                    pending
+                        .iter()
+                        .map(|(g, shown)| self.try_group(&plans[*g], shown, source)),
+                )
+                .await;
+                for ((g, shown), result) in pending.iter().zip(results) {
+                    let state = &mut states[*g];
+                    state.tries.push(result.attempt.lines.clone());
+                    if out.prompt_tokens.is_none() {
+                        out.prompt_tokens = result.attempt.prompt_tokens;
+                    }
+                    out.timings.attempts_ms.push(result.attempt.ms);
+                    if let Some(e) = &result.attempt.error {
+                        backend_failed = Some(e.clone());
+                    }
+                    out.attempts.push(result.attempt);
+                    state.next += 1;
+                    let more = state.next < tries
+                        && !self
+                            .try_passages(&groups[*g], &ranked[*g], &passages, state.next)
+                            .is_empty()
+                        && !result.backend_error;
+                    match result.value {
+                        Some(v) => {
+                            state.value = Some(v);
+                            state.level = result.level;
+                            state.pending = false;
+                            state.outcome = Outcome::Filled;
+                        }
+                        None if more => state.pending = true,
+                        None => {
+                            state.pending = false;
+                            state.value = None;
+                            state.outcome = if groups[*g].optional {
+                                Outcome::Refused
+                            } else {
+                                Outcome::Failed
+                            };
+                        }
+                    }
+                    let _ = shown;
+                }
+                if states.iter().any(|s| s.pending) {
+                    continue;
+                }
+            }
+            // Every group settled: the whole contract read back, normalised and checked
+            // against the document.
+            let values: Vec<Option<Map<String, Value>>> =
+                states.iter().map(|s| s.value.clone()).collect();
+            let merged = select::merge(spec, &values, &groups);
+            match C::from_value_in(&merged, &cx) {
+                Ok(value) => {
+                    out.value = Some(value);
+                    out.violations = Violations::new();
+                    out.json = Some(merged);
+                    break;
+                }
+                Err(violations) => {
+                    // The groups the violations belong to try their next passage.
+                    let mut moved = false;
+                    let mut blamed: Vec<usize> = violations
+                        .iter()
+                        .filter_map(|v| group_of_path(&groups, &v.path))
+                        .collect();
+                    if blamed.is_empty() {
+                        // A violation of the whole object: every filled group is a suspect.
+                        blamed = (0..groups.len())
+                            .filter(|&g| states[g].value.is_some())
+                            .collect();
+                    }
+                    blamed.sort_unstable();
+                    blamed.dedup();
+                    for g in blamed {
+                        let state = &mut states[g];
+                        if state.value.is_none() {
+                            continue;
+                        }
+                        let more = state.next < tries
+                            && !self
+                                .try_passages(&groups[g], &ranked[g], &passages, state.next)
+                                .is_empty();
+                        if let Some(last) = out
+                            .attempts
+                            .iter_mut()
+                            .rev()
+                            .find(|a| a.group.as_deref() == Some(groups[g].name.as_str()))
+                        {
+                            last.violations.0.extend(
+                                violations
+                                    .iter()
+                                    .filter(|v| group_of_path(&groups, &v.path) == Some(g))
+                                    .cloned(),
+                            );
+                        }
+                        if more {
+                            state.value = None;
+                            state.pending = true;
+                            moved = true;
+                        } else if groups[g].optional {
+                            state.value = None;
+                            state.outcome = Outcome::Refused;
+                            moved = true;
+                        }
+                    }
+                    if !moved {
+                        out.violations = violations;
+                        out.json = Some(merged);
+                        break;
+                    }
+                }
+            }
+        }
+        out.level = states
+            .iter()
+            .filter(|s| s.value.is_some())
+            .map(|s| s.level)
+            .max()
+            .unwrap_or(Level::Strict);
+        if out.value.is_none() {
+            out.error = backend_failed;
+        }
+        out.repairs = out
+            .attempts
+            .iter()
+            .filter(|a| a.violations.is_empty())
+            .flat_map(|a| a.repairs.iter().cloned())
+            .collect();
+        out.selection = Some(SelectionRecord {
+            passages: passages.len(),
+            judged: owners.len(),
+            judge_forward_calls: scored.forward_calls,
+            judge_ms,
+            groups: groups
+                .iter()
+                .zip(&ranked)
+                .zip(&states)
+                .map(|((g, r), s)| GroupRecord {
+                    group: g.name.clone(),
+                    fields: g.fields.clone(),
+                    question: g.question.clone(),
+                    candidates: r.candidates,
+                    judged: r.margins.len(),
+                    best: r
+                        .order
+                        .iter()
+                        .take(5)
+                        .filter_map(|&p| {
+                            let passage = passages.get(p)?;
+                            Some(RankedPassage {
+                                lines: [
+                                    passage.lines.start,
+                                    passage.lines.end.saturating_sub(1).max(passage.lines.start),
+                                ],
+                                margin: *r.margins.get(&p)?,
+                            })
+                        })
+                        .collect(),
+                    tries: s.tries.clone(),
+                    outcome: s.outcome,
+                })
+                .collect(),
+        });
+        out.timings.total_ms = ms(started);
+        Ok(out)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`FieldType`] for the types a contract field may have.
 
+use crate::context::DocContext;
 use crate::contract::{FieldType, TypeSpec};
 use crate::validate::{join_pointer, Violations};
 
@@ -47,9 +48,27 @@ impl<T: FieldType> FieldType for Option<T> {
         }
     }
 
-    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
+    fn run_nested_checks(
+        &self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
         if let Some(value) = self {
-            value.run_nested_checks(parent, key, out);
+            value.run_nested_checks(cx, parent, key, out);
+        }
+    }
+
+    fn normalize_nested(
+        &mut self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
+        if let Some(value) = self {
+            value.normalize_nested(cx, parent, key, out);
         }
     }
 }
@@ -59,13 +78,35 @@ impl<T: FieldType> FieldType for Vec<T> {
         TypeSpec::List(Box::new(T::type_spec()))
     }
 
-    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
+    fn run_nested_checks(
+        &self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
         if self.is_empty() {
             return;
         }
         let pointer = join_pointer(parent, key);
         for (i, item) in self.iter().enumerate() {
-            item.run_nested_checks(&pointer, &i.to_string(), out);
+            item.run_nested_checks(cx, &pointer, &i.to_string(), out);
+        }
+    }
+
+    fn normalize_nested(
+        &mut self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
+        if self.is_empty() {
+            return;
+        }
+        let pointer = join_pointer(parent, key);
+        for (i, item) in self.iter_mut().enumerate() {
+            item.normalize_nested(cx, &pointer, &i.to_string(), out);
         }
     }
 }
@@ -75,7 +116,23 @@ impl<T: FieldType> FieldType for Box<T> {
         T::type_spec()
     }
 
-    fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
-        (**self).run_nested_checks(parent, key, out);
+    fn run_nested_checks(
+        &self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
+        (**self).run_nested_checks(cx, parent, key, out);
+    }
+
+    fn normalize_nested(
+        &mut self,
+        cx: &DocContext<'_>,
+        parent: &str,
+        key: &str,
+        out: &mut Violations,
+    ) {
+        (**self).normalize_nested(cx, parent, key, out);
     }
 }

@@ -725,7 +725,7 @@ pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C
     } else {
         Violations::new()
     };
-    match C::from_json(text) {
+    match crate::validate::from_json_with::<C>(text, &crate::DocContext::of(source)) {
         Ok(v) if grounded.is_empty() => Ok(v),
         Ok(_) => Err(grounded),
         Err(mut e) => {

@@ -19,7 +19,7 @@
 use serde_json::{Number, Value};
 
 use crate::contract::{
-    Constraints, ContractRef, ContractSpec, ExternalRef, Grounding, Pattern, Rule, TypeSpec,
+    Constraints, ContractRef, ContractSpec, ExternalRef, Form, Grounding, Pattern, Rule, TypeSpec,
 };
 
 /// A JSON type, as `type` names it.
@@ -90,6 +90,13 @@ pub struct Node {
     /// `x-grounded`: where the value (each value inside, for a nullable or list field) must be
     /// copied from.
     pub grounded: Option<Grounding>,
+    /// `x-form`: what kind of expression the text value (each one inside) is.
+    pub form: Option<Form>,
+    /// `x-question`: the question that finds the value's evidence in a document (on a field),
+    /// or the whole contract's (on a contract).
+    pub question: Option<String>,
+    /// `x-group`: the name of the fields judged and extracted together with this one.
+    pub group: Option<String>,
     /// `type`, in the order written (empty: not said). A derived `Option<T>` is `T`'s type
     /// followed by `null`.
     pub types: Vec<JsonType>,
@@ -410,6 +417,9 @@ impl Node {
         node.description = description.map(str::to_owned);
         node.unit = unit.map(str::to_owned);
         node.grounded = constraints.grounded.clone();
+        node.form = constraints.form;
+        node.question = constraints.question.clone();
+        node.group = constraints.group.clone();
         node
     }
 

@@ -31,6 +31,7 @@ extern crate self as contract_core;
 
 pub mod compute;
 mod constraint;
+mod context;
 mod contract;
 pub mod docs;
 pub mod dynamic;
@@ -45,6 +46,7 @@ pub mod passage;
 pub mod prompt;
 pub mod read;
 pub mod schema;
+pub mod select;
 pub mod signature;
 pub mod source;
 pub mod validate;
@@ -52,6 +54,7 @@ pub mod values;
 
 pub use compute::{ComputeError, Converted, Decision, Rates, Threshold};
 pub use constraint::{Constraint, Decoding};
+pub use context::DocContext;
 pub use contract::*;
 pub use contract_derive::Contract;
 pub use dynamic::{DynContract, SchemaError};

@@ -24,8 +24,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use crate::source::{
-    is_capitals, is_keyword_heading, is_list_item, is_markdown_heading, is_numbered_section,
-    Source,
+    is_capitals, is_keyword_heading, is_list_item, is_markdown_heading, is_numbered_section, Source,
 };
 
 /// How a passage was cut.
@@ -167,20 +166,72 @@ impl Default for Cutter {
 /// recognised without a list.
 const ABBREVIATIONS: &[&str] = &[
     "inc", "co", "corp", "ltd", "llc", "plc", "bros", "no", "nos", "nr", "mr", "mrs", "ms", "dr",
-    "prof", "st", "jr", "sr", "sra", "srta", "dña", "vs", "e.g", "i.e", "cf", "fig", "figs",
-    "art", "arts", "sec", "secs", "para", "p", "pp", "vol", "ch", "approx", "dept", "est", "ref",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "núm",
-    "pág", "av", "avda", "cía", "ud", "uds",
+    "prof", "st", "jr", "sr", "sra", "srta", "dña", "vs", "e.g", "i.e", "cf", "fig", "figs", "art",
+    "arts", "sec", "secs", "para", "p", "pp", "vol", "ch", "approx", "dept", "est", "ref", "jan",
+    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "núm", "pág",
+    "av", "avda", "cía", "ud", "uds",
 ];
 
 /// Words a wrapped line may end with when the sentence goes on (conjunctions, articles,
 /// prepositions; English and Spanish), compared in lowercase.
 const JOINING_WORDS: &[&str] = &[
-    "and", "or", "but", "nor", "of", "the", "a", "an", "to", "in", "on", "at", "for", "with",
-    "by", "from", "as", "than", "that", "which", "who", "whose", "under", "between", "into",
-    "per", "including", "plus", "its", "their", "our", "his", "her", "y", "o", "e", "u", "ni",
-    "de", "del", "la", "el", "los", "las", "en", "con", "para", "por", "que", "un", "una", "al",
-    "sin", "entre", "sobre", "su", "sus",
+    "and",
+    "or",
+    "but",
+    "nor",
+    "of",
+    "the",
+    "a",
+    "an",
+    "to",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "by",
+    "from",
+    "as",
+    "than",
+    "that",
+    "which",
+    "who",
+    "whose",
+    "under",
+    "between",
+    "into",
+    "per",
+    "including",
+    "plus",
+    "its",
+    "their",
+    "our",
+    "his",
+    "her",
+    "y",
+    "o",
+    "e",
+    "u",
+    "ni",
+    "de",
+    "del",
+    "la",
+    "el",
+    "los",
+    "las",
+    "en",
+    "con",
+    "para",
+    "por",
+    "que",
+    "un",
+    "una",
+    "al",
+    "sin",
+    "entre",
+    "sobre",
+    "su",
+    "sus",
 ];
 
 /// A line at least this share of the page's width (its 90th-percentile line length) was broken
@@ -339,7 +390,13 @@ impl Cutter {
 
     /// Lines `range` (0-based) as one passage of `kind` when it fits, else as runs of lines that
     /// fit ([`PassageKind::Window`]), a line too long alone as pieces.
-    fn bounded(&self, doc: &Doc<'_>, range: Range<usize>, kind: PassageKind, out: &mut Vec<Passage>) {
+    fn bounded(
+        &self,
+        doc: &Doc<'_>,
+        range: Range<usize>,
+        kind: PassageKind,
+        out: &mut Vec<Passage>,
+    ) {
         let flat = Flat::of(doc, range.clone());
         if flat.chars <= self.max_chars {
             self.emit(doc, &flat, 0..flat.text.len(), kind, out);
@@ -471,9 +528,7 @@ impl Cutter {
             return false;
         }
         let last_word = prev.split_whitespace().next_back().unwrap_or("");
-        if is_capitals(next)
-            && next.chars().count() <= MAX_HEADING_CHARS
-            && !is_capitals(last_word)
+        if is_capitals(next) && next.chars().count() <= MAX_HEADING_CHARS && !is_capitals(last_word)
         {
             return false;
         }
@@ -486,9 +541,9 @@ impl Cutter {
         is_label(prev)
             && capitalised(last_word)
             && words.len() <= MAX_NAME_WORDS
-            && words.iter().all(|w| {
-                capitalised(w) || w.chars().next().is_some_and(|c| c.is_ascii_digit())
-            })
+            && words
+                .iter()
+                .all(|w| capitalised(w) || w.chars().next().is_some_and(|c| c.is_ascii_digit()))
     }
 
     /// Whether a line ends a sentence: a final `.`, `!`, `?`, `:` or `;` (closing quotes and

@@ -143,6 +143,51 @@ impl Source {
         crate::prompt::number_lines(&self.text())
     }
 
+    /// The part of this document a model is shown: the same lines and pages, every line not in
+    /// `keep` left empty, so line numbers stay the document's and a value grounded in the
+    /// excerpt can only come from the text kept. Each kept part is a range of lines (1-based,
+    /// half-open) and, for a piece of one long line, the byte range kept of that line (cut to
+    /// character boundaries). The numeral convention is the whole document's.
+    pub fn excerpt(&self, keep: &[(Range<usize>, Option<Range<usize>>)]) -> Source {
+        let mut lines = vec![String::new(); self.lines.len()];
+        for (range, chars) in keep {
+            for n in range.clone() {
+                let Some(line) = n.checked_sub(1).and_then(|i| self.lines.get(i)) else {
+                    continue;
+                };
+                let text = match chars {
+                    Some(c) => char_slice(line, c.clone()),
+                    None => line.as_str(),
+                };
+                let slot = &mut lines[n - 1];
+                if slot.is_empty() {
+                    *slot = text.to_owned();
+                } else if chars.is_some() && !slot.contains(text) {
+                    // Two pieces of one long line: both kept, a space between.
+                    slot.push(' ');
+                    slot.push_str(text);
+                }
+            }
+        }
+        Source {
+            lines,
+            page_starts: self.page_starts.clone(),
+            numerals: Some(self.numerals()),
+        }
+    }
+
+    /// The non-empty lines, numbered as the prompt numbers them (`  41| text`), one per line:
+    /// an [excerpt](Source::excerpt) as the model is shown it.
+    pub fn numbered_nonempty(&self) -> String {
+        let mut out = String::new();
+        for (i, line) in self.lines.iter().enumerate() {
+            if !line.trim().is_empty() {
+                crate::prompt::push_numbered_line(&mut out, i + 1, line);
+            }
+        }
+        out
+    }
+
     /// The first `n` non-blank lines of page `page`, joined with `\n` (empty when there is no
     /// such page: the end of the document).
     pub fn page_head(&self, page: usize, n: usize) -> String {
@@ -513,4 +558,17 @@ mod tests {
         assert!(!completeness_after("caused by", "SECTION 4").is_truncated());
         assert!(!completeness_after("End of list.", "The insurer pays.").is_truncated());
     }
+}
+
+/// `text[range]`, the range moved inward to character boundaries (empty when out of range).
+fn char_slice(text: &str, range: Range<usize>) -> &str {
+    let mut start = range.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut end = range.end.min(text.len()).max(start);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(start..end.max(start)).unwrap_or("")
 }

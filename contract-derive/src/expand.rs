@@ -134,12 +134,29 @@ fn expand(cont: &Container, assertions: &[Assertion]) -> TokenStream {
 
                 fn run_nested_checks(
                     &self,
+                    cx: &::contract_core::__private::DocContext<'_>,
                     parent: &str,
                     key: &str,
                     out: &mut ::contract_core::__private::Violations,
                 ) {
                     ::contract_core::__private::Contract::run_checks(
                         self,
+                        cx,
+                        &::contract_core::__private::join_pointer(parent, key),
+                        out,
+                    )
+                }
+
+                fn normalize_nested(
+                    &mut self,
+                    cx: &::contract_core::__private::DocContext<'_>,
+                    parent: &str,
+                    key: &str,
+                    out: &mut ::contract_core::__private::Violations,
+                ) {
+                    ::contract_core::__private::Contract::normalize(
+                        self,
+                        cx,
                         &::contract_core::__private::join_pointer(parent, key),
                         out,
                     )
@@ -218,7 +235,7 @@ fn object_spec(cont: &Container, fields: &[Field], description: &TokenStream) ->
         .iter()
         .filter(|f| f.skipped() && f.attrs.serde.skip_serializing.is_none())
         .map(|f| &f.json_name);
-    quote! {
+    let spec = quote! {
         ::contract_core::__private::object_spec(
             &<Self as ::contract_core::__private::schemars::JsonSchema>::schema_name(),
             #description,
@@ -227,6 +244,10 @@ fn object_spec(cont: &Container, fields: &[Field], description: &TokenStream) ->
             &[#(#checks),*],
             &[#(#skipped),*],
         )
+    };
+    match &cont.attrs.question {
+        Some(question) => quote!(::contract_core::__private::with_question(#spec, #question)),
+        None => spec,
     }
 }
 
@@ -342,6 +363,19 @@ fn constraints(field: &Field, fields: &[Field]) -> TokenStream {
     if let Some(format) = &a.format {
         items.push(quote!(format: ::contract_core::__private::Some(::contract_core::__private::format(#format))));
     }
+    if let Some(form) = &a.form {
+        items.push(
+            quote!(form: ::contract_core::__private::Some(::contract_core::__private::form(#form))),
+        );
+    }
+    if let Some(question) = &a.question {
+        items.push(quote!(question: ::contract_core::__private::Some(::std::string::String::from(#question))));
+    }
+    if let Some(group) = &a.group {
+        items.push(
+            quote!(group: ::contract_core::__private::Some(::std::string::String::from(#group))),
+        );
+    }
     if let Some(one_of) = &a.one_of {
         let values = one_of.values.iter().map(|v| match v {
             OneOfValue::Str(s) => quote!(::contract_core::__private::str_value(#s)),
@@ -365,29 +399,65 @@ fn constraints(field: &Field, fields: &[Field]) -> TokenStream {
 fn run_checks(cont: &Container, fields: &[Field]) -> TokenStream {
     let checks = cont.attrs.checks.iter().map(|path| {
         quote_spanned! {path.span()=>
-            ::contract_core::__private::push_check(#path(self), pointer, out);
+            ::contract_core::__private::push_check_fn(#path, self, cx, pointer, out);
         }
     });
-    let nested = fields
+    let normalizers = cont.attrs.normalizers.iter().map(|path| {
+        quote_spanned! {path.span()=>
+            ::contract_core::__private::push_check(#path(self, cx), pointer, out);
+        }
+    });
+    let walked: Vec<&Field> = fields
         .iter()
         .filter(|f| !f.skipped() && f.attrs.json_schema.is_none())
-        .map(|f| {
-            let ident = f.ident;
-            let json = &f.json_name;
-            quote! {
-                ::contract_core::__private::FieldType::run_nested_checks(
-                    &self.#ident,
-                    pointer,
-                    #json,
-                    out,
-                );
-            }
-        });
+        .collect();
+    let nested = walked.iter().map(|f| {
+        let ident = f.ident;
+        let json = &f.json_name;
+        quote! {
+            ::contract_core::__private::FieldType::run_nested_checks(
+                &self.#ident,
+                cx,
+                pointer,
+                #json,
+                out,
+            );
+        }
+    });
+    let nested_normalize = walked.iter().map(|f| {
+        let ident = f.ident;
+        let json = &f.json_name;
+        quote! {
+            ::contract_core::__private::FieldType::normalize_nested(
+                &mut self.#ident,
+                cx,
+                pointer,
+                #json,
+                out,
+            );
+        }
+    });
     quote! {
-        fn run_checks(&self, pointer: &str, out: &mut ::contract_core::__private::Violations) {
-            let _ = (pointer, &out);
+        fn run_checks(
+            &self,
+            cx: &::contract_core::__private::DocContext<'_>,
+            pointer: &str,
+            out: &mut ::contract_core::__private::Violations,
+        ) {
+            let _ = (cx, pointer, &out);
             #(#checks)*
             #(#nested)*
+        }
+
+        fn normalize(
+            &mut self,
+            cx: &::contract_core::__private::DocContext<'_>,
+            pointer: &str,
+            out: &mut ::contract_core::__private::Violations,
+        ) {
+            let _ = (cx, pointer, &out);
+            #(#nested_normalize)*
+            #(#normalizers)*
         }
     }
 }

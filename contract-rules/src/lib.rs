@@ -98,6 +98,14 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// The fields the rule names, in the order written.
+    pub fn fields(&self) -> Vec<&String> {
+        match self {
+            Rule::Compare { left, right, .. } => vec![left, right],
+            Rule::BothOrNeither(names) | Rule::AtLeastOne(names) => names.iter().collect(),
+        }
+    }
+
     /// Parses a rule as written in `#[contract(rule = ..)]` and in a schema's `x-rules`:
     /// `low <= high` (any of `<`, `<=`, `>`, `>=`, `==`, `!=`), `both_or_neither(low, high)`,
     /// `at_least_one(a, b)`. `None` when the text is none of these.

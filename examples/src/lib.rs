@@ -2,6 +2,7 @@
 
 pub mod filings;
 pub mod policy;
+pub mod realdocs;
 
 use contract_core::{Amount, Contract, DateValue, Evidenced, TableValue};
 use serde::{Deserialize, Serialize};

@@ -306,7 +306,7 @@ fn custom_checks_run_with_pointer() {
         computed: false,
     };
     let mut out = contract_core::Violations::new();
-    order.run_checks("/orders/0", &mut out);
+    order.run_checks(&contract_core::DocContext::none(), "/orders/0", &mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(out.0[0].path, "/orders/0/totalAmount");
 }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::keywords::FULL;
 use super::resolve::Resolver;
-use crate::contract::{Grounding, Pattern, Rule};
+use crate::contract::{Form, Grounding, Pattern, Rule};
 use crate::ir::{
     ArrayNode, Document, FieldSpec, JsonType, Node, ObjectNode, Ref, Structure, Target,
 };
@@ -22,8 +22,11 @@ use crate::ir::{
 /// Keywords converted into typed fields of a [`Node`] besides those every rendering carries
 /// ([`FULL`]), and annotations with no meaning for any rendering; every other key goes to
 /// [`Node::other`].
-const READ: [&str; 22] = [
+const READ: [&str; 25] = [
     "x-grounded",
+    "x-form",
+    "x-question",
+    "x-group",
     "format",
     "uniqueItems",
     "$ref",
@@ -129,6 +132,12 @@ impl<'a> Converter<'_, 'a> {
                 other => other.to_string(),
             }),
             grounded: map.get("x-grounded").and_then(Grounding::from_keyword),
+            form: map
+                .get("x-form")
+                .and_then(Value::as_str)
+                .and_then(Form::from_name),
+            question: text(map, "x-question"),
+            group: text(map, "x-group"),
             ..Node::default()
         };
         match map.get("type") {

@@ -45,7 +45,7 @@ pub const VALIDATOR_FORMATS: [&str; 17] = [
 ];
 
 /// Annotations: no meaning to enforce, nothing to report.
-const ANNOTATIONS: [&str; 23] = [
+const ANNOTATIONS: [&str; 26] = [
     "$schema",
     "$id",
     "id",
@@ -69,6 +69,9 @@ const ANNOTATIONS: [&str; 23] = [
     "x-unit",
     "x-grounded",
     "x-guidance",
+    "x-form",
+    "x-question",
+    "x-group",
 ];
 
 /// Keywords every rendering carries.

@@ -284,12 +284,12 @@ impl GrammarRule {
 
 impl Grammar {
     /// The grammar of `spec` with the default options.
-    pub fn of(spec: &'static ContractSpec) -> Grammar {
+    pub fn of(spec: &ContractSpec) -> Grammar {
         Grammar::with_options(spec, GrammarOptions::default())
     }
 
     /// The grammar of `spec` rendered with `options`.
-    pub fn with_options(spec: &'static ContractSpec, options: GrammarOptions) -> Grammar {
+    pub fn with_options(spec: &ContractSpec, options: GrammarOptions) -> Grammar {
         let mut builder = Builder {
             options,
             objects: Vec::new(),
@@ -446,7 +446,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn contract(&mut self, spec: &'static ContractSpec) -> Shape {
+    fn contract(&mut self, spec: &ContractSpec) -> Shape {
         let Some(object) = spec.object() else {
             return Shape::Enum {
                 values: spec.variants().map(<[Value]>::to_vec).unwrap_or_default(),

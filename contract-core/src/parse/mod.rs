@@ -165,6 +165,16 @@ pub fn parse_output<C: Contract>(raw: &str) -> Parsed<C> {
 
 /// [`parse_output`] with options.
 pub fn parse_output_with<C: Contract>(raw: &str, options: ParseOptions) -> Parsed<C> {
+    parse_output_in::<C>(raw, options, &crate::DocContext::none())
+}
+
+/// [`parse_output_with`], the value normalised and checked against `cx`'s document
+/// ([`Contract::from_value_in`]).
+pub fn parse_output_in<C: Contract>(
+    raw: &str,
+    options: ParseOptions,
+    cx: &crate::DocContext<'_>,
+) -> Parsed<C> {
     let rec = recover_with(raw, options);
     let (value, violations) = match (&rec.json, &rec.invalid) {
         (Some(_), _) if options.no_repair && rec.level == Level::Repaired => {
@@ -181,7 +191,7 @@ pub fn parse_output_with<C: Contract>(raw: &str, options: ParseOptions) -> Parse
                 )),
             )
         }
-        (Some(json), _) => match C::from_value(json) {
+        (Some(json), _) => match C::from_value_in(json, cx) {
             Ok(v) => (Some(v), Violations::new()),
             Err(violations) => (None, violations),
         },

@@ -25,7 +25,11 @@ fn wrap(text: &str, width: usize) -> String {
 /// Every passage's text is what its lines (and character range) say, and it is bounded.
 fn assert_consistent(source: &Source, passages: &[Passage], max: usize) {
     for p in passages {
-        assert!(p.char_count() <= max, "{} chars > {max}: {p:?}", p.char_count());
+        assert!(
+            p.char_count() <= max,
+            "{} chars > {max}: {p:?}",
+            p.char_count()
+        );
         assert!(!p.text.is_empty());
         assert_eq!(p.text, p.text.trim(), "no whitespace at the ends");
         assert!(p.lines.start >= 1 && p.lines.start < p.lines.end);
@@ -89,7 +93,10 @@ fn a_name_split_over_two_ocr_lines_is_one_entry() {
         ]
     );
     assert_eq!(p[1].lines, 2..4);
-    assert_eq!(p[1].text, "Insured: Northern Star Shipping\nCompany Limited");
+    assert_eq!(
+        p[1].text,
+        "Insured: Northern Star Shipping\nCompany Limited"
+    );
     assert_consistent(&s, &p, Cutter::DEFAULT_MAX_CHARS);
 }
 
@@ -198,7 +205,13 @@ fn abbreviations_initials_and_acronyms_do_not_end_sentences() {
 #[test]
 fn windows_overlap_and_cover_the_document() {
     let text = (1..=10)
-        .map(|i| if i == 4 { String::new() } else { format!("line {i}") })
+        .map(|i| {
+            if i == 4 {
+                String::new()
+            } else {
+                format!("line {i}")
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n");
     let s = Source::from_text(&text);
@@ -230,7 +243,10 @@ fn windows_overlap_and_cover_the_document() {
         Err(PassageError::EmptyWindow)
     );
     // A window over the bound becomes shorter runs of lines, each place once.
-    let r = Cutter::new().max_chars(14).windows(&s, 3, 1).expect("valid");
+    let r = Cutter::new()
+        .max_chars(14)
+        .windows(&s, 3, 1)
+        .expect("valid");
     assert_consistent(&s, &r, 14);
     let mut places: Vec<_> = r.iter().map(|p| p.lines.clone()).collect();
     let n = places.len();
@@ -244,7 +260,9 @@ fn pages_are_passages_and_long_pages_become_windows() {
     assert_eq!(s.page_count(), 4);
     let p = Cutter::new().pages(&s);
     assert_eq!(
-        p.iter().map(|p| (p.page, p.text.as_str())).collect::<Vec<_>>(),
+        p.iter()
+            .map(|p| (p.page, p.text.as_str()))
+            .collect::<Vec<_>>(),
         [
             (1, "Cover page"),
             (3, "Terms one.\nTerms two."),
@@ -253,12 +271,17 @@ fn pages_are_passages_and_long_pages_become_windows() {
     );
     assert!(p.iter().all(|p| p.kind == PassageKind::Page));
     assert_consistent(&s, &p, Cutter::DEFAULT_MAX_CHARS);
-    let long = (1..=40).map(|i| format!("clause {i:02} of the page")).collect::<Vec<_>>().join("\n");
+    let long = (1..=40)
+        .map(|i| format!("clause {i:02} of the page"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let s = Source::from_pages(&["short", long.as_str()]);
     let p = Cutter::new().max_chars(100).pages(&s);
     assert_consistent(&s, &p, 100);
     assert_eq!(p[0].kind, PassageKind::Page);
-    assert!(p[1..].iter().all(|p| p.kind == PassageKind::Window && p.page == 2));
+    assert!(p[1..]
+        .iter()
+        .all(|p| p.kind == PassageKind::Window && p.page == 2));
     // The windows partition the long page's lines.
     let mut next = 2;
     for w in &p[1..] {
@@ -274,8 +297,14 @@ fn giant_line(n: usize) -> String {
     let mut s = String::with_capacity(n + 32);
     let mut k: u64 = 7;
     while s.len() < n {
-        k = k.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let len = if k % 97 == 0 { 1500 } else { 1 + (k >> 33) as usize % 12 };
+        k = k
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let len = if k % 97 == 0 {
+            1500
+        } else {
+            1 + (k >> 33) as usize % 12
+        };
         for j in 0..len {
             s.push((b'a' + ((k >> 20) as usize + j) as u8 % 26) as char);
         }
@@ -323,7 +352,11 @@ fn a_giant_line_becomes_pieces_in_order_quickly() {
     let pieces = Cutter::new().lines(&s);
     let inside = pieces
         .iter()
-        .filter(|p| p.chars.as_ref().is_some_and(|c| line[c.end..].starts_with(char::is_alphabetic)))
+        .filter(|p| {
+            p.chars
+                .as_ref()
+                .is_some_and(|c| line[c.end..].starts_with(char::is_alphabetic))
+        })
         .count();
     assert!(inside > 0, "the 1,500-letter words are cut");
 }
@@ -339,7 +372,9 @@ fn a_document_of_thirty_thousand_short_lines_is_cut_quickly() {
             1 => format!("{i}. The insured shall notify the insurer of claim {i} within"),
             2 => "thirty days of the loss, and shall provide evidence of it.".to_owned(),
             3 => format!("- item {i}"),
-            _ => format!("Revenue for line {i} was USD {i},000 in total, up 3% on the year. Noted."),
+            _ => {
+                format!("Revenue for line {i} was USD {i},000 in total, up 3% on the year. Noted.")
+            }
         };
         text.push_str(&line);
         text.push('\n');
@@ -381,11 +416,14 @@ fn a_document_of_thirty_thousand_short_lines_is_cut_quickly() {
     assert_eq!(lines.len(), filled);
     // Numbered clause + its continuation joined; the rest are sentences of their lines.
     assert!(sentences.len() < filled * 2 && sentences.len() > filled / 2);
-    assert!(sentences
-        .iter()
-        .any(|p| p.flat_text().ends_with("within thirty days of the loss, and shall provide evidence of it.")));
+    assert!(sentences.iter().any(|p| p
+        .flat_text()
+        .ends_with("within thirty days of the loss, and shall provide evidence of it.")));
     assert_eq!(windows.len(), (filled - 8).div_ceil(6) + 1);
-    assert!(pages.len() > s.page_count(), "pages over the bound became windows");
+    assert!(
+        pages.len() > s.page_count(),
+        "pages over the bound became windows"
+    );
     for cut in [&lines, &sentences, &windows, &pages] {
         assert_consistent(&s, cut, Cutter::DEFAULT_MAX_CHARS);
     }
@@ -405,11 +443,17 @@ fn empty_and_blank_documents_have_no_passages() {
 
 #[test]
 fn crlf_and_form_feeds() {
-    let s = Source::from_text("Insured: Acme\r\nHoldings Limited\r\n\r\nTerms apply.\r\n\x0cPage two\r\nends here.");
+    let s = Source::from_text(
+        "Insured: Acme\r\nHoldings Limited\r\n\r\nTerms apply.\r\n\x0cPage two\r\nends here.",
+    );
     let p = Cutter::new().sentences(&s);
     assert_eq!(
         flat(&p),
-        ["Insured: Acme Holdings Limited", "Terms apply.", "Page two ends here."]
+        [
+            "Insured: Acme Holdings Limited",
+            "Terms apply.",
+            "Page two ends here."
+        ]
     );
     assert!(p.iter().all(|p| !p.text.contains('\r')));
     assert_eq!((p[2].page, p[2].lines.clone()), (2, 5..7));

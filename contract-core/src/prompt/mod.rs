@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::Contract;
+use crate::contract::{Contract, ContractSpec};
 use crate::validate::Violations;
 pub use budget::{fit, BudgetError, Fitted, Part, Tokenizer};
 
@@ -140,7 +140,12 @@ pub fn system_message<C: Contract>() -> String {
 
 /// The instructions of contract `C` showing what `style` asks for.
 pub fn system_message_with<C: Contract>(style: Instructions) -> String {
-    let spec = C::contract_spec();
+    system_message_for(C::contract_spec(), style)
+}
+
+/// The instructions of the contract `spec` describes (a derived contract's, or a part of one:
+/// [`ContractSpec::subset`]) showing what `style` asks for.
+pub fn system_message_for(spec: &ContractSpec, style: Instructions) -> String {
     let mut s = String::new();
     s.push_str(
         "You fill a contract: you read a document and copy the values a contract asks for into \
@@ -156,9 +161,9 @@ pub fn system_message_with<C: Contract>(style: Instructions) -> String {
     s.push_str(
         "\nThe contract (every key is required; `| null` marks a value that may be absent):\n",
     );
-    s.push_str(C::signature().trim_end());
+    s.push_str(crate::signature::signature(spec).trim_end());
     if style == Instructions::SignatureAndFields {
-        let notes = field_notes::<C>();
+        let notes = field_notes_for(spec);
         if !notes.is_empty() {
             s.push_str("\n\n");
             s.push_str(notes.trim_end());
@@ -184,7 +189,11 @@ pub fn system_message_with<C: Contract>(style: Instructions) -> String {
 /// Small models see only what the prompt shows: the signature gives names and types, these lines
 /// say what each value is.
 pub fn field_notes<C: Contract>() -> String {
-    let spec = C::contract_spec();
+    field_notes_for(C::contract_spec())
+}
+
+/// [`field_notes`] of the contract `spec` describes.
+pub fn field_notes_for(spec: &ContractSpec) -> String {
     let Some(object) = spec.object() else {
         return String::new();
     };
@@ -208,9 +217,14 @@ pub fn field_notes<C: Contract>() -> String {
 
 /// The default final question for contract `C`.
 pub fn default_question<C: Contract>() -> String {
+    default_question_for(C::contract_spec())
+}
+
+/// [`default_question`] of the contract `spec` describes.
+pub fn default_question_for(spec: &ContractSpec) -> String {
     format!(
         "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
-        C::contract_spec().name
+        spec.name
     )
 }
 
@@ -224,18 +238,23 @@ pub fn default_question<C: Contract>() -> String {
 pub fn number_lines(document: &str) -> String {
     let mut out = String::with_capacity(document.len() + document.len() / 8 + 8);
     for (i, line) in document.lines().enumerate() {
-        let _ = write!(out, "{:>4}| ", i + 1);
-        let mut rest = line;
-        while let Some(at) = rest.find(is_line_break) {
-            out.push_str(&rest[..at]);
-            out.push(' ');
-            let width = rest[at..].chars().next().map_or(1, char::len_utf8);
-            rest = &rest[at + width..];
-        }
-        out.push_str(rest);
-        out.push('\n');
+        push_numbered_line(&mut out, i + 1, line);
     }
     out
+}
+
+/// Appends line `line` numbered `n` as [`number_lines`] writes it (`  41| text\n`).
+pub fn push_numbered_line(out: &mut String, n: usize, line: &str) {
+    let _ = write!(out, "{n:>4}| ");
+    let mut rest = line;
+    while let Some(at) = rest.find(is_line_break) {
+        out.push_str(&rest[..at]);
+        out.push(' ');
+        let width = rest[at..].chars().next().map_or(1, char::len_utf8);
+        rest = &rest[at + width..];
+    }
+    out.push_str(rest);
+    out.push('\n');
 }
 
 /// A char other than `\n` that a reader may take for a line end.
@@ -331,6 +350,24 @@ impl PromptParts {
             system: system_message::<C>(),
             question: default_question::<C>(),
         }
+    }
+
+    /// The instructions (showing `style`) and default question of the contract `spec`
+    /// describes.
+    pub fn for_spec(spec: &ContractSpec, style: Instructions) -> Self {
+        PromptParts {
+            system: system_message_for(spec, style),
+            question: default_question_for(spec),
+        }
+    }
+
+    /// System and user message over an [excerpt](crate::Source::excerpt) of a document: only
+    /// its non-empty lines, each with its number in the whole document.
+    pub fn messages_for_excerpt(&self, excerpt: &crate::Source) -> Messages {
+        Messages(vec![
+            Message::system(self.system.clone()),
+            Message::user(user_message(&excerpt.numbered_nonempty(), &self.question)),
+        ])
     }
 
     /// The same parts with other instructions (system message).

@@ -87,6 +87,9 @@ pub(super) fn contract_schema(
             let rules: Vec<Value> = object.rules.iter().map(|r| r.to_string().into()).collect();
             map.insert("x-rules".into(), rules.into());
         }
+        if let Some(question) = &node.question {
+            map.insert("x-question".into(), question.clone().into());
+        }
     } else {
         map.insert("type".into(), "string".into());
         let values = node.enumeration.clone().unwrap_or_default();
@@ -122,6 +125,15 @@ fn field_schema(node: &Node, generator: &mut schemars::SchemaGenerator) -> Value
     }
     if let Some(grounded) = &node.grounded {
         map.insert("x-grounded".into(), grounded_keyword(grounded));
+    }
+    if let Some(form) = node.form {
+        map.insert("x-form".into(), form.as_str().into());
+    }
+    if let Some(question) = &node.question {
+        map.insert("x-question".into(), question.clone().into());
+    }
+    if let Some(group) = &node.group {
+        map.insert("x-group".into(), group.clone().into());
     }
     Value::Object(map)
 }

@@ -156,6 +156,12 @@ pub fn root_schema<C: Contract>() -> Value {
     draft::root_schema(C::contract_spec())
 }
 
+/// [`root_schema`] of the contract `spec` describes (a derived contract's, or a part of one:
+/// [`ContractSpec::subset`]).
+pub fn spec_root_schema(spec: &ContractSpec) -> Value {
+    draft::root_schema(spec)
+}
+
 /// The schema of `spec` inside `generator` (the body of a contract's `impl JsonSchema`).
 ///
 /// Nested contracts are `$ref`s into the generator's definitions.

@@ -619,6 +619,12 @@ fn words(key: &str, value: &Value, map: &Map<String, Value>) -> Option<String> {
             }
             other => format!("Grounded: {}.", plain(other)),
         },
+        "x-form" => match value.as_str().and_then(crate::contract::Form::from_name) {
+            Some(form) => format!("{}, copied whole.", capitalise(form.words())),
+            None => format!("Form: {}.", plain(value)),
+        },
+        // Where a pipeline looks for the value's evidence: nothing the model is asked.
+        "x-question" | "x-group" => return None,
         "x-rules" => match value {
             Value::Array(rules) => format!(
                 "Rules: {}.",
@@ -904,4 +910,13 @@ fn prune_defs(schema: &mut Value) {
             root.shift_remove("$defs");
         }
     }
+}
+
+/// `text` with its first letter in upper case.
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }

@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 use super::doc::{Doc, Json, JsonMap, View};
 use super::format::format_ok;
 use super::{push_segment, Violation, ViolationKind, Violations};
+use crate::context::DocContext;
 use crate::contract::{Contract, ContractSpec, Format, Rule};
 use crate::ir::{JsonType, Node, NumberKeywords, ObjectNode};
 
@@ -98,16 +99,30 @@ impl Text {
 /// is parsed by serde_json into a tree that borrows its strings. Both give the same result, to
 /// the message (the plan hands a document it refuses to the same checker).
 pub fn from_json<C: Contract>(text: &str) -> Result<C, Violations> {
+    from_json_with(text, &DocContext::none())
+}
+
+/// [`from_json`], the values normalised and checked against `cx`'s document.
+pub fn from_json_with<C: Contract>(text: &str, cx: &DocContext<'_>) -> Result<C, Violations> {
     // A flat object of scalars, the usual case, is checked without building a tree; the
     // result is the tree path's (see `flat`).
-    match super::flat::from_json::<C>(text) {
+    match super::flat::from_json::<C>(text, cx) {
         Some(result) => result,
-        None => from_json_tree(text),
+        None => from_json_tree_with(text, cx),
     }
 }
 
 /// [`from_json`] through the parsed tree, for every document.
+#[cfg(test)]
 pub(super) fn from_json_tree<C: Contract>(text: &str) -> Result<C, Violations> {
+    from_json_tree_with(text, &DocContext::none())
+}
+
+/// [`from_json_with`] through the parsed tree, for every document.
+pub(super) fn from_json_tree_with<C: Contract>(
+    text: &str,
+    cx: &DocContext<'_>,
+) -> Result<C, Violations> {
     let mut doc: Doc<'_> = match serde_json::from_str(text) {
         Ok(doc) => doc,
         Err(e) => {
@@ -128,7 +143,7 @@ pub(super) fn from_json_tree<C: Contract>(text: &str) -> Result<C, Violations> {
     if has_field_level(&out) {
         return Err(out);
     }
-    finish(C::deserialize(&doc), out)
+    finish(C::deserialize(&doc), out, cx)
 }
 
 /// `C::from_value`: checks `value` against `C::contract_spec()` and, when no field-level
@@ -139,6 +154,11 @@ pub(super) fn from_json_tree<C: Contract>(text: &str) -> Result<C, Violations> {
 /// Cross-field violations are reported together with field-level ones; custom checks need a
 /// typed value, so they run only when the value deserializes.
 pub fn from_value<C: Contract>(value: &Value) -> Result<C, Violations> {
+    from_value_in(value, &DocContext::none())
+}
+
+/// [`from_value`], the values normalised and checked against `cx`'s document.
+pub fn from_value_in<C: Contract>(value: &Value, cx: &DocContext<'_>) -> Result<C, Violations> {
     let spec = C::contract_spec();
     let mut out = Violations::new();
     let mut checker = Checker::new(&mut out, false);
@@ -150,9 +170,9 @@ pub fn from_value<C: Contract>(value: &Value) -> Result<C, Violations> {
     if normalise {
         let mut owned = value.clone();
         normalise_value(spec, &mut owned);
-        finish(C::deserialize(&owned), out)
+        finish(C::deserialize(&owned), out, cx)
     } else {
-        finish(C::deserialize(value), out)
+        finish(C::deserialize(value), out, cx)
     }
 }
 
@@ -160,14 +180,20 @@ pub(super) fn has_field_level(out: &Violations) -> bool {
     out.iter().any(|v| v.kind.is_field_level())
 }
 
-/// Runs the custom checks on a decoded value, or reports why it did not decode.
+/// Normalises a decoded value and runs its custom checks (against `cx`'s document), or reports
+/// why it did not decode. A value that cannot be normalised is not checked further.
 pub(super) fn finish<C: Contract, E: Display>(
     decoded: Result<C, E>,
     mut out: Violations,
+    cx: &DocContext<'_>,
 ) -> Result<C, Violations> {
     match decoded {
-        Ok(typed) => {
-            typed.run_checks("", &mut out);
+        Ok(mut typed) => {
+            let before = out.len();
+            typed.normalize(cx, "", &mut out);
+            if out.len() == before {
+                typed.run_checks(cx, "", &mut out);
+            }
             if out.is_empty() {
                 Ok(typed)
             } else {
@@ -201,7 +227,7 @@ pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
             message!("the value does not serialize: {e}"),
         )),
     }
-    value.run_checks("", &mut out);
+    value.run_checks(&DocContext::none(), "", &mut out);
     out.into_result()
 }
 
@@ -1126,6 +1152,7 @@ mod tests {
         TypeSpec,
     };
     use crate::validate::{check_value, join_pointer, Violation, ViolationKind, Violations};
+    use crate::DocContext;
 
     /// Implements `FieldType` and `JsonSchema` the way the derive does.
     macro_rules! contract_glue {
@@ -1134,8 +1161,14 @@ mod tests {
                 fn type_spec() -> TypeSpec {
                     TypeSpec::Contract(ContractRef::of::<$t>())
                 }
-                fn run_nested_checks(&self, parent: &str, key: &str, out: &mut Violations) {
-                    self.run_checks(&join_pointer(parent, key), out);
+                fn run_nested_checks(
+                    &self,
+                    cx: &DocContext<'_>,
+                    parent: &str,
+                    key: &str,
+                    out: &mut Violations,
+                ) {
+                    self.run_checks(cx, &join_pointer(parent, key), out);
                 }
             }
             impl schemars::JsonSchema for $t {
@@ -1232,7 +1265,7 @@ mod tests {
             })
         }
 
-        fn run_checks(&self, pointer: &str, out: &mut Violations) {
+        fn run_checks(&self, _: &DocContext<'_>, pointer: &str, out: &mut Violations) {
             push_check(line_check(self), pointer, out);
         }
     }
@@ -1386,9 +1419,9 @@ mod tests {
             })
         }
 
-        fn run_checks(&self, pointer: &str, out: &mut Violations) {
+        fn run_checks(&self, cx: &DocContext<'_>, pointer: &str, out: &mut Violations) {
             push_check(order_check(self), pointer, out);
-            self.items.run_nested_checks(pointer, "items", out);
+            self.items.run_nested_checks(cx, pointer, "items", out);
         }
     }
     contract_glue!(Order);

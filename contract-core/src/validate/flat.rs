@@ -35,6 +35,7 @@ use super::check::{as_integer, compare, finish, has_field_level, Checker, Num, P
 use super::doc::{visit_number, Json, JsonMap, View};
 use super::read;
 use super::Violations;
+use crate::context::DocContext;
 use crate::contract::{Contract, ContractSpec, Rule};
 use crate::ir::{JsonType, ObjectNode};
 
@@ -77,7 +78,10 @@ impl<'a> JsonMap<Scalar<'a>> for [(&'a str, Scalar<'a>)] {
 }
 
 /// `C::from_json` on the fast path; `None` where the tree path must decide.
-pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>> {
+pub(crate) fn from_json<C: Contract>(
+    text: &str,
+    cx: &DocContext<'_>,
+) -> Option<Result<C, Violations>> {
     let spec = C::contract_spec();
     let plan = plan_for(spec)?;
     let mut entries = Entries::new();
@@ -105,7 +109,7 @@ pub(crate) fn from_json<C: Contract>(text: &str) -> Option<Result<C, Violations>
     if scan.int_floats {
         plan.normalise(&mut entries);
     }
-    Some(finish(C::deserialize(Object(&entries)), out))
+    Some(finish(C::deserialize(Object(&entries)), out, cx))
 }
 
 /// What the plan found of the entries and fields.
@@ -955,7 +959,7 @@ mod tests {
         let (mut fast, mut valid, mut refused) = (0, 0, 0);
         for _ in 0..1000 {
             let text = strategy.new_tree(&mut runner).unwrap().current();
-            match from_json::<Guidance>(&text) {
+            match from_json::<Guidance>(&text, &DocContext::none()) {
                 Some(Ok(_)) => valid += 1,
                 Some(Err(_)) => refused += 1,
                 None => continue,
@@ -982,11 +986,16 @@ mod tests {
             r#"{"quarter": 5.0, "year": 2024.5, "low": 1, "high": 2}"#,
             r#"{"quarter": -0.0, "year": 2024, "low": 1, "high": 2}"#,
         ] {
-            assert!(from_json::<Guidance>(text).is_some(), "{text}");
+            assert!(
+                from_json::<Guidance>(text, &DocContext::none()).is_some(),
+                "{text}"
+            );
             agree::<Guidance>(text);
         }
-        let decoded =
-            from_json::<Guidance>(r#"{"quarter": 3.0, "year": 2.024e3, "low": 1, "high": 2}"#);
+        let decoded = from_json::<Guidance>(
+            r#"{"quarter": 3.0, "year": 2.024e3, "low": 1, "high": 2}"#,
+            &DocContext::none(),
+        );
         assert!(
             matches!(
                 decoded,
@@ -1005,11 +1014,14 @@ mod tests {
             r#"{"quarter": 3, "year": 2024, "low": 1, "high": 2} x"#,
             "[1, 2]",
         ] {
-            assert!(from_json::<Guidance>(text).is_none(), "{text}");
+            assert!(
+                from_json::<Guidance>(text, &DocContext::none()).is_none(),
+                "{text}"
+            );
             agree::<Guidance>(text);
         }
         let coded = r#"{"code": "AB", "n": 1}"#;
-        assert!(from_json::<Coded>(coded).is_none());
+        assert!(from_json::<Coded>(coded, &DocContext::none()).is_none());
         assert!(Coded::from_json(coded).is_ok());
     }
 
@@ -1045,7 +1057,7 @@ mod tests {
     fn a_valid_document_decodes_to_the_same_value() {
         let text = r#"{"name": "a", "note": null, "flag": true, "count": -3, "limit": 9,
             "small": -5, "big": 123456789012345678, "ratio": 1.25, "amount": 1e3}"#;
-        let Some(Ok(m)) = from_json::<Mixed>(text) else {
+        let Some(Ok(m)) = from_json::<Mixed>(text, &DocContext::none()) else {
             panic!("not decoded on the fast path")
         };
         assert_eq!(m.big, 123_456_789_012_345_678);

@@ -11,7 +11,9 @@ mod format;
 mod read;
 
 pub(crate) use check::rule_violations;
-pub use check::{check_value, from_json, from_value, validate_typed};
+pub use check::{
+    check_value, from_json, from_json_with, from_value, from_value_in, validate_typed,
+};
 pub use format::format_ok;
 
 /// What kind of rule a value broke. Serialized snake_case; a kind never changes meaning.

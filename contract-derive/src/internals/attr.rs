@@ -25,6 +25,9 @@ pub const FORMATS: &[&str] = &[
     "hostname",
 ];
 
+/// The forms `form = ..` accepts (the names of `contract_core::Form`).
+pub const FORMS: &[&str] = &["date", "currency", "scale", "period", "duration"];
+
 /// A numeric literal of a bound.
 #[derive(Clone, Copy, Debug)]
 pub enum Num {
@@ -122,6 +125,8 @@ pub struct Container {
     pub rules: Vec<RuleAttr>,
     pub groups: Vec<Group>,
     pub checks: Vec<syn::Path>,
+    pub normalizers: Vec<syn::Path>,
+    pub question: Option<String>,
     pub rename: Option<String>,
     pub rename_all: Option<RenameRule>,
 }
@@ -138,6 +143,10 @@ pub struct Field {
     pub grounded: Option<Grounded>,
     pub skip: Option<Span>,
     pub json_schema: Option<Span>,
+    /// `form = date`: the form's name, checked.
+    pub form: Option<String>,
+    pub question: Option<String>,
+    pub group: Option<String>,
     /// Every `#[contract(..)]` key given, with the span of its path.
     pub keys: Vec<(Symbol, Span)>,
     pub serde: SerdeField,
@@ -432,6 +441,8 @@ impl Container {
         let mut rules = Vec::new();
         let mut groups = Vec::new();
         let mut checks = Vec::new();
+        let mut normalizers = Vec::new();
+        let mut question = None;
         let is_enum = matches!(input.data, syn::Data::Enum(_));
 
         each_meta(cx, &input.attrs, CONTRACT, |meta| {
@@ -495,7 +506,23 @@ impl Container {
                     Expr::Path(p) if p.qself.is_none() => checks.push(p.path.clone()),
                     other => cx.error_spanned_by(
                         other,
-                        "`check` takes the path of a function `fn(&Self) -> Result<(), Violation>`",
+                        "`check` takes the path of a function `fn(&Self) -> Result<(), Violation>` or `fn(&Self, &DocContext) -> Result<(), Violation>`",
+                    ),
+                }
+            } else if meta.path == QUESTION && !is_enum {
+                let expr: Expr = parse_value(meta)?;
+                if let Some(s) = lit_str(cx, QUESTION, &expr) {
+                    if seen.first(QUESTION, meta) {
+                        question = Some(s.value());
+                    }
+                }
+            } else if meta.path == NORMALIZE && !is_enum {
+                let expr: Expr = parse_value(meta)?;
+                match strip(&expr) {
+                    Expr::Path(p) if p.qself.is_none() => normalizers.push(p.path.clone()),
+                    other => cx.error_spanned_by(
+                        other,
+                        "`normalize` takes the path of a function `fn(&mut Self, &DocContext) -> Result<(), Violation>`",
                     ),
                 }
             } else if is_enum && CONTAINER_KEYS.iter().any(|k| meta.path == *k) {
@@ -554,6 +581,8 @@ impl Container {
             rules,
             groups,
             checks,
+            normalizers,
+            question,
             rename,
             rename_all,
         }
@@ -614,6 +643,9 @@ impl Field {
         let mut grounded = None;
         let mut skip = None;
         let mut json_schema = None;
+        let mut form = None;
+        let mut question = None;
+        let mut group = None;
 
         each_meta(cx, &field.attrs, CONTRACT, |meta| {
             let Some(key) = FIELD_KEYS.iter().copied().find(|k| meta.path == *k) else {
@@ -708,6 +740,40 @@ impl Field {
                     }
                 }
                 "one_of" => one_of = parse_one_of(cx, &expr),
+                "question" => question = lit_str(cx, key, &expr).map(|s| s.value()),
+                "group" => group = lit_str(cx, key, &expr).map(|s| s.value()),
+                "form" => {
+                    let name = match strip(&expr) {
+                        Expr::Path(p) if p.qself.is_none() => {
+                            p.path.get_ident().map(|i| (i.to_string(), i.span()))
+                        }
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Str(s), ..
+                        }) => Some((s.value(), s.span())),
+                        _ => None,
+                    };
+                    match name {
+                        Some((name, _)) if FORMS.contains(&name.as_str()) => form = Some(name),
+                        Some((name, span)) => {
+                            let list: Vec<String> =
+                                FORMS.iter().map(|f| format!("`{f}`")).collect();
+                            let hint = suggest::closest(&name, FORMS.iter().copied())
+                                .map(|b| format!(", did you mean `{b}`?"))
+                                .unwrap_or_default();
+                            cx.error_at(
+                                span,
+                                format!(
+                                    "unknown form `{name}`, expected one of {}{hint}",
+                                    list.join(", ")
+                                ),
+                            );
+                        }
+                        None => cx.error_spanned_by(
+                            &expr,
+                            "`form` takes a form name: `form = date`, `currency`, `scale`, `period` or `duration`",
+                        ),
+                    }
+                }
                 _ => unreachable!(),
             }
             Ok(())
@@ -770,6 +836,9 @@ impl Field {
             grounded,
             skip,
             json_schema,
+            form,
+            question,
+            group,
             keys: seen.keys,
             serde,
         }

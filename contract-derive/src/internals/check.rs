@@ -55,6 +55,9 @@ const CONSTRAINT_KEYS: &[Symbol] = &[
     UNIT,
     GROUNDED,
     JSON_SCHEMA,
+    FORM,
+    QUESTION,
+    GROUP,
 ];
 
 /// `#[contract(skip)]` is only sound when serde can build the value without the model
@@ -128,7 +131,7 @@ fn check_field_types<'a>(cx: &Ctxt, field: &Field<'a>, assertions: &mut Vec<Asse
             "range" | "min" | "max" | "exclusive_min" | "exclusive_max" => {
                 (info.is_numeric(), "a numeric field", "assert_numeric")
             }
-            "pattern" | "format" => (
+            "pattern" | "format" | "form" => (
                 info.scalar == Scalar::String,
                 "a string field",
                 "assert_text",

@@ -22,6 +22,10 @@ pub const BOTH_OR_NEITHER: Symbol = Symbol("both_or_neither");
 pub const AT_LEAST_ONE: Symbol = Symbol("at_least_one");
 // #[contract(check = path::to::check_fn)]
 pub const CHECK: Symbol = Symbol("check");
+// #[contract(normalize = path::to::normalize_fn)]
+pub const NORMALIZE: Symbol = Symbol("normalize");
+// #[contract(question = "does this passage state the total amount paid?")] (also a field key)
+pub const QUESTION: Symbol = Symbol("question");
 
 // Field keys of `#[contract(..)]`.
 
@@ -58,6 +62,10 @@ pub const WITH_CONTAINER: Symbol = Symbol("with_container");
 pub const SKIP: Symbol = Symbol("skip");
 // #[contract(json_schema)]
 pub const JSON_SCHEMA: Symbol = Symbol("json_schema");
+// #[contract(form = date)], #[contract(form = "currency")]
+pub const FORM: Symbol = Symbol("form");
+// #[contract(group = "guidance")]
+pub const GROUP: Symbol = Symbol("group");
 
 // Keys of `#[serde(..)]` the derive understands.
 
@@ -86,7 +94,15 @@ pub const SERIALIZE: Symbol = Symbol("serialize");
 pub const DESERIALIZE: Symbol = Symbol("deserialize");
 
 /// The container keys of `#[contract(..)]`, for "did you mean" hints.
-pub const CONTAINER_KEYS: &[Symbol] = &[DESCRIPTION, RULE, BOTH_OR_NEITHER, AT_LEAST_ONE, CHECK];
+pub const CONTAINER_KEYS: &[Symbol] = &[
+    DESCRIPTION,
+    RULE,
+    BOTH_OR_NEITHER,
+    AT_LEAST_ONE,
+    CHECK,
+    NORMALIZE,
+    QUESTION,
+];
 
 /// The field keys of `#[contract(..)]`.
 pub const FIELD_KEYS: &[Symbol] = &[
@@ -104,6 +120,9 @@ pub const FIELD_KEYS: &[Symbol] = &[
     GROUNDED,
     SKIP,
     JSON_SCHEMA,
+    FORM,
+    QUESTION,
+    GROUP,
 ];
 
 /// The variant keys of `#[contract(..)]`.

@@ -548,6 +548,8 @@ pub fn routed_row(
             dropped_lines: 0,
             timings: Default::default(),
             error: None,
+            selection: None,
+            selection_skipped: None,
         };
         row(doc, Mode::Routed, &ex)
     });

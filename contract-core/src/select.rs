@@ -1,0 +1,943 @@
+//! Evidence selection: the model judges the document's passages for each group of fields, and
+//! the values are copied from the best passages only.
+//!
+//! Why: asked to fill a contract from a whole document, a small model copies the wrong span
+//! (a barcode as a receipt's total, a registration number as its date, the reported quarter
+//! instead of the guidance); asked of one passage at a time "does this text give X?", the
+//! likelihood it gives `yes` against `no` ranks the right passage first far more often, and
+//! given that passage alone it copies the values right (`docs/benchmarks.md`, "Passage
+//! choice"). So for a grounded contract the [`Extractor`](crate::Extractor) by default:
+//!
+//! 1. cuts the document into passages ([`passage`](crate::passage): lines, sentences and
+//!    entries that wrap over lines, pieces of long lines, every one bounded);
+//! 2. groups the contract's fields ([`field_groups`]): fields tied by a rule or a grounding
+//!    (`both_or_neither(period, low, high)`, `grounded(in = quote)`) or named in one
+//!    `#[contract(group = "..")]` are judged and extracted together, every other field alone;
+//! 3. asks each group's question of every passage that could hold its values (a number needs a
+//!    digit, a date a date), all in one [`Backend::score`] request, which a local backend
+//!    answers in few forward calls and a server through log-probabilities; the question is the
+//!    group's `#[contract(question = "..")]`, else made from the fields' doc comments;
+//! 4. extracts each group from its best passage alone, under a mask that can only copy text of
+//!    that passage (the request's source is an [excerpt](Source::excerpt)); a list from its
+//!    best passages together;
+//! 5. reads the whole contract back (normalised and checked against the document, the
+//!    contract's own checks included); a group whose values are refused is extracted again
+//!    from its next passage, up to [`Selection::tries`] passages, then left null;
+//! 6. records every group's question, the passages' scores, the passages used and every
+//!    attempt in the [`Extraction`](crate::Extraction).
+//!
+//! A group whose best passage scores below [`Selection::min_margin`] is not stated in the
+//! document: its fields are null (a list empty) without asking the model for them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::contract::{ContractSpec, Form};
+use crate::extract::{ScoreRequest, ScoreResponse};
+use crate::ir::Node;
+use crate::passage::{Cutter, Passage};
+use crate::prompt::{Message, Messages};
+use crate::source::Source;
+
+/// The answers a judge's question is scored by.
+pub const ANSWERS: [&str; 4] = ["yes", "Yes", "no", "No"];
+
+/// How a document is cut into the passages that are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Passages {
+    /// Every non-empty line ([`Cutter::lines`]).
+    Lines,
+    /// Sentences and entries, wrapped lines joined ([`Cutter::sentences`], the default).
+    Sentences,
+    /// Runs of `lines` non-empty lines overlapping by `overlap` ([`Cutter::windows`]).
+    Windows {
+        /// Lines a window.
+        lines: usize,
+        /// Lines consecutive windows share (less than `lines`).
+        overlap: usize,
+    },
+    /// One passage a page ([`Cutter::pages`]).
+    Pages,
+}
+
+/// Whether and how an [`Extractor`](crate::Extractor) selects evidence.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub(crate) mode: SelectionMode,
+    pub(crate) cutter: Cutter,
+    pub(crate) passages: Passages,
+    pub(crate) tries: usize,
+    pub(crate) list_passages: usize,
+    pub(crate) min_margin: f64,
+    pub(crate) max_judged: usize,
+    pub(crate) questions: BTreeMap<String, String>,
+}
+
+/// When selection runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SelectionMode {
+    /// For a grounded contract, when the backend scores answers.
+    Auto,
+    /// Never.
+    Off,
+}
+
+impl Default for Selection {
+    /// On for grounded contracts; passages cut by [`Cutter::default`]; 3 passages tried per
+    /// group; lists from their best 4 passages; a group not stated below a margin of 0 (the
+    /// model finds `no` at least as likely as `yes` for every passage); at most 96 passages
+    /// judged per group.
+    fn default() -> Self {
+        Selection {
+            mode: SelectionMode::Auto,
+            cutter: Cutter::default(),
+            passages: Passages::Sentences,
+            tries: 3,
+            list_passages: 4,
+            min_margin: 0.0,
+            max_judged: 96,
+            questions: BTreeMap::new(),
+        }
+    }
+}
+
+impl Selection {
+    /// No selection: the model reads the whole document (within the budget, if any).
+    pub fn off() -> Self {
+        Selection {
+            mode: SelectionMode::Off,
+            ..Selection::default()
+        }
+    }
+
+    /// Whether selection may run.
+    pub fn is_on(&self) -> bool {
+        self.mode != SelectionMode::Off
+    }
+
+    /// How the document is cut into passages.
+    pub fn cutter(mut self, cutter: Cutter) -> Self {
+        self.cutter = cutter;
+        self
+    }
+
+    /// How the document is cut into passages (sentences by default).
+    pub fn passages(mut self, passages: Passages) -> Self {
+        self.passages = passages;
+        self
+    }
+
+    /// The document's passages as this selection cuts them. Windows that do not advance
+    /// (`overlap >= lines`) are cut as windows of `lines` lines overlapping by `lines - 1`.
+    pub fn cut(&self, source: &Source) -> Vec<Passage> {
+        match self.passages {
+            Passages::Lines => self.cutter.lines(source),
+            Passages::Sentences => self.cutter.sentences(source),
+            Passages::Windows { lines, overlap } => {
+                let lines = lines.max(1);
+                self.cutter
+                    .windows(source, lines, overlap.min(lines - 1))
+                    .unwrap_or_default()
+            }
+            Passages::Pages => self.cutter.pages(source),
+        }
+    }
+
+    /// At most `n` passages (at least 1) tried per group before its fields are left null.
+    pub fn tries(mut self, n: usize) -> Self {
+        self.tries = n.max(1);
+        self
+    }
+
+    /// A list field is filled from at most its `n` best passages (at least 1), shown together.
+    pub fn list_passages(mut self, n: usize) -> Self {
+        self.list_passages = n.max(1);
+        self
+    }
+
+    /// The margin (`log P(yes) - log P(no)`, in nats) a group's best passage must exceed for
+    /// the group to be stated in the document; below it the group is null without asking.
+    pub fn min_margin(mut self, margin: f64) -> Self {
+        self.min_margin = margin;
+        self
+    }
+
+    /// At most `n` passages (at least 1) judged per group: when more could hold the group's
+    /// values, those sharing most words with its question are judged.
+    pub fn max_judged(mut self, n: usize) -> Self {
+        self.max_judged = n.max(1);
+        self
+    }
+
+    /// The question asked of every passage for the group holding `field` (a JSON name),
+    /// instead of the contract's own (`#[contract(question = "..")]`) or the one made from the
+    /// doc comments. Write it as a yes/no question about one passage ("Does this line give the
+    /// total amount paid?").
+    pub fn question(mut self, field: impl Into<String>, question: impl Into<String>) -> Self {
+        self.questions.insert(field.into(), question.into());
+        self
+    }
+}
+
+/// What a passage must contain to hold a group's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Needs {
+    /// A digit: the group has a number to copy.
+    pub digit: bool,
+    /// A letter: the group has text to copy.
+    pub letter: bool,
+}
+
+/// Fields judged and extracted together.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldGroup {
+    /// The group's name: its `#[contract(group = "..")]`, else its first field's.
+    pub name: String,
+    /// Its fields' JSON names, in the contract's order.
+    pub fields: Vec<String>,
+    /// The question asked of every passage.
+    pub question: String,
+    /// Whether a field is a list (filled from several passages).
+    pub list: bool,
+    /// Whether every field may be absent (null, or an empty list): the group may be "not
+    /// stated".
+    pub optional: bool,
+    /// What a passage must contain to hold the values.
+    pub needs: Needs,
+}
+
+/// The contract's root fields grouped for selection: fields tied by a cross-field rule, by a
+/// grounding in another field (`grounded(in = quote)`, a span's lines) or by one
+/// `#[contract(group = "..")]` are one group; a contract-level `#[contract(question = "..")]`
+/// makes every field without its own `group` or `question` one group asked that question;
+/// every other field is a group of its own. Groups come in the order of their first field.
+/// `overrides` are questions by field name ([`Selection::question`]).
+pub fn field_groups(spec: &ContractSpec, overrides: &BTreeMap<String, String>) -> Vec<FieldGroup> {
+    let Some(object) = spec.object() else {
+        return Vec::new();
+    };
+    let fields = &object.properties;
+    let n = fields.len();
+    let index = |name: &str| fields.iter().position(|f| f.name == name);
+    // Union-find over field indices.
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(parent: &mut [usize], i: usize) -> usize {
+        let mut i = i;
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let union = |parent: &mut Vec<usize>, a: usize, b: usize| {
+        let (ra, rb) = (find(parent, a), find(parent, b));
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    };
+    for rule in &object.rules {
+        let names: Vec<usize> = rule.fields().iter().filter_map(|f| index(f)).collect();
+        for pair in names.windows(2) {
+            union(&mut parent, pair[0], pair[1]);
+        }
+    }
+    for (i, f) in fields.iter().enumerate() {
+        if let Some(g) = &f.node.grounded {
+            for d in g.depends_on() {
+                if let Some(j) = index(d) {
+                    union(&mut parent, i, j);
+                }
+            }
+        }
+    }
+    let mut by_group: HashMap<&str, usize> = HashMap::new();
+    for (i, f) in fields.iter().enumerate() {
+        if let Some(g) = &f.node.group {
+            match by_group.get(g.as_str()) {
+                Some(&j) => union(&mut parent, i, j),
+                None => {
+                    by_group.insert(g, i);
+                }
+            }
+        }
+    }
+    let contract_question = spec.node.question.as_deref();
+    if contract_question.is_some() {
+        let loose: Vec<usize> = (0..n)
+            .filter(|&i| fields[i].node.group.is_none() && fields[i].node.question.is_none())
+            .collect();
+        for pair in loose.windows(2) {
+            union(&mut parent, pair[0], pair[1]);
+        }
+    }
+    let mut order: Vec<usize> = Vec::new();
+    let mut members: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..n {
+        let r = find(&mut parent, i);
+        if !members.contains_key(&r) {
+            order.push(r);
+        }
+        members.entry(r).or_default().push(i);
+    }
+    order
+        .into_iter()
+        .map(|r| {
+            let idx = &members[&r];
+            let names: Vec<String> = idx.iter().map(|&i| fields[i].name.clone()).collect();
+            let name = idx
+                .iter()
+                .find_map(|&i| fields[i].node.group.clone())
+                .unwrap_or_else(|| names[0].clone());
+            let question = names
+                .iter()
+                .find_map(|f| overrides.get(f).cloned())
+                .or_else(|| idx.iter().find_map(|&i| fields[i].node.question.clone()))
+                .or_else(|| {
+                    let all_loose = idx.iter().all(|&i| {
+                        fields[i].node.group.is_none() && fields[i].node.question.is_none()
+                    });
+                    contract_question.filter(|_| all_loose).map(str::to_owned)
+                })
+                .unwrap_or_else(|| {
+                    let described: Vec<&crate::ir::FieldSpec> =
+                        idx.iter().map(|&i| &fields[i]).collect();
+                    question_from_docs(spec, &described)
+                });
+            let mut needs = Needs::default();
+            for &i in idx {
+                let node = &fields[i].node;
+                let (digit, letter) = node_needs(node, 0);
+                needs.digit |= digit;
+                needs.letter |= letter;
+            }
+            FieldGroup {
+                name,
+                list: idx.iter().any(|&i| is_list(&fields[i].node)),
+                optional: idx
+                    .iter()
+                    .all(|&i| fields[i].node.is_nullable() || is_list(&fields[i].node)),
+                fields: names,
+                question: capitalise(question.trim()),
+                needs,
+            }
+        })
+        .collect()
+}
+
+/// Whether a field's value is a list.
+fn is_list(node: &Node) -> bool {
+    node.non_null().array.is_some()
+}
+
+/// What a passage needs to hold a value of `node`: a digit (a number, a date, a period), a
+/// letter (text, a currency, a duration).
+fn node_needs(node: &Node, depth: usize) -> (bool, bool) {
+    if depth > 8 {
+        return (false, true);
+    }
+    let node = node.non_null();
+    if let Some(items) = node.items() {
+        return node_needs(items, depth + 1);
+    }
+    if let Some(spec) = node.contract() {
+        let Some(object) = spec.object() else {
+            return (false, true);
+        };
+        // The copied parts of a value type: a grounded number or a dated text needs a digit.
+        let mut digit = false;
+        let mut letter = false;
+        for f in &object.properties {
+            let copied = f.node.grounded.is_some();
+            match f.node.form {
+                Some(Form::Date) | Some(Form::Period) if copied => digit = true,
+                _ => {}
+            }
+            let (d, l) = node_needs(&f.node, depth + 1);
+            if copied && d && !f.node.is_nullable() {
+                digit = true;
+            }
+            letter |= l && !f.node.is_nullable();
+        }
+        return (digit, letter || !digit);
+    }
+    if node.is_numeric() {
+        return (true, false);
+    }
+    match node.form {
+        Some(Form::Date) | Some(Form::Period) => (true, false),
+        _ => (false, true),
+    }
+}
+
+/// A question about one passage made from the fields' doc comments: "Does this text give
+/// <first clause of the doc comment>?" for one field, the clauses joined for several (the
+/// contract's description when the group is the whole contract); a field without a doc comment
+/// by its name.
+fn question_from_docs(spec: &ContractSpec, fields: &[&crate::ir::FieldSpec]) -> String {
+    let clauses: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            f.description()
+                .and_then(first_clause)
+                .unwrap_or_else(|| format!("the {}", f.name.replace('_', " ")))
+        })
+        .collect();
+    let whole = spec
+        .object()
+        .is_some_and(|o| o.properties.len() == fields.len() && fields.len() > 1);
+    let what = match spec.description().and_then(first_clause) {
+        Some(d) if whole => d,
+        _ => join_and(&clauses),
+    };
+    format!("does this text give {what}?")
+}
+
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// The first clause of a doc comment, as the object of "does this text give ...": cut at the
+/// first sentence end, `;`, parenthesis or copy instruction (`, as written`, `, copied`), the
+/// final punctuation dropped, the first letter lowered unless the first word is an acronym.
+pub fn first_clause(doc: &str) -> Option<String> {
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut end = doc.len();
+    for stop in [". ", "; ", " (", ", as ", ", copied", ": "] {
+        if let Some(i) = doc.find(stop) {
+            end = end.min(i);
+        }
+    }
+    let clause = doc[..end]
+        .trim()
+        .trim_end_matches(|c: char| c.is_ascii_punctuation());
+    if clause.is_empty() {
+        return None;
+    }
+    let first_word = clause.split(' ').next().unwrap_or("");
+    let acronym = first_word.len() > 1 && first_word.chars().all(|c| !c.is_lowercase());
+    let mut chars = clause.chars();
+    let first = chars.next()?;
+    Some(if acronym {
+        clause.to_owned()
+    } else {
+        first.to_lowercase().chain(chars).collect()
+    })
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// The judge's prompt: the passage, then the question, then "Answer yes or no." (the question
+/// after the passage: measured far better than before it, `docs/benchmarks.md`).
+pub fn judge_prompt(passage: &str, question: &str) -> Messages {
+    Messages(vec![Message::user(format!(
+        "{}\n\nQuestion: {question} Answer yes or no.",
+        passage.trim()
+    ))])
+}
+
+/// `log(sum exp(x))` of some log-probabilities (`-inf` for none).
+fn log_sum_exp(xs: impl Iterator<Item = f64>) -> f64 {
+    let xs: Vec<f64> = xs.collect();
+    let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return m;
+    }
+    m + xs.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+}
+
+/// The judge's margin from one prompt's scored [`ANSWERS`]: `log(P(yes) + P(Yes)) -
+/// log(P(no) + P(No))`.
+pub fn margin(logprobs: &[f64]) -> f64 {
+    let at = |i: usize| logprobs.get(i).copied().unwrap_or(f64::NEG_INFINITY);
+    log_sum_exp([at(0), at(1)].into_iter()) - log_sum_exp([at(2), at(3)].into_iter())
+}
+
+/// Lower-cased words of at least three letters, a plural or verb ending taken off: what the
+/// lexical pre-ranking compares.
+fn stems(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(|w| {
+            let w = w.to_lowercase();
+            let mut s = w.as_str();
+            for suffix in ["ing", "ed", "es", "s"] {
+                if s.len() > suffix.len() + 3 {
+                    if let Some(t) = s.strip_suffix(suffix) {
+                        s = t;
+                        break;
+                    }
+                }
+            }
+            s.to_owned()
+        })
+        .collect()
+}
+
+/// Words too common in questions to tell passages apart.
+const STOP: [&str; 24] = [
+    "the", "this", "that", "doe", "does", "text", "give", "and", "for", "with", "which", "what",
+    "whose", "from", "are", "was", "its", "any", "has", "have", "not", "who", "when", "how",
+];
+
+/// Passages `candidates` ranked by the words they share with `query` (IDF-weighted over the
+/// candidates), best first; ties keep document order.
+fn lexical_rank(candidates: &[usize], passages: &[Passage], query: &str) -> Vec<usize> {
+    let q: Vec<String> = stems(query)
+        .into_iter()
+        .filter(|w| !STOP.contains(&w.as_str()))
+        .collect();
+    let docs: Vec<Vec<String>> = candidates
+        .iter()
+        .map(|&i| stems(&passages[i].text))
+        .collect();
+    let n = docs.len().max(1) as f64;
+    let idf = |w: &str| {
+        let df = docs.iter().filter(|d| d.iter().any(|x| x == w)).count() as f64;
+        ((n + 1.0) / (df + 0.5)).ln()
+    };
+    let weights: HashMap<&str, f64> = q.iter().map(|w| (w.as_str(), idf(w))).collect();
+    let mut scored: Vec<(usize, f64)> = candidates
+        .iter()
+        .zip(&docs)
+        .map(|(&i, d)| {
+            let s: f64 = weights
+                .iter()
+                .filter(|(w, _)| d.iter().any(|x| x == *w))
+                .map(|(_, v)| v)
+                .sum();
+            (i, s)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.into_iter().map(|(i, _)| i).collect()
+}
+
+/// Whether passage text could hold values with `needs`.
+fn could_hold(text: &str, needs: Needs) -> bool {
+    (!needs.digit || text.chars().any(|c| c.is_ascii_digit()))
+        && (!needs.letter || text.chars().any(char::is_alphabetic))
+}
+
+/// One group's judged passages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ranked {
+    /// Indices into the passages, best first.
+    pub order: Vec<usize>,
+    /// The margin of each judged passage, by passage index.
+    pub margins: BTreeMap<usize, f64>,
+    /// Passages that could hold the group's values (before the cap on those judged).
+    pub candidates: usize,
+}
+
+/// The prompts of one [`ScoreRequest`] judging `passages` for every group: which passages each
+/// group judges (candidates that could hold its values, capped at `max_judged` by the words
+/// they share with the question), and for each prompt, the (group, passage) pairs it answers
+/// (a passage's text asked the same question twice is asked once).
+pub fn judge_plan(
+    groups: &[FieldGroup],
+    passages: &[Passage],
+    max_judged: usize,
+) -> (ScoreRequest, Vec<Vec<(usize, usize)>>, Vec<usize>) {
+    let mut prompts = Vec::new();
+    let mut owners: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut seen: HashMap<(usize, String), usize> = HashMap::new();
+    let mut counts = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        let candidates: Vec<usize> = (0..passages.len())
+            .filter(|&i| could_hold(&passages[i].text, group.needs))
+            .collect();
+        counts.push(candidates.len());
+        let mut judged = if candidates.len() > max_judged {
+            let mut top = lexical_rank(&candidates, passages, &group.question);
+            top.truncate(max_judged);
+            top.sort_unstable();
+            top
+        } else {
+            candidates
+        };
+        judged.dedup();
+        for p in judged {
+            let key = (g, passages[p].text.trim().to_owned());
+            match seen.get(&key) {
+                Some(&at) => owners[at].push((g, p)),
+                None => {
+                    seen.insert(key, prompts.len());
+                    prompts.push(judge_prompt(&passages[p].text, &group.question));
+                    owners.push(vec![(g, p)]);
+                }
+            }
+        }
+    }
+    (
+        ScoreRequest {
+            prompts,
+            answers: ANSWERS.iter().map(|a| (*a).to_owned()).collect(),
+        },
+        owners,
+        counts,
+    )
+}
+
+/// Each group's passages ranked by the judge's margins (`response` answers the request
+/// [`judge_plan`] made). Equal margins keep document order. A margin that is not a number is
+/// an error naming the passage.
+pub fn rank(
+    groups: usize,
+    owners: &[Vec<(usize, usize)>],
+    counts: &[usize],
+    response: &ScoreResponse,
+) -> Result<Vec<Ranked>, String> {
+    if response.logprobs.len() != owners.len() {
+        return Err(format!(
+            "the backend scored {} prompts of {}",
+            response.logprobs.len(),
+            owners.len()
+        ));
+    }
+    let mut out: Vec<Ranked> = (0..groups)
+        .map(|g| Ranked {
+            order: Vec::new(),
+            margins: BTreeMap::new(),
+            candidates: counts.get(g).copied().unwrap_or(0),
+        })
+        .collect();
+    for (prompt, owned) in owners.iter().enumerate() {
+        let m = margin(&response.logprobs[prompt]);
+        if m.is_nan() {
+            return Err(format!(
+                "the judge's margin for prompt {prompt} is not a number"
+            ));
+        }
+        for &(g, p) in owned {
+            if let Some(r) = out.get_mut(g) {
+                r.margins.insert(p, m);
+            }
+        }
+    }
+    for r in &mut out {
+        let mut order: Vec<(usize, f64)> = r.margins.iter().map(|(&p, &m)| (p, m)).collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        r.order = order.into_iter().map(|(p, _)| p).collect();
+    }
+    Ok(out)
+}
+
+/// What a model is shown for one try of a group: the passages' lines (and pieces of long
+/// lines), for [`Source::excerpt`].
+pub fn shown(passages: &[&Passage]) -> Vec<(Range<usize>, Option<Range<usize>>)> {
+    passages
+        .iter()
+        .map(|p| (p.lines.clone(), p.chars.clone()))
+        .collect()
+}
+
+/// One group's part of an [`Extraction`](crate::Extraction): how its evidence was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupRecord {
+    /// The group's name.
+    pub group: String,
+    /// Its fields.
+    pub fields: Vec<String>,
+    /// The question asked of the passages.
+    pub question: String,
+    /// Passages that could hold its values.
+    pub candidates: usize,
+    /// Passages judged.
+    pub judged: usize,
+    /// The best-judged passages (at most 5), best first: lines `[first, last]` and margin.
+    pub best: Vec<RankedPassage>,
+    /// The passages each try showed the model, in order: lines `[first, last]`.
+    pub tries: Vec<Vec<[usize; 2]>>,
+    /// How the group ended.
+    pub outcome: Outcome,
+}
+
+/// A judged passage in a [`GroupRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankedPassage {
+    /// Its first and last line (1-based).
+    pub lines: [usize; 2],
+    /// `log P(yes) - log P(no)`.
+    pub margin: f64,
+}
+
+/// How a group of a selected extraction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Filled from the last passage tried.
+    Filled,
+    /// No passage scored above the margin: not stated, left null.
+    NotStated,
+    /// No passage could hold its values: left null.
+    NoCandidate,
+    /// Every passage tried was refused: left null.
+    Refused,
+    /// Every passage tried was refused and the fields cannot be null: the last reply is kept,
+    /// with its violations.
+    Failed,
+}
+
+/// How an [`Extraction`](crate::Extraction)'s evidence was selected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelectionRecord {
+    /// Passages the document was cut into.
+    pub passages: usize,
+    /// Prompts the judge scored.
+    pub judged: usize,
+    /// Forward calls of the judging (a local backend).
+    pub judge_forward_calls: Option<u32>,
+    /// Wall time of the judging, in milliseconds.
+    pub judge_ms: f64,
+    /// Each group.
+    pub groups: Vec<GroupRecord>,
+}
+
+/// Why selection did not run for an extraction that could have used it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    /// The reason (the backend does not score answers, the document has no passage).
+    pub reason: String,
+}
+
+/// The JSON object of the whole contract from each group's values: the fields in the
+/// contract's order, a group without values giving null (an empty list for a list field).
+pub fn merge(
+    spec: &ContractSpec,
+    values: &[Option<Map<String, Value>>],
+    groups: &[FieldGroup],
+) -> Value {
+    let mut out = Map::new();
+    let Some(object) = spec.object() else {
+        return Value::Object(out);
+    };
+    for f in &object.properties {
+        let g = groups.iter().position(|g| g.fields.contains(&f.name));
+        let v = g
+            .and_then(|g| values.get(g)?.as_ref()?.get(&f.name).cloned())
+            .unwrap_or_else(|| {
+                if is_list(&f.node) && !f.node.is_nullable() {
+                    Value::Array(Vec::new())
+                } else {
+                    Value::Null
+                }
+            });
+        out.insert(f.name.clone(), v);
+    }
+    Value::Object(out)
+}
+
+/// The group a violation at JSON pointer `path` belongs to (by its first segment), if any.
+pub fn group_of_path(groups: &[FieldGroup], path: &str) -> Option<usize> {
+    let first = path.trim_start_matches('/').split('/').next()?;
+    let first = first.replace("~1", "/").replace("~0", "~");
+    groups
+        .iter()
+        .position(|g| g.fields.iter().any(|f| *f == first))
+}
+
+/// Items of list values merged from several replies in order, repeats (the same JSON value,
+/// strings compared with whitespace collapsed and case folded) left out.
+pub fn merge_lists(parts: &[Map<String, Value>], fields: &[String]) -> Map<String, Value> {
+    let mut out = Map::new();
+    for f in fields {
+        let mut items: Vec<Value> = Vec::new();
+        let mut keys: Vec<String> = Vec::new();
+        let mut scalar: Option<Value> = None;
+        for part in parts {
+            match part.get(f) {
+                Some(Value::Array(xs)) => {
+                    for x in xs {
+                        let key = item_key(x);
+                        if !keys.contains(&key) {
+                            keys.push(key);
+                            items.push(x.clone());
+                        }
+                    }
+                }
+                Some(Value::Null) | None => {}
+                Some(other) => {
+                    if scalar.is_none() {
+                        scalar = Some(other.clone());
+                    }
+                }
+            }
+        }
+        let value = match scalar {
+            Some(s) if items.is_empty() => s,
+            _ => Value::Array(items),
+        };
+        out.insert(f.clone(), value);
+    }
+    out
+}
+
+/// What two list items are compared by: a string's words, case folded; any other value's JSON
+/// text with every string so normalised (an evidenced item by its value alone).
+fn item_key(v: &Value) -> String {
+    let v = match v {
+        Value::Object(m) if m.contains_key("value") && m.contains_key("evidence") => &m["value"],
+        other => other,
+    };
+    match v {
+        Value::String(s) => crate::source::normalize(s),
+        other => {
+            let mut s = String::new();
+            let _ = write!(s, "{}", normalized_json(other));
+            s
+        }
+    }
+}
+
+fn normalized_json(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(crate::source::normalize(s)),
+        Value::Array(xs) => Value::Array(xs.iter().map(normalized_json).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), normalized_json(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Contract;
+
+    /// A receipt.
+    #[derive(crate::Contract, Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    #[contract(rule = "low <= high")]
+    struct Receipt {
+        /// The name of the shop that issued the receipt, as printed.
+        #[contract(grounded)]
+        company: Option<String>,
+        /// The total amount paid.
+        #[contract(grounded)]
+        total: Option<f64>,
+        #[contract(grounded)]
+        low: Option<f64>,
+        #[contract(grounded)]
+        high: Option<f64>,
+        /// Every item bought.
+        #[contract(grounded, group = "items")]
+        items: Vec<String>,
+        #[contract(
+            grounded,
+            group = "items",
+            question = "Does this text list what was bought?"
+        )]
+        counts: Vec<u32>,
+    }
+
+    #[test]
+    fn fields_are_grouped_by_rules_and_group_names() {
+        let groups = field_groups(Receipt::contract_spec(), &BTreeMap::new());
+        let names: Vec<Vec<&str>> = groups
+            .iter()
+            .map(|g| g.fields.iter().map(String::as_str).collect())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                vec!["company"],
+                vec!["total"],
+                vec!["low", "high"],
+                vec!["items", "counts"]
+            ]
+        );
+        assert_eq!(
+            groups[0].question,
+            "Does this text give the name of the shop that issued the receipt?"
+        );
+        assert_eq!(
+            groups[1].question,
+            "Does this text give the total amount paid?"
+        );
+        assert_eq!(
+            groups[2].question,
+            "Does this text give the low and the high?"
+        );
+        assert_eq!(groups[3].question, "Does this text list what was bought?");
+        assert_eq!(groups[3].name, "items");
+        assert!(groups[3].list && groups[3].optional);
+        assert!(groups[1].needs.digit && !groups[1].needs.letter);
+        assert!(!groups[0].needs.digit && groups[0].needs.letter);
+        let mut overrides = BTreeMap::new();
+        overrides.insert("high".to_owned(), "does this give a range?".to_owned());
+        let groups = field_groups(Receipt::contract_spec(), &overrides);
+        assert_eq!(groups[2].question, "Does this give a range?");
+    }
+
+    #[test]
+    fn first_clauses_make_questions() {
+        assert_eq!(
+            first_clause("The date of the purchase.").as_deref(),
+            Some("the date of the purchase")
+        );
+        assert_eq!(
+            first_clause("The period (`Q3 2024`); null when none.").as_deref(),
+            Some("the period")
+        );
+        assert_eq!(
+            first_clause("ISO 4217 currency code").as_deref(),
+            Some("ISO 4217 currency code")
+        );
+        assert_eq!(first_clause(" . "), None);
+    }
+
+    #[test]
+    fn margins_and_merging() {
+        let m = margin(&[-0.5, -5.0, -1.0, -6.0]);
+        let want = (f64::exp(-0.5) + f64::exp(-5.0)).ln() - (f64::exp(-1.0) + f64::exp(-6.0)).ln();
+        assert!((m - want).abs() < 1e-12);
+        assert!(margin(&[]).is_nan(), "no answers scored is no margin");
+        let a: Map<String, Value> =
+            serde_json::from_value(serde_json::json!({"items": ["Tea", "Milk"], "counts": [1]}))
+                .unwrap();
+        let b: Map<String, Value> = serde_json::from_value(
+            serde_json::json!({"items": ["tea ", "Bread"], "counts": [1, 2]}),
+        )
+        .unwrap();
+        let m = merge_lists(&[a, b], &["items".into(), "counts".into()]);
+        assert_eq!(m["items"], serde_json::json!(["Tea", "Milk", "Bread"]));
+        assert_eq!(m["counts"], serde_json::json!([1, 2]));
+    }
+
+    #[test]
+    fn violations_go_to_their_group() {
+        let groups = field_groups(Receipt::contract_spec(), &BTreeMap::new());
+        assert_eq!(group_of_path(&groups, "/high"), Some(2));
+        assert_eq!(group_of_path(&groups, "/items/3"), Some(3));
+        assert_eq!(group_of_path(&groups, ""), None);
+        let merged = merge(
+            Receipt::contract_spec(),
+            &[
+                None,
+                Some(serde_json::from_value(serde_json::json!({"total": 9.5})).unwrap()),
+            ],
+            &groups,
+        );
+        assert_eq!(
+            merged,
+            serde_json::json!({"company": null, "total": 9.5, "low": null, "high": null, "items": [], "counts": []})
+        );
+    }
+}
