@@ -8,7 +8,7 @@
 //! let rates: Rates = serde_json::from_str(
 //!     r#"{"base": "USD", "date": "2026-11-02", "source": "example", "rates": {"JPY": 0.0067}}"#,
 //! ).unwrap();
-//! let premium = Amount { value: 2.5, currency: "JPY".into(), unit: Some("billion".into()) };
+//! let premium = Amount::new(2.5, Some("JPY"), Some("billion"));
 //! let t = Threshold::parse("premium > 1,000,000 USD").unwrap();
 //! let d = t.decide(&premium, &rates).unwrap();
 //! assert!(d.outcome); // 2.5e9 JPY × 0.0067 = 16,750,000 USD
@@ -74,6 +74,13 @@ pub enum ComputeError {
     Scale {
         /// The scale error, in words.
         message: String,
+    },
+    /// The amount has no currency code to convert from (none written, none the document
+    /// names).
+    #[error("`{amount}` has no currency code")]
+    NoCurrency {
+        /// The amount, as written.
+        amount: String,
     },
     /// The table has no rate for a currency.
     #[error("no rate for `{currency}` in the {base} table of {date}")]
@@ -148,13 +155,21 @@ impl Amount {
     /// A `per ...` qualifier in the unit is kept out of the arithmetic.
     pub fn convert(&self, rates: &Rates, currency: &str) -> Result<Converted, ComputeError> {
         let units = self.in_scale(Scale::Units)?;
+        let own = self
+            .currency_code()
+            .ok_or_else(|| ComputeError::NoCurrency {
+                amount: format!("{} {}", num(self.value), self.unit.as_deref().unwrap_or(""))
+                    .trim()
+                    .to_owned(),
+            })?
+            .to_owned();
         let written = match self.unit.as_deref() {
             Some(u) if !u.trim().is_empty() => {
-                format!("{} {} {}", num(self.value), u.trim(), self.currency)
+                format!("{} {} {own}", num(self.value), u.trim())
             }
-            _ => format!("{} {}", num(self.value), self.currency),
+            _ => format!("{} {own}", num(self.value)),
         };
-        if self.currency == currency {
+        if own == currency {
             return Ok(Converted {
                 original: self.clone(),
                 original_units: units,
@@ -164,7 +179,7 @@ impl Amount {
                 formula: format!("{written} = {} {currency}", num(units)),
             });
         }
-        let rate = rates.rate(&self.currency, currency)?;
+        let rate = rates.rate(&own, currency)?;
         let value = units * rate;
         Ok(Converted {
             original: self.clone(),
@@ -172,7 +187,7 @@ impl Amount {
             value,
             currency: currency.to_owned(),
             rate_used: Some(RateUsed {
-                from: self.currency.clone(),
+                from: own.clone(),
                 to: currency.to_owned(),
                 rate,
                 date: rates.date.clone(),
@@ -181,9 +196,9 @@ impl Amount {
             formula: format!(
                 "{written} = {} {} × {} {currency}/{} ({} rate of {}) = {} {currency}",
                 num(units),
-                self.currency,
+                own,
                 num(rate),
-                self.currency,
+                own,
                 rates.source,
                 rates.date,
                 num(value)
@@ -399,11 +414,7 @@ mod tests {
     }
 
     fn amount(value: f64, currency: &str, unit: Option<&str>) -> Amount {
-        Amount {
-            value,
-            currency: currency.into(),
-            unit: unit.map(str::to_owned),
-        }
+        Amount::new(value, Some(currency), unit)
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::ground::Numerals;
+use crate::read::{self, Conventions};
 use crate::source::Source;
 
 /// The document a filled contract is read against, and how it writes numbers and dates.
@@ -32,6 +33,7 @@ pub struct DocContext<'a> {
     source: Option<&'a Source>,
     text: OnceLock<String>,
     numerals: OnceLock<Numerals>,
+    conventions: OnceLock<Conventions>,
 }
 
 impl<'a> DocContext<'a> {
@@ -41,6 +43,7 @@ impl<'a> DocContext<'a> {
             source: None,
             text: OnceLock::new(),
             numerals: OnceLock::new(),
+            conventions: OnceLock::new(),
         }
     }
 
@@ -50,6 +53,7 @@ impl<'a> DocContext<'a> {
             source: Some(source),
             text: OnceLock::new(),
             numerals: OnceLock::new(),
+            conventions: OnceLock::new(),
         }
     }
 
@@ -64,6 +68,38 @@ impl<'a> DocContext<'a> {
             Some(s) => Cow::Borrowed(self.text.get_or_init(|| s.text()).as_str()),
             None => Cow::Borrowed(""),
         }
+    }
+
+    /// This context with `conventions` instead of those detected from the document (a
+    /// receipt known to be Malaysian: `Conventions::new().with_currencies(&["MYR"])`).
+    pub fn with_conventions(self, conventions: Conventions) -> DocContext<'a> {
+        let cx = DocContext {
+            conventions: OnceLock::new(),
+            ..self
+        };
+        let _ = cx.conventions.set(conventions);
+        cx
+    }
+
+    /// How the document writes dates, numbers and currencies, and its own date and period
+    /// ([`Conventions::detect`] over its text, the numerals as [`Source::numerals`] says; the
+    /// reference period is the first period the document names with its year, such as the
+    /// quarter a release reports on); [`Conventions::new`] without a document.
+    pub fn conventions(&self) -> &Conventions {
+        self.conventions.get_or_init(|| match self.source {
+            None => Conventions::new(),
+            Some(_) => {
+                let text = self.text();
+                let detected = Conventions::detect(&text).with_numerals(self.numerals());
+                let period = read::find_periods(&text)
+                    .into_iter()
+                    .find_map(|r| read::read_period(text.get(r)?, &Conventions::new()).ok());
+                match period {
+                    Some(p) => detected.with_reference_period(p),
+                    None => detected,
+                }
+            }
+        })
     }
 
     /// How the document writes numbers ([`Source::numerals`]); a decimal point without a

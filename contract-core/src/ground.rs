@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::contract::{ContractSpec, Grounding};
+use crate::contract::{ContractSpec, Form, Grounding};
 use crate::evidence::find_spans;
 use crate::ir::Node;
 use crate::source::Source;
@@ -396,6 +396,18 @@ impl GroundText {
     pub fn contains_number(&self, d: &Decimal) -> bool {
         self.numbers.contains(d)
     }
+
+    /// The expressions of `form` the text writes ([`read::expressions`](crate::read::expressions)),
+    /// each once: what a value of that form may be copied as.
+    pub fn expressions(&self, form: Form) -> Vec<String> {
+        crate::read::expressions(form, &self.raw)
+    }
+
+    /// Whether `s` (whitespace collapsed) is one whole expression of `form` the text writes.
+    pub fn contains_expression(&self, form: Form, s: &str) -> bool {
+        let s = collapse(s);
+        !s.is_empty() && self.expressions(form).iter().any(|e| collapse(e) == s)
+    }
 }
 
 /// Whitespace runs collapsed to one space, trimmed (case kept: grounded strings are verbatim).
@@ -621,7 +633,9 @@ impl Walker<'_, '_, '_> {
                 None => self.ungrounded(&field.node, v, &p),
                 Some(g) => match self.grounds.resolve(g, map, inherited) {
                     None => self.ungrounded(&field.node, v, &p),
-                    Some(text) => self.grounded(&field.node, v, &p, text.as_ref(), g),
+                    Some(text) => {
+                        self.grounded(&field.node, v, &p, text.as_ref(), g, field.node.form)
+                    }
                 },
             }
         }
@@ -651,6 +665,7 @@ impl Walker<'_, '_, '_> {
         path: &str,
         text: Option<&GroundText>,
         g: &Grounding,
+        form: Option<Form>,
     ) {
         if value.is_null() {
             return;
@@ -673,7 +688,14 @@ impl Walker<'_, '_, '_> {
         let node = node.non_null();
         if let (Some(item), Value::Array(items)) = (node.items(), value) {
             for (i, v) in items.iter().enumerate() {
-                self.grounded(item, v, &join_pointer(path, &i.to_string()), Some(text), g);
+                self.grounded(
+                    item,
+                    v,
+                    &join_pointer(path, &i.to_string()),
+                    Some(text),
+                    g,
+                    form,
+                );
             }
             return;
         }
@@ -682,6 +704,27 @@ impl Walker<'_, '_, '_> {
             return;
         }
         match value {
+            Value::String(s) if form.is_some_and(|f| !text.contains_expression(f, s)) => {
+                let form = form.unwrap_or(Form::Date);
+                let found = text.expressions(form);
+                let hint = if found.is_empty() {
+                    "none is written there: write null".to_owned()
+                } else {
+                    let shown: Vec<String> =
+                        found.iter().take(5).map(|e| format!("{e:?}")).collect();
+                    format!("copy one whole, such as {}", shown.join(", "))
+                };
+                self.out.push(Violation::new(
+                    path,
+                    ViolationKind::NotInSource,
+                    format!(
+                        "{:?} is not {} written in {}: {hint}",
+                        s,
+                        form.words().replace(" as written", ""),
+                        text.place
+                    ),
+                ));
+            }
             Value::String(s) if !text.contains_str(s) => {
                 self.out.push(Violation::new(
                     path,

@@ -67,7 +67,10 @@ pub use parse::{parse_output, Level, Parsed};
 pub use schema::{StrictSchema, StrictSchemaError};
 pub use source::{completeness, Completeness, Source};
 pub use validate::{Violation, ViolationKind, Violations};
-pub use values::{Amount, DateValue, Evidenced, Feedback, Scale, ScaleError, Span, TableValue};
+pub use values::{
+    Amount, DateValue, DurationValue, Evidenced, Feedback, Period, Scale, ScaleError, Span,
+    TableValue,
+};
 
 #[doc(hidden)]
 pub mod __private;

@@ -68,11 +68,7 @@ fn one_item_with_two_spans_on_different_pages() {
     assert_eq!(src.page_of(10), Some(5));
     assert_eq!(src.page_of(46), Some(23));
     let item = Evidenced {
-        value: Amount {
-            value: 7.23,
-            currency: "USD".into(),
-            unit: Some("billion".into()),
-        },
+        value: Amount::new(7.23, Some("USD"), Some("billion")),
         evidence: vec![
             span(10, 10, Some("7.23 billion")),
             span(46, 46, Some("USD 7.23 bn")),

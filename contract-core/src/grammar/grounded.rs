@@ -38,7 +38,7 @@ use std::ops::Range;
 use serde_json::{json, Map, Value};
 
 use super::{shape_schema, Grammar, ObjectShape, Shape};
-use crate::contract::{CmpOp, Grounding, Rule};
+use crate::contract::{CmpOp, Form, Grounding, Rule};
 use crate::ground::{Decimal, GroundText, Grounds};
 
 /// Why a grounded grammar cannot be built.
@@ -443,6 +443,9 @@ struct Renderer<'g, 's> {
     /// compiler, or a span whose line ranges were too many to enumerate).
     rules_left: bool,
     next: usize,
+    /// While rendering a field with a [`Form`]: its strings are the expressions of that kind
+    /// their text writes.
+    form: Option<Form>,
 }
 
 impl<'g, 's> Renderer<'g, 's> {
@@ -460,6 +463,7 @@ impl<'g, 's> Renderer<'g, 's> {
             require: None,
             rules_left: false,
             next: 0,
+            form: None,
         }
     }
 
@@ -510,7 +514,9 @@ impl<'g, 's> Renderer<'g, 's> {
                 .map(|later| later.shape.clone());
             let (inner, nullable) = f.shape.strip_nullable();
             let inner = inner.clone();
+            self.form = f.form;
             let non_null = self.value(&inner, text, 0);
+            self.form = None;
             self.require = None;
             let is_line_field = root_lines
                 .as_ref()
@@ -783,6 +789,21 @@ impl<'g, 's> Renderer<'g, 's> {
                 format,
             } if text.is_some() && patterns.is_empty() && format.is_none() => {
                 let text = text?;
+                if let Some(form) = self.form {
+                    // One whole expression of the form, as its text writes it.
+                    let raw = match text {
+                        Text::Empty => return None,
+                        Text::Document | Text::Lines => self.grounds.document().raw(),
+                        Text::Of(t) => t.raw(),
+                    };
+                    let found: Vec<String> = crate::read::expressions(form, raw)
+                        .into_iter()
+                        .filter(|e| max_len.is_none_or(|m| e.chars().count() as u64 <= m))
+                        .filter(|e| e.chars().count() as u64 >= min_len.unwrap_or(0))
+                        .map(|e| lit(&json_str(&e)))
+                        .collect();
+                    return alternation(found);
+                }
                 if let Text::Lines = text {
                     return self.lines_terminal(*max_len);
                 }
@@ -851,7 +872,10 @@ impl<'g, 's> Renderer<'g, 's> {
                         // (the validator checks the sibling).
                         (Some(_), _) => Some(Text::Document),
                     };
-                    self.value(&f.shape, inner_text, depth + 1)
+                    let outer = std::mem::replace(&mut self.form, f.form);
+                    let v = self.value(&f.shape, inner_text, depth + 1);
+                    self.form = outer;
+                    v
                 }
             }?;
             let sep = if n == 0 { lit("{") } else { lit(", ") };

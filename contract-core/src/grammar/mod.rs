@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Number, Value};
 
-use crate::contract::{CmpOp, ContractSpec, Format, Grounding, Rule};
+use crate::contract::{CmpOp, ContractSpec, Form, Format, Grounding, Rule};
 use crate::dynamic::GRAMMAR_FORMATS;
 use crate::ir::{Document, JsonType, Node, Structure, Target};
 use crate::schema::bounds::{integer_lower, integer_upper};
@@ -128,6 +128,10 @@ pub struct FieldShape {
     /// local backend composes the mask per document from it ([`grounded`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grounded: Option<Grounding>,
+    /// The kind of expression a grounded string value is ([`Form`]): under a grounded mask it
+    /// is one of the expressions of that kind its text writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<Form>,
 }
 
 /// The values a position in the output may hold.
@@ -471,6 +475,7 @@ impl Builder {
                 name: f.name.clone(),
                 shape: self.shape(&f.node),
                 grounded: f.node.grounded.clone(),
+                form: f.node.form,
             })
             .collect();
         self.objects[index].fields = fields;

@@ -25,7 +25,8 @@ use super::words::{is_number_word, number_words_at};
 use crate::ground::Decimal;
 
 /// The unit of a duration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DurationUnit {
     /// Calendar days (`days`, `calendar days`, `días naturales`).
     Days,

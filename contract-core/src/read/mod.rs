@@ -40,8 +40,45 @@ pub use duration::{find_durations, read_duration, DurationError, DurationRead, D
 pub use period::{find_periods, read_period, PeriodError, PeriodKind, PeriodRead};
 pub use scale::{find_scales, read_scale};
 
+use crate::contract::Form;
 use crate::ground::Numerals;
 use token::Toks;
+
+/// Every expression of `form` in `text` (the finder of that kind: [`find_dates`],
+/// [`find_currencies`], [`find_scales`], [`find_periods`], [`find_durations`]).
+pub fn find(form: Form, text: &str) -> Vec<std::ops::Range<usize>> {
+    match form {
+        Form::Date => find_dates(text),
+        Form::Currency => find_currencies(text),
+        Form::Scale => find_scales(text),
+        Form::Period => find_periods(text),
+        Form::Duration => find_durations(text),
+    }
+}
+
+/// The texts of the expressions of `form` in `text`, each once, in order.
+pub fn expressions(form: Form, text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in find(form, text) {
+        if let Some(e) = text.get(r) {
+            let e = e.trim();
+            if !e.is_empty() && !out.iter().any(|x| x == e) {
+                out.push(e.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Whether `value` is one whole expression of `form` (its finder finds all of it, whitespace
+/// around it aside).
+pub fn is_whole(form: Form, value: &str) -> bool {
+    let v = value.trim();
+    !v.is_empty()
+        && find(form, v)
+            .iter()
+            .any(|r| r.start == 0 && r.end == v.len())
+}
 
 /// The order a document writes the day and the month of a numeric date in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -72,9 +72,14 @@ mod tests {
                                     {"start_line": 23, "end_line": 24, "quote": null}]}"#;
         let e = Evidenced::<Amount>::from_json(text).unwrap();
         assert_eq!(e.evidence.len(), 2);
-        let bad = r#"{"value": {"value": 7.23, "currency": "usd", "unit": null}, "evidence": []}"#;
+        let bad = r#"{"value": {"value": 7.23, "currency": "usd", "unit": 5}, "evidence": []}"#;
         let err = Evidenced::<Amount>::from_json(bad).unwrap_err();
         let paths: Vec<&str> = err.iter().map(|v| v.path.as_str()).collect();
-        assert_eq!(paths, ["/value/currency", "/evidence"]);
+        assert_eq!(paths, ["/value/unit", "/evidence"]);
+        // A nested value is read as well: an unknown currency at its path.
+        let unknown = r#"{"value": {"value": 7.23, "currency": "usd?!", "unit": null},
+                          "evidence": [{"start_line": 1, "end_line": 1, "quote": null}]}"#;
+        let err = Evidenced::<Amount>::from_json(unknown).unwrap_err();
+        assert_eq!(err.0[0].path, "/value/currency", "{err:?}");
     }
 }

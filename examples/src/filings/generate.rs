@@ -69,11 +69,7 @@ fn copied(
     word: &str,
     line: usize,
 ) -> ReleaseGuidance {
-    let amount = |v: &str| Amount {
-        value: as_written(v, lang),
-        currency: currency.to_owned(),
-        unit: Some(word.to_owned()),
-    };
+    let amount = |v: &str| Amount::new(as_written(v, lang), Some(currency), Some(word));
     let period = period
         .strip_prefix("the ")
         .or_else(|| period.strip_prefix("el "))

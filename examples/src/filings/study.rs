@@ -380,7 +380,7 @@ pub fn score_parts(
             let end = |a: &Option<Amount>, want: f64| {
                 a.as_ref().is_some_and(|a| {
                     let a = &super::scaled_as_quoted(a, quote, numerals);
-                    quote_currency.unwrap_or(a.currency.as_str()) == t.currency
+                    quote_currency.or(a.currency_code()).unwrap_or("") == t.currency
                         && millions(a).is_ok_and(|m| same_millions(m, want))
                 })
             };

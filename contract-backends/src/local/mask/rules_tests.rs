@@ -20,6 +20,7 @@ fn grammar(fields: Vec<(&str, Shape)>, rules: Vec<GrammarRule>) -> Grammar {
                     name: n.into(),
                     shape: s,
                     grounded: None,
+                    form: None,
                 })
                 .collect(),
             rules,
@@ -356,6 +357,7 @@ fn rows() -> RulePlan {
         name: name.into(),
         shape,
         grounded: None,
+        form: None,
     };
     let text = Shape::String {
         min_len: None,
