@@ -151,6 +151,34 @@ fn an_english_release_with_a_fiscal_calendar() {
     assert_eq!(read_currency("$", &c), Ok("USD"));
 }
 
+/// A finder.
+type Finder = fn(&str) -> Vec<Range<usize>>;
+
+#[test]
+fn finders_offer_whole_expressions_only() {
+    let cases: [(&str, Finder, &[&str]); 8] = [
+        ("DATE: 05 MAR 2018 10:21", find_dates, &["05 MAR 2018"]),
+        ("made on April 18, 2001.", find_dates, &["April 18, 2001"]),
+        ("in 2018 and 20 18", find_dates, &[]),
+        ("for three (3) years.", find_durations, &["three (3) years"]),
+        ("20 days in 2018", find_durations, &["20 days"]),
+        ("paid US$ 1,200", find_currencies, &["US$"]),
+        (
+            "2,26 miles de millones",
+            find_scales,
+            &["miles de millones"],
+        ),
+        (
+            "for the third quarter of fiscal 2024,",
+            find_periods,
+            &["the third quarter of fiscal 2024"],
+        ),
+    ];
+    for (text, find, want) in cases {
+        assert_eq!(slices(text, &find(text)), want, "{text}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Properties.
 

@@ -670,6 +670,25 @@ mod tests {
     }
 
     #[test]
+    fn month_names_in_other_languages() {
+        let c = Conventions::new();
+        for (text, want) in [
+            ("1er mars 2018", "2018-03-01"),
+            ("4. März 2018", "2018-03-04"),
+            ("18 aprile 2001", "2001-04-18"),
+            ("5 de março de 2020", "2020-03-05"),
+            ("1º de enero de 2024", "2024-01-01"),
+            ("18 de abril del 2001", "2001-04-18"),
+            ("14 févr. 2019", "2019-02-14"),
+            ("Miércoles, 3 de enero de 2024", "2024-01-03"),
+            ("janvier 2020", "2020-01"),
+            ("DEC 2019", "2019-12"),
+        ] {
+            assert_eq!(iso(text, &c), want, "{text}");
+        }
+    }
+
+    #[test]
     fn unknown_order_is_ambiguous_only_when_it_must_be() {
         let c = Conventions::new();
         assert_eq!(iso("19/10/2018", &c), "2018-10-19");

@@ -149,7 +149,7 @@ impl PeriodRead {
     }
 
     /// The period `n` periods of its kind later (earlier for a negative `n`): Q4 2024 plus one
-    /// is Q1 2025. `None` past chrono's years.
+    /// is Q1 2025. `None` when the year would overflow.
     pub fn offset(&self, n: i32) -> Option<PeriodRead> {
         let unit = self.kind.unit();
         let per = unit.per_year();
@@ -866,6 +866,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
         text: text.to_owned(),
         why,
     };
+    let out_of_range = || unresolvable("the year is out of range".into());
     match shape {
         Shape::Fixed {
             kind,
@@ -884,7 +885,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
             let r = reference(conventions, fiscal, text)?;
             Ok(PeriodRead {
                 kind,
-                year: r.year + n,
+                year: r.year.checked_add(n).ok_or_else(out_of_range)?,
                 fiscal: fiscal || r.fiscal,
             })
         }
@@ -904,7 +905,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
                 this
             } else {
                 PeriodRead {
-                    year: r.year + 1,
+                    year: r.year.checked_add(1).ok_or_else(out_of_range)?,
                     ..this
                 }
             })
@@ -921,9 +922,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
                     unit.name()
                 ))
             })?;
-            let moved = holding
-                .offset(offset)
-                .ok_or_else(|| unresolvable("the year is out of range".into()))?;
+            let moved = holding.offset(offset).ok_or_else(out_of_range)?;
             Ok(PeriodRead {
                 fiscal: fiscal || r.fiscal,
                 ..moved
@@ -1140,6 +1139,23 @@ mod tests {
             read_period("next quarter", &fy),
             Err(PeriodError::Unresolvable { .. })
         ));
+        // The last year there is: an error, not an overflow.
+        let last = PeriodRead::new(PeriodKind::Quarter(4), i32::MAX, false);
+        let end = Conventions::new().with_reference_period(last.unwrap_or(q(1, 2024)));
+        for text in [
+            "next year",
+            "next quarter",
+            "first quarter",
+            "the first half of next year",
+        ] {
+            assert!(
+                matches!(
+                    read_period(text, &end),
+                    Err(PeriodError::Unresolvable { .. })
+                ),
+                "{text}"
+            );
+        }
     }
 
     #[test]
