@@ -1,27 +1,14 @@
 //! Currencies: [`find_currencies`] and [`read_currency`].
 //!
-//! What is read: ISO 4217 codes written as words (`USD`, `MYR`; every code of the
-//! [`iso_currency`] crate except its special ones, `XXX`, `XAU`, ...), symbols (`$`, `€`, `£`,
-//! `¥`, `RM`, `S$`, `US$`, `A$`, `C$`, `HK$`, `R$`, `₹`, `₩`, `₽`, `₺`, `kr`, `zł`, `Rp`, `Rs`,
-//! ...) and currency names in English and Spanish (`dollars`, `US dollars`, `euros`,
-//! `pounds sterling`, `ringgit`, `yen`, `dólares`, `pesos mexicanos`, `libras esterlinas`, ...).
-//!
-//! The ISO code list comes from the [`iso_currency`] crate (generated from the ISO 4217 table,
-//! codes superseded since, like `HRK`, still read): it has every code and one symbol per
+//! The ISO code list comes from the [`iso_currency`] crate (generated from the ISO 4217 table
+//! and kept current: 0.7 has 2024's `ZWG` and Bulgaria's 2026 move to the euro; codes
+//! superseded since, like `HRK`, are still read): it has every code and one symbol per
 //! currency, but no names in any language but English, and a symbol shared by many currencies
 //! (`$` is the symbol of some twenty) is listed under each of them with nothing to choose
 //! between them. So the symbols and names, which currencies each may stand for and which one
 //! it stands for by default are a table here; a test checks that every code in it is one
 //! [`iso_currency`] knows. (`rusty-money` has the same one-symbol-per-currency data, with a
 //! decimal arithmetic this module does not need.)
-//!
-//! An ambiguous symbol or name (`$`, `kr`, `¥`, `dollars`, `pesos`) is resolved by the
-//! currencies the document itself names unambiguously ([`Conventions::currencies`]: a `$` in
-//! a document that writes `MXN` or `pesos mexicanos` is MXN, in one that writes `RM` it is MYR:
-//! the ringgit was the Malaysian dollar, `$` its sign); when the document names none of the
-//! symbol's currencies, by the symbol's default (`$` and `dollars` USD, `¥` JPY, `£` GBP,
-//! `Rs` INR); when it names several, or the symbol has no default (`kr`, `pesos`, `francs`),
-//! it is [`CurrencyError::Ambiguous`].
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -560,11 +547,14 @@ const NAMES: &[(&str, Reading)] = &[
     ("lempiras", One("HNL")),
 ];
 
-/// ISO codes that are also words or common abbreviations (`ALL`, `TOP`, `PEN`): offered by
-/// [`find_currencies`] only next to a number.
-const WORDLIKE_CODES: &[&str] = &[
-    "ALL", "AMD", "BAM", "BOB", "CUP", "DOP", "ERN", "GEL", "LAK", "MAD", "MOP", "NAD", "PAB",
-    "PEN", "PHP", "RON", "SOS", "TOP", "TRY", "VES", "YER",
+/// ISO codes [`find_currencies`] offers wherever they stand (`TOTAL (MYR)`): the most traded
+/// currencies. Any other code is offered only next to a number, since three capitals are as
+/// often a word (`ALL`, `TOP`, `PEN`) or an abbreviation (Malaysian `SDN BHD`, not Bahraini
+/// dinars) as a currency.
+const MAJOR_CODES: &[&str] = &[
+    "USD", "EUR", "GBP", "JPY", "CNY", "CHF", "CAD", "AUD", "NZD", "SGD", "HKD", "MYR", "INR",
+    "KRW", "BRL", "MXN", "SEK", "NOK", "DKK", "PLN", "RUB", "ZAR", "IDR", "THB", "TWD", "ARS",
+    "CLP", "COP", "CZK", "HUF", "ILS", "AED", "SAR",
 ];
 
 /// The longest name of a currency, in tokens (`u.s. dollars`).
@@ -601,7 +591,7 @@ fn phrase(t: &Toks<'_>, a: usize, b: usize) -> String {
 }
 
 /// The reading of tokens `a..b` as one symbol, name or code.
-fn reading(t: &Toks<'_>, a: usize, b: usize, wordlike_ok: bool) -> Option<Reading> {
+fn reading(t: &Toks<'_>, a: usize, b: usize, near_number: bool) -> Option<Reading> {
     if let Some(r) = symbols().get(t.slice(a, b)) {
         return Some(*r);
     }
@@ -611,7 +601,7 @@ fn reading(t: &Toks<'_>, a: usize, b: usize, wordlike_ok: bool) -> Option<Readin
     if b == a + 1 && t.kind(a) == Some(Kind::Word) {
         let w = t.slice(a, b);
         let upper = w.len() == 3 && w.bytes().all(|c| c.is_ascii_uppercase());
-        if upper && (wordlike_ok || !WORDLIKE_CODES.contains(&w)) {
+        if upper && (near_number || MAJOR_CODES.contains(&w)) {
             return iso_code(w).map(One);
         }
     }
@@ -637,8 +627,8 @@ fn currency_at(t: &Toks<'_>, i: usize) -> Option<(usize, Reading)> {
         if t.kind(b - 1) == Some(Kind::Space) {
             continue;
         }
-        let wordlike_ok = next_to_number(t, i, b);
-        if let Some(r) = reading(t, i, b, wordlike_ok) {
+        let near_number = next_to_number(t, i, b);
+        if let Some(r) = reading(t, i, b, near_number) {
             return Some((b, r));
         }
     }
@@ -648,8 +638,8 @@ fn currency_at(t: &Toks<'_>, i: usize) -> Option<(usize, Reading)> {
 /// Every currency `text` writes (ISO codes in capitals, symbols, names in English and
 /// Spanish), as byte ranges: each the longest at its place (`US$` whole, not `$`; `pesos
 /// mexicanos` whole), in order, not overlapping. A symbol may touch its number (`RM60.30`,
-/// `AMT(RM)`); a code that is also a word (`ALL`, `TOP`, `PEN`) is offered only next to a
-/// number.
+/// `AMT(RM)`); a code outside the most traded currencies (`ALL`, `TOP`, `PEN`, `BHD`) is
+/// offered only next to a number.
 pub fn find_currencies(text: &str) -> Vec<Range<usize>> {
     currencies_in(&Toks::new(text))
         .into_iter()
@@ -679,7 +669,21 @@ pub enum CurrencyError {
 
 /// The ISO 4217 code of the currency `text` writes (one symbol, code or name, as
 /// [`find_currencies`] finds them, surrounding whitespace aside; a code in any case), an
-/// ambiguous one resolved by the document's `conventions` (see the [module](self)).
+/// ambiguous one resolved by the document's `conventions`.
+///
+/// What is read: ISO 4217 codes written as words (`USD`, `MYR`; every code of the
+/// [`iso_currency`] crate except its special ones, `XXX`, `XAU`, ...), symbols (`$`, `€`, `£`,
+/// `¥`, `RM`, `S$`, `US$`, `A$`, `C$`, `HK$`, `R$`, `₹`, `₩`, `₽`, `₺`, `kr`, `zł`, `Rp`, `Rs`,
+/// ...) and currency names in English and Spanish (`dollars`, `US dollars`, `euros`,
+/// `pounds sterling`, `ringgit`, `yen`, `dólares`, `pesos mexicanos`, `libras esterlinas`, ...).
+///
+/// An ambiguous symbol or name (`$`, `kr`, `¥`, `dollars`, `pesos`) is resolved by the
+/// currencies the document itself names unambiguously ([`Conventions::currencies`]: a `$` in
+/// a document that writes `MXN` or `pesos mexicanos` is MXN, in one that writes `RM` it is MYR:
+/// the ringgit was the Malaysian dollar, `$` its sign); when the document names none of the
+/// symbol's currencies, by the symbol's default (`$` and `dollars` USD, `¥` JPY, `£` GBP,
+/// `Rs` INR); when it names several, or the symbol has no default (`kr`, `pesos`, `francs`),
+/// it is [`CurrencyError::Ambiguous`].
 pub fn read_currency(text: &str, conventions: &Conventions) -> Result<&'static str, CurrencyError> {
     let t = Toks::new(text);
     let (a, b) = t.trimmed();
@@ -743,7 +747,7 @@ pub(crate) fn named_currencies(t: &Toks<'_>) -> Vec<&'static str> {
         }
     }
     // A stable sort keeps first-named first among equal counts.
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts.into_iter().map(|(c, _)| c).collect()
 }
 
@@ -783,7 +787,7 @@ mod tests {
                 assert!(iso_code(c).is_some(), "{c} is not an ISO 4217 code");
             }
         }
-        for c in WORDLIKE_CODES {
+        for c in MAJOR_CODES {
             assert!(iso_code(c).is_some(), "{c}");
         }
     }
@@ -876,7 +880,8 @@ mod tests {
         assert_eq!(found("1.200 pesos mexicanos"), ["pesos mexicanos"]);
         // Codes that are words only next to numbers; other capitals are not codes.
         assert_eq!(found("ALL RIGHTS RESERVED, TOTAL 5 ALL"), ["ALL"]);
-        assert!(found("FORM RMX USDA the ABC").is_empty());
+        assert!(found("FORM RMX USDA the ABC, ACME SDN BHD (1135772-K)").is_empty());
+        assert_eq!(found("TOTAL (MYR) : 5.00, BHD 2.500"), ["MYR", "BHD"]);
         assert_eq!(found("USD1,200 or 1,200USD"), ["USD", "USD"]);
     }
 }

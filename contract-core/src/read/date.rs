@@ -1,21 +1,4 @@
-//! Dates: [`find_dates`] and [`read_date`].
-//!
-//! Forms read (any case, whitespace runs and line breaks between words):
-//! - numeric, day and month in the document's order ([`DateOrder`]): `19/10/2018`, `29-12-2017`,
-//!   `01-03-18`, `15.03.2018`, `04/18/2001`; year first: `2018-03-04`, `2018/3/4`, `20180304`;
-//!   month and year: `03/2018`, `2018-03`;
-//! - a month by name (English, Spanish, French, German, Portuguese, Italian, full or
-//!   abbreviated with an optional dot): `05 MAR 2018`, `05 MAY 18`, `4th March 2018`,
-//!   `4. März 2018`, `18 de abril de 2001`, `1er mars 2018`, `14/MAY/2017`, `05-Mar-2018`,
-//!   `March 4, 2018`, `Sept. 5, 2019`, `the 18th day of April, 2001`, `5th of March 2018`,
-//!   `Wednesday, 29 November, 2017` (the weekday is checked), `March 2018`, `marzo de 2024`;
-//! - a bare four-digit year, by [`read_date`] only (a finder offering every four-digit number
-//!   would offer amounts).
-//!
-//! Two-digit years: within fifty years of the reference date's year
-//! ([`Conventions::reference_date`]: from its year minus 50 to its year plus 49); without one,
-//! 1969-2068, as chrono's `%y` reads them. They are read in numeric dates and after a day and
-//! a month name (`05 MAY 18`), never after a month name alone (`May 18` is not a date).
+//! Dates: [`find_dates`] and [`read_date`] (which lists the forms read).
 
 use std::fmt;
 use std::ops::Range;
@@ -167,7 +150,7 @@ pub(crate) struct Written {
 }
 
 impl Written {
-    fn has_day(&self) -> bool {
+    pub(crate) fn has_day(&self) -> bool {
         !matches!(
             self.shape,
             Shape::Ym { .. } | Shape::Year(_) | Shape::Named { day: None, .. }
@@ -417,8 +400,10 @@ pub(crate) fn date_at(t: &Toks<'_>, i: usize) -> Option<(usize, Written)> {
     }
     let mut all = Vec::new();
     alternatives(t, i, false, &mut all);
+    // A weekday is read but not offered: the date is the value, and documents' own labels
+    // leave it out (`FRIDAY,\n29-12-2017` is labelled `29-12-2017`).
     all.into_iter()
-        .filter(|(end, w)| w.plausible() && t.end_ok(*end))
+        .filter(|(end, w)| w.weekday.is_none() && w.plausible() && t.end_ok(*end))
         .max_by_key(|(end, _)| *end)
 }
 
@@ -429,8 +414,9 @@ pub(crate) fn dates_in(t: &Toks<'_>) -> Vec<(Range<usize>, Written)> {
 
 /// Every date `text` writes, as byte ranges: each the longest expression at its place
 /// (`05 MAR 2018` whole in `DATE: 05 MAR 2018 10:21`, never `2018` alone), in order, not
-/// overlapping. Bare years are not offered; numbers glued to other numbers (`SP-18/06/04-101`)
-/// are not dates. See the [module](self) for the forms.
+/// overlapping. Bare years and weekdays are not offered (`Wednesday, 29 November 2017` offers
+/// `29 November 2017`; [`read_date`] reads both); numbers glued to other numbers
+/// (`SP-18/06/04-101`) are not dates. See [`read_date`] for the forms.
 pub fn find_dates(text: &str) -> Vec<Range<usize>> {
     dates_in(&Toks::new(text))
         .into_iter()
@@ -458,6 +444,23 @@ pub(crate) fn whole(t: &Toks<'_>) -> Option<Written> {
 /// it (`19/10/2018` is the 19th of October whatever the order is unknown). When the order is
 /// known it decides, and a date it makes impossible (`12/13/2018` day first) is
 /// [`DateError::Impossible`]. A four-digit year written first is always year, month, day.
+///
+/// Forms read (any case, whitespace runs and line breaks between words):
+/// - numeric, day and month in the document's order ([`DateOrder`]): `19/10/2018`, `29-12-2017`,
+///   `01-03-18`, `15.03.2018`, `04/18/2001`; year first: `2018-03-04`, `2018/3/4`, `20180304`;
+///   month and year: `03/2018`, `2018-03`;
+/// - a month by name (English, Spanish, French, German, Portuguese, Italian, full or
+///   abbreviated with an optional dot): `05 MAR 2018`, `05 MAY 18`, `4th March 2018`,
+///   `4. März 2018`, `18 de abril de 2001`, `1er mars 2018`, `14/MAY/2017`, `05-Mar-2018`,
+///   `March 4, 2018`, `Sept. 5, 2019`, `the 18th day of April, 2001`, `5th of March 2018`,
+///   `Wednesday, 29 November, 2017` (the weekday is checked), `March 2018`, `marzo de 2024`;
+/// - a bare four-digit year, by [`read_date`] only (a finder offering every four-digit number
+///   would offer amounts).
+///
+/// Two-digit years: within fifty years of the reference date's year
+/// ([`Conventions::reference_date`]: from its year minus 50 to its year plus 49); without one,
+/// 1969-2068, as chrono's `%y` reads them. They are read in numeric dates and after a day and
+/// a month name (`05 MAY 18`), never after a month name alone (`May 18` is not a date).
 pub fn read_date(text: &str, conventions: &Conventions) -> Result<DateRead, DateError> {
     let t = Toks::new(text);
     let w = whole(&t).ok_or_else(|| DateError::NotADate(text.trim().to_owned()))?;
@@ -667,6 +670,25 @@ mod tests {
     }
 
     #[test]
+    fn month_names_in_other_languages() {
+        let c = Conventions::new();
+        for (text, want) in [
+            ("1er mars 2018", "2018-03-01"),
+            ("4. März 2018", "2018-03-04"),
+            ("18 aprile 2001", "2001-04-18"),
+            ("5 de março de 2020", "2020-03-05"),
+            ("1º de enero de 2024", "2024-01-01"),
+            ("18 de abril del 2001", "2001-04-18"),
+            ("14 févr. 2019", "2019-02-14"),
+            ("Miércoles, 3 de enero de 2024", "2024-01-03"),
+            ("janvier 2020", "2020-01"),
+            ("DEC 2019", "2019-12"),
+        ] {
+            assert_eq!(iso(text, &c), want, "{text}");
+        }
+    }
+
+    #[test]
     fn unknown_order_is_ambiguous_only_when_it_must_be() {
         let c = Conventions::new();
         assert_eq!(iso("19/10/2018", &c), "2018-10-19");
@@ -759,7 +781,11 @@ mod tests {
         );
         assert_eq!(
             found(" WEDNESDAY, 29 NOVEMBER, 2017 4:18:55"),
-            ["WEDNESDAY, 29 NOVEMBER, 2017"]
+            ["29 NOVEMBER, 2017"]
+        );
+        assert_eq!(
+            read_date("WEDNESDAY, 29 NOVEMBER, 2017", &Conventions::new()).map(|d| d.iso()),
+            Ok("2017-11-29".into())
         );
         assert_eq!(found("19/10/2018 20:49:59 #01"), ["19/10/2018"]);
         assert_eq!(found("05 MAY 18 18:06:40"), ["05 MAY 18"]);

@@ -1,21 +1,5 @@
 //! Durations (an agreement's term, a notice period, a warranty): [`find_durations`] and
-//! [`read_duration`], in English and Spanish.
-//!
-//! Forms read (any case, line breaks anywhere between words, after a hyphen too):
-//! `3 years`, `three years`, `three (3) years`, `thirty (30) days`, `twenty-four (24) months`,
-//! `twenty-\nfour (24) months`, `30 (thirty) days`, `1.5 years`, `five-year`, `24-month`,
-//! `two (2)-year`, `ten business days`, `forty-five (45) calendar days`, `twelve (12)
-//! consecutive months`, `a period of two years`, `un (1) año`, `tres años`, `doce (12) meses`,
-//! `treinta (30) días hábiles`, `un plazo de dos años`, `una semana`.
-//!
-//! Number words: English up to 999 (`one`, `twenty-four`, `one hundred and twenty`) and
-//! Spanish up to 199 (`uno`, `veinticuatro`, `treinta y seis`, `cien`, `ciento veinte`). A
-//! count written twice that disagrees with itself (`three (4) years`) is
-//! [`DurationError::Mismatch`]. `a year`, `half a year` and `a year and a half` are not read
-//! (`a year` is as often a rate, `twice a year`, as a duration).
-//!
-//! Decimal counts: one or two digits after a point or a comma are a fraction (`1.5 years`,
-//! `1,5 años`), three are thousands (`1,000 days`, `1.000 días`).
+//! [`read_duration`] (which lists the forms read), in English and Spanish.
 
 use std::fmt;
 use std::ops::Range;
@@ -261,7 +245,69 @@ fn unit_at(t: &Toks<'_>, i: usize) -> Option<(usize, DurationUnit)> {
     Some((end, unit))
 }
 
+/// Ordinals for anniversaries: `(word, n)`.
+const ANNIVERSARY_ORDINALS: &[(&str, u32)] = &[
+    ("first", 1),
+    ("second", 2),
+    ("third", 3),
+    ("fourth", 4),
+    ("fifth", 5),
+    ("sixth", 6),
+    ("seventh", 7),
+    ("eighth", 8),
+    ("ninth", 9),
+    ("tenth", 10),
+    ("eleventh", 11),
+    ("twelfth", 12),
+    ("fifteenth", 15),
+    ("twentieth", 20),
+    ("primer", 1),
+    ("segundo", 2),
+    ("tercer", 3),
+    ("cuarto", 4),
+    ("quinto", 5),
+    ("sexto", 6),
+    ("séptimo", 7),
+    ("septimo", 7),
+    ("octavo", 8),
+    ("noveno", 9),
+    ("décimo", 10),
+    ("decimo", 10),
+];
+
+/// `the third anniversary`, `the 5th anniversary`, `el tercer aniversario`: that many years.
+fn anniversary(t: &Toks<'_>, i: usize) -> Option<(usize, u32)> {
+    let j = t
+        .word_in(i, &["the", "el"])
+        .and_then(|x| t.sp_req(x))
+        .unwrap_or(i);
+    let (k, n) = match t.word(j) {
+        Some(w) => {
+            let n = ANNIVERSARY_ORDINALS
+                .iter()
+                .find(|(o, _)| *o == w)
+                .map(|&(_, n)| n)?;
+            (j + 1, n)
+        }
+        None => {
+            let (n, _) = t.num_upto(j, 2)?;
+            t.word_in(j + 1, &["st", "nd", "rd", "th", "º", "er", "o"])?;
+            (j + 2, n)
+        }
+    };
+    let k = t.sp_req(k)?;
+    t.word_in(k, &["anniversary", "aniversario"])
+        .map(|e| (e, n))
+}
+
 fn duration_at(t: &Toks<'_>, i: usize) -> Option<(usize, (Count, DurationUnit))> {
+    if let Some((e, n)) = anniversary(t, i) {
+        let count = Count {
+            words: None,
+            digits: Some(Decimal::from_digits(&n.to_string(), "")),
+        };
+        return Some((e, (count, DurationUnit::Years)));
+    }
     let mut j = i;
     for prefix in [
         &["a", "period", "of"][..],
@@ -287,8 +333,9 @@ fn offered(t: &Toks<'_>, i: usize) -> Option<(usize, (Count, DurationUnit))> {
     }
     // Only numbers and the words a duration starts with are worth trying.
     let worth = t.num(i).is_some()
-        || t.word(i)
-            .is_some_and(|w| is_number_word(w) || matches!(w, "a" | "period" | "plazo"));
+        || t.word(i).is_some_and(|w| {
+            is_number_word(w) || matches!(w, "a" | "period" | "plazo" | "the" | "el")
+        });
     if !worth {
         return None;
     }
@@ -297,7 +344,7 @@ fn offered(t: &Toks<'_>, i: usize) -> Option<(usize, (Count, DurationUnit))> {
 
 /// Every duration `text` states, as byte ranges: each the longest at its place (`three (3)
 /// years` whole, never `3` or `3) years`; `twenty-four (24) months` whole), in order, not
-/// overlapping. See the [module](self) for the forms.
+/// overlapping. See [`read_duration`] for the forms.
 pub fn find_durations(text: &str) -> Vec<Range<usize>> {
     scan(&Toks::new(text), offered)
         .into_iter()
@@ -307,6 +354,24 @@ pub fn find_durations(text: &str) -> Vec<Range<usize>> {
 
 /// Reads `text` (one duration, as [`find_durations`] finds them, surrounding whitespace
 /// aside).
+///
+/// Forms read (any case, line breaks anywhere between words, after a hyphen too):
+/// `3 years`, `three years`, `three (3) years`, `thirty (30) days`, `twenty-four (24) months`,
+/// `twenty-\nfour (24) months`, `30 (thirty) days`, `1.5 years`, `five-year`, `24-month`,
+/// `two (2)-year`, `ten business days`, `forty-five (45) calendar days`, `twelve (12)
+/// consecutive months`, `a period of two years`, `un (1) año`, `tres años`, `doce (12) meses`,
+/// `treinta (30) días hábiles`, `un plazo de dos años`, `una semana`; and an anniversary,
+/// as a term's end (`until the third anniversary of the Effective Date`): `the third
+/// anniversary`, `the 5th anniversary`, `el tercer aniversario` are that many years.
+///
+/// Number words: English up to 999 (`one`, `twenty-four`, `one hundred and twenty`) and
+/// Spanish up to 199 (`uno`, `veinticuatro`, `treinta y seis`, `cien`, `ciento veinte`). A
+/// count written twice that disagrees with itself (`three (4) years`) is
+/// [`DurationError::Mismatch`]. `a year`, `half a year` and `a year and a half` are not read
+/// (`a year` is as often a rate, `twice a year`, as a duration).
+///
+/// Decimal counts: one or two digits after a point or a comma are a fraction (`1.5 years`,
+/// `1,5 años`), three are thousands (`1,000 days`, `1.000 días`).
 pub fn read_duration(text: &str) -> Result<DurationRead, DurationError> {
     let t = Toks::new(text);
     let (a, b) = t.trimmed();
@@ -382,6 +447,9 @@ mod tests {
             ("un plazo de dos años", "2 years"),
             ("una semana", "1 week"),
             ("cien días naturales", "100 days"),
+            ("the third anniversary", "3 years"),
+            ("the 5th anniversary", "5 years"),
+            ("el segundo aniversario", "2 years"),
         ] {
             assert_eq!(kleister(text), want, "{text}");
         }
@@ -441,6 +509,10 @@ mod tests {
             ["twenty-\nfour (24) months"]
         );
         assert_eq!(found("por un (1) año"), ["un (1) año"]);
+        assert_eq!(
+            found("shall continue until the third anniversary of the Effective Date"),
+            ["the third anniversary"]
+        );
         // Half of a range, a number in another number, and no unit: nothing.
         assert!(found("1-2 years, 2018 and 3 apples, 1.2.3 years").is_empty());
     }

@@ -1,42 +1,5 @@
-//! Periods: [`find_periods`] and [`read_period`], in English and Spanish.
-//!
-//! Forms read (any case):
-//! - quarters: `Q3 2024`, `Q3'24`, `3Q24`, `Q3 FY2024`, `FY24 Q3`, `2024 Q3`, `third quarter of
-//!   2024`, `fiscal third quarter 2024`, `third fiscal quarter of fiscal 2024`,
-//!   `fourth-quarter 2025`, `the December quarter`, `the quarter ending September 30, 2024`,
-//!   `three months ended March 31, 2025`, `tercer trimestre de 2024`, `3T 2024`, `1T26`,
-//!   `el trimestre que termina el 31 de diciembre de 2025`;
-//! - halves: `H1 2025`, `1H25`, `H2 FY2024`, `first half of 2025`, `the second half of fiscal
-//!   2024`, `first half of next year`, `el segundo semestre de 2025`, `1S 2025`;
-//! - years: `fiscal 2025`, `FY25`, `FY 2025`, `fiscal year 2025`, `full year 2025`, `the fiscal
-//!   year ended September 30, 2024`, `ejercicio 2025`, `el ejercicio fiscal 2025`, `año 2025`;
-//!   a bare `2025` by [`read_period`] only;
-//! - months: `March 2025`, `marzo de 2025`, `the month of March`, `el mes de marzo`; a bare
-//!   `March` by [`read_period`] only;
-//! - relative: `next quarter`, `the upcoming quarter`, `the current quarter`, `last quarter`,
-//!   `next year`, `the coming fiscal year`, `this half`, `el próximo trimestre`, `el trimestre
-//!   actual`, `el ejercicio anterior`, `este año`.
-//!
-//! A period with no year (`the third quarter`, `Q3`, `the second half of the year`) and a
-//! relative one are placed against a reference ([`Conventions::reference_period`], else the
-//! calendar period around [`Conventions::reference_date`]):
-//! - a relative period is the period of its kind containing the reference, moved by one
-//!   (`next`, `upcoming`, `coming`, `following`, `próximo`, `siguiente`), none (`this`,
-//!   `current`, `actual`, `en curso`) or minus one (`last`, `previous`, `prior`, `anterior`,
-//!   `pasado`): `next quarter` after Q2 2024 is Q3 2024, `next year` after Q4 2024 is 2025;
-//! - a period without a year is the first such period that does not end before the reference
-//!   begins: `the third quarter` against Q2 2024 is Q3 2024, `the first quarter` is Q1 2025,
-//!   `the second quarter` Q2 2024 itself (the period a release reports on, named without its
-//!   year, is that period).
-//!
-//! A fiscal period is numbered as the reference is: placed against a reference period, it
-//! takes its year's numbering; against a calendar date alone it cannot be placed
-//! ([`PeriodError::Unresolvable`]), since the fiscal calendar is unknown. A quarter or half
-//! named by the month it ends in (`the quarter ending September 30, 2024`, `the December
-//! quarter`) is a calendar one, and one that ends in another month (`the quarter ended
-//! November 30`) is [`PeriodError::Unresolvable`]: it is a fiscal quarter of an unknown fiscal
-//! calendar. A year named by the date it ends on is that date's year, fiscal unless it ends on
-//! December 31.
+//! Periods: [`find_periods`] and [`read_period`] (which lists the forms read), in English and
+//! Spanish.
 
 use std::fmt;
 use std::ops::Range;
@@ -186,7 +149,7 @@ impl PeriodRead {
     }
 
     /// The period `n` periods of its kind later (earlier for a negative `n`): Q4 2024 plus one
-    /// is Q1 2025. `None` past chrono's years.
+    /// is Q1 2025. `None` when the year would overflow.
     pub fn offset(&self, n: i32) -> Option<PeriodRead> {
         let unit = self.kind.unit();
         let per = unit.per_year();
@@ -793,19 +756,70 @@ fn period_at(t: &Toks<'_>, i: usize) -> Option<(usize, Shape)> {
 
 /// Every period `text` names, as byte ranges: each the longest at its place (`the third
 /// quarter of 2024` whole, `Q3 FY2024` whole), in order, not overlapping. Bare years and bare
-/// month names are not offered (`2024` alone is any number; `May` a verb). See the
-/// [module](self) for the forms.
+/// month names are not offered (`2024` alone is any number; `May` a verb), nor a month and
+/// year inside a full date (`MAR 2018` of `30 MAR 2018`). See [`read_period`] for the forms.
 pub fn find_periods(text: &str) -> Vec<Range<usize>> {
-    scan(&Toks::new(text), period_at)
+    let t = Toks::new(text);
+    // A month and year inside a full date (`MAR 2018` of `30 MAR 2018`) is that date's, not a
+    // period to copy.
+    let days: Vec<Range<usize>> = date::dates_in(&t)
+        .into_iter()
+        .filter(|(_, w)| w.has_day())
+        .map(|(r, _)| r)
+        .collect();
+    scan(&t, period_at)
         .into_iter()
         .map(|(r, _)| r)
+        .filter(|r| {
+            !days
+                .iter()
+                .any(|d| d.start <= r.start && r.end <= d.end && d.len() > r.len())
+        })
         .collect()
 }
 
 /// Reads `text` (one period, as [`find_periods`] finds them, surrounding whitespace aside),
-/// placing a relative or year-less one against the `conventions`' reference (see the
-/// [module](self)); two-digit years (`FY25`, `3Q24`) and the date a period ends on read as
+/// placing a relative or year-less one against the `conventions`' reference (see below);
+/// two-digit years (`FY25`, `3Q24`) and the date a period ends on read as
 /// [`read_date`](super::read_date) reads them.
+///
+/// Forms read (any case):
+/// - quarters: `Q3 2024`, `Q3'24`, `3Q24`, `Q3 FY2024`, `FY24 Q3`, `2024 Q3`, `third quarter of
+///   2024`, `fiscal third quarter 2024`, `third fiscal quarter of fiscal 2024`,
+///   `fourth-quarter 2025`, `the December quarter`, `the quarter ending September 30, 2024`,
+///   `three months ended March 31, 2025`, `tercer trimestre de 2024`, `3T 2024`, `1T26`,
+///   `el trimestre que termina el 31 de diciembre de 2025`;
+/// - halves: `H1 2025`, `1H25`, `H2 FY2024`, `first half of 2025`, `the second half of fiscal
+///   2024`, `first half of next year`, `el segundo semestre de 2025`, `1S 2025`;
+/// - years: `fiscal 2025`, `FY25`, `FY 2025`, `fiscal year 2025`, `full year 2025`, `the fiscal
+///   year ended September 30, 2024`, `ejercicio 2025`, `el ejercicio fiscal 2025`, `año 2025`;
+///   a bare `2025` by [`read_period`] only;
+/// - months: `March 2025`, `marzo de 2025`, `the month of March`, `el mes de marzo`; a bare
+///   `March` by [`read_period`] only;
+/// - relative: `next quarter`, `the upcoming quarter`, `the current quarter`, `last quarter`,
+///   `next year`, `the coming fiscal year`, `this half`, `el próximo trimestre`, `el trimestre
+///   actual`, `el ejercicio anterior`, `este año`.
+///
+/// A period with no year (`the third quarter`, `Q3`, `the second half of the year`) and a
+/// relative one are placed against a reference ([`Conventions::reference_period`], else the
+/// calendar period around [`Conventions::reference_date`]):
+/// - a relative period is the period of its kind containing the reference, moved by one
+///   (`next`, `upcoming`, `coming`, `following`, `próximo`, `siguiente`), none (`this`,
+///   `current`, `actual`, `en curso`) or minus one (`last`, `previous`, `prior`, `anterior`,
+///   `pasado`): `next quarter` after Q2 2024 is Q3 2024, `next year` after Q4 2024 is 2025;
+/// - a period without a year is the first such period that does not end before the reference
+///   begins: `the third quarter` against Q2 2024 is Q3 2024, `the first quarter` is Q1 2025,
+///   `the second quarter` Q2 2024 itself (the period a release reports on, named without its
+///   year, is that period).
+///
+/// A fiscal period is numbered as the reference is: placed against a reference period, it
+/// takes its year's numbering; against a calendar date alone it cannot be placed
+/// ([`PeriodError::Unresolvable`]), since the fiscal calendar is unknown. A quarter or half
+/// named by the month it ends in (`the quarter ending September 30, 2024`, `the December
+/// quarter`) is a calendar one, and one that ends in another month (`the quarter ended
+/// November 30`) is [`PeriodError::Unresolvable`]: it is a fiscal quarter of an unknown fiscal
+/// calendar. A year named by the date it ends on is that date's year, fiscal unless it ends on
+/// December 31.
 pub fn read_period(text: &str, conventions: &Conventions) -> Result<PeriodRead, PeriodError> {
     let t = Toks::new(text);
     let (a, b) = t.trimmed();
@@ -852,6 +866,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
         text: text.to_owned(),
         why,
     };
+    let out_of_range = || unresolvable("the year is out of range".into());
     match shape {
         Shape::Fixed {
             kind,
@@ -870,7 +885,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
             let r = reference(conventions, fiscal, text)?;
             Ok(PeriodRead {
                 kind,
-                year: r.year + n,
+                year: r.year.checked_add(n).ok_or_else(out_of_range)?,
                 fiscal: fiscal || r.fiscal,
             })
         }
@@ -890,7 +905,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
                 this
             } else {
                 PeriodRead {
-                    year: r.year + 1,
+                    year: r.year.checked_add(1).ok_or_else(out_of_range)?,
                     ..this
                 }
             })
@@ -907,9 +922,7 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
                     unit.name()
                 ))
             })?;
-            let moved = holding
-                .offset(offset)
-                .ok_or_else(|| unresolvable("the year is out of range".into()))?;
+            let moved = holding.offset(offset).ok_or_else(out_of_range)?;
             Ok(PeriodRead {
                 fiscal: fiscal || r.fiscal,
                 ..moved
@@ -954,7 +967,7 @@ fn ending_kind(
         Unit::Month => Ok((PeriodKind::Month(month as u8), fiscal)),
         Unit::Quarter | Unit::Half => {
             let len = if unit == Unit::Quarter { 3 } else { 6 };
-            if month % len != 0 {
+            if !month.is_multiple_of(len) {
                 return Err(PeriodError::Unresolvable {
                     text: text.to_owned(),
                     why: format!(
@@ -1126,6 +1139,23 @@ mod tests {
             read_period("next quarter", &fy),
             Err(PeriodError::Unresolvable { .. })
         ));
+        // The last year there is: an error, not an overflow.
+        let last = PeriodRead::new(PeriodKind::Quarter(4), i32::MAX, false);
+        let end = Conventions::new().with_reference_period(last.unwrap_or(q(1, 2024)));
+        for text in [
+            "next year",
+            "next quarter",
+            "first quarter",
+            "the first half of next year",
+        ] {
+            assert!(
+                matches!(
+                    read_period(text, &end),
+                    Err(PeriodError::Unresolvable { .. })
+                ),
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -1195,6 +1225,7 @@ mod tests {
             found("results for the fourth quarter and full year 2024"),
             ["the fourth quarter", "full year 2024"]
         );
+        assert_eq!(found("on 30 MAR 2018 and in MAR 2018"), ["MAR 2018"]);
         // Bare years and month names, and letter-digit codes without a year, are not periods.
         assert!(
             found("In 2024 we may grow; see S1 and T2 of the list, the 2024 report").is_empty()

@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use super::currency::currencies_in;
 use super::token::{scan, Kind, Toks};
 use crate::values::{scale_word, Scale, ScaleError};
 
@@ -14,27 +15,44 @@ use crate::values::{scale_word, Scale, ScaleError};
 const MAX_TOKENS: usize = 5;
 
 /// Abbreviations that are also other words or units (`m` metres, `mm` millimetres, `k`,
-/// Spanish `mil`): offered only right after a number.
+/// Spanish `mil`): offered only on an amount of money.
 fn is_abbreviation(word: &str) -> bool {
     word.chars().count() <= 3 || word == "m€"
 }
 
-fn scale_at(t: &Toks<'_>, i: usize) -> Option<(usize, Scale)> {
+/// The token before `i`, whitespace aside.
+fn before(t: &Toks<'_>, i: usize) -> Option<usize> {
+    let k = i.checked_sub(1)?;
+    if t.kind(k) == Some(Kind::Space) {
+        k.checked_sub(1)
+    } else {
+        Some(k)
+    }
+}
+
+/// The first token of the number that ends at token `k` (`1,330.5`), if `k` ends one.
+fn number_start(t: &Toks<'_>, k: usize) -> Option<usize> {
+    if t.kind(k) != Some(Kind::Num) {
+        return None;
+    }
+    let mut s = k;
+    while s >= 2 && matches!(t.other(s - 1), Some('.' | ',')) && t.kind(s - 2) == Some(Kind::Num) {
+        s -= 2;
+    }
+    Some(s)
+}
+
+fn scale_at(t: &Toks<'_>, i: usize, money: &[Range<usize>]) -> Option<(usize, Scale)> {
     if t.kind(i) != Some(Kind::Word) {
         return None;
     }
-    let after_number = i
-        .checked_sub(1)
-        .map(|k| {
-            if t.kind(k) == Some(Kind::Space) {
-                k.checked_sub(1)
-            } else {
-                Some(k)
-            }
-        })
-        .flatten()
-        .and_then(|k| t.kind(k))
-        == Some(Kind::Num);
+    let number = before(t, i).and_then(|k| number_start(t, k));
+    let after_number = number.is_some();
+    // A currency just before the number (`$5M`, `EUR 2.1bn`).
+    let money_before = number
+        .and_then(|s| before(t, s))
+        .and_then(|p| t.t.get(p))
+        .is_some_and(|tok| money.iter().any(|r| r.end == tok.end));
     let last = (i + MAX_TOKENS).min(t.len());
     for b in (i + 1..=last).rev() {
         if t.kind(b - 1) == Some(Kind::Space) || !t.end_ok(b) {
@@ -47,8 +65,17 @@ fn scale_at(t: &Toks<'_>, i: usize) -> Option<(usize, Scale)> {
         if scale == Scale::Units || words.ends_with(" of") {
             continue;
         }
-        if is_abbreviation(&words) && !after_number {
+        // `th` after a number is an ordinal (`18th`), not thousands.
+        if words == "th" {
             continue;
+        }
+        if is_abbreviation(&words) {
+            let money_after =
+                t.t.get(t.sp(b))
+                    .is_some_and(|tok| money.iter().any(|r| r.start == tok.start));
+            if !after_number || !(money_before || money_after) {
+                continue;
+            }
         }
         // English `miles` is a distance: Spanish `miles` is offered only before `de` (`miles
         // de euros`) or after a number (`305.624 miles`, which English `10 miles` also is).
@@ -74,11 +101,14 @@ fn phrase(t: &Toks<'_>, a: usize, b: usize) -> String {
 
 /// Every scale word `text` writes, as byte ranges: each the longest at its place (`miles de
 /// millones` whole, not `miles` and `millones`), in order, not overlapping. Abbreviations
-/// (`k`, `M`, `bn`, `mil`) are offered only right after a number (`$5M`, `3,2 mil millones`),
-/// full words anywhere (`in millions`). Each reads with [`read_scale`] and
-/// [`Scale::parse_unit`].
+/// (`k`, `M`, `bn`, `mil`) are offered only on an amount of money: right after a number with a
+/// currency before it or after them (`$5M`, `EUR 2.1bn`, `3,2 mil euros`; not `12M WIRE`,
+/// `6.4MM`, `15/4B`); `th` never (`18th`); full words anywhere (`in millions`). Each reads with
+/// [`read_scale`] and [`Scale::parse_unit`].
 pub fn find_scales(text: &str) -> Vec<Range<usize>> {
-    scan(&Toks::new(text), scale_at)
+    let t = Toks::new(text);
+    let money: Vec<Range<usize>> = currencies_in(&t).into_iter().map(|(r, _)| r).collect();
+    scan(&t, |t, i| scale_at(t, i, &money))
         .into_iter()
         .map(|(r, _)| r)
         .collect()
@@ -115,7 +145,11 @@ mod tests {
             found("$1.3 billion and $1,330 million"),
             ["billion", "million"]
         );
-        assert_eq!(found("$5M, 10k users, EUR 2.1bn"), ["M", "k", "bn"]);
+        assert_eq!(
+            found("$5M, USD 10k, EUR 2.1bn, 3,2 mil euros"),
+            ["M", "k", "bn", "mil"]
+        );
+        assert!(found("12M WIRE, 6.4MM (WHITE), JALAN 15/4B, 10k users, the 18th").is_empty());
         assert_eq!(found("(in millions)"), ["millions"]);
         assert_eq!(found("en miles de euros"), ["miles"]);
         // Abbreviations away from numbers, and English miles, are not scales.
@@ -125,8 +159,8 @@ mod tests {
 
     #[test]
     fn every_found_word_reads() {
-        let text = "1 thousand 2 K 3 mn 4 MM 5 Mio 6 mln 7 bn 8 B 9 tn 10 mil 11 millón \
-                    12 Mil\nmillones 13 millardos 14 billones 15 trillion 16 m€";
+        let text = "1 thousand $2 K $3 mn $4 MM $5 Mio $6 mln $7 bn $8 B $9 tn 10 mil € 11 millón \
+                    12 Mil\nmillones 13 millardos 14 billones 15 trillion 16 m€ EUR";
         let ranges = find_scales(text);
         assert_eq!(ranges.len(), 16, "{:?}", found(text));
         for r in ranges {
