@@ -10,7 +10,7 @@
 //! [`Extractor`](crate::Extractor) with the document.
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::ground::Numerals;
 use crate::read::{self, Conventions};
@@ -28,12 +28,28 @@ use crate::source::Source;
 /// assert!(cx.source().is_some());
 /// assert!(DocContext::none().source().is_none());
 /// ```
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct DocContext<'a> {
     source: Option<&'a Source>,
     text: OnceLock<String>,
     numerals: OnceLock<Numerals>,
     conventions: OnceLock<Conventions>,
+    adjust: Option<Adjust>,
+}
+
+/// A change to the conventions detected in every document ([`DocContext::adjusted`],
+/// [`Extractor::conventions`](crate::Extractor::conventions)): what a caller knows of its
+/// documents that one document may not tell (the date order of a country's receipts).
+pub type Adjust = Arc<dyn Fn(Conventions) -> Conventions + Send + Sync>;
+
+impl std::fmt::Debug for DocContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocContext")
+            .field("source", &self.source.map(Source::line_count))
+            .field("conventions", &self.conventions.get())
+            .field("adjusted", &self.adjust.is_some())
+            .finish()
+    }
 }
 
 impl<'a> DocContext<'a> {
@@ -44,6 +60,7 @@ impl<'a> DocContext<'a> {
             text: OnceLock::new(),
             numerals: OnceLock::new(),
             conventions: OnceLock::new(),
+            adjust: None,
         }
     }
 
@@ -54,6 +71,7 @@ impl<'a> DocContext<'a> {
             text: OnceLock::new(),
             numerals: OnceLock::new(),
             conventions: OnceLock::new(),
+            adjust: None,
         }
     }
 
@@ -81,12 +99,33 @@ impl<'a> DocContext<'a> {
         cx
     }
 
+    /// This context with the conventions detected from the document changed by `adjust`
+    /// (`|c| c.with_date_order(DateOrder::DayFirst)` for receipts from a country that writes
+    /// the day first, when a receipt's own dates do not tell).
+    pub fn adjusted(self, adjust: Option<Adjust>) -> DocContext<'a> {
+        DocContext {
+            conventions: OnceLock::new(),
+            adjust,
+            ..self
+        }
+    }
+
     /// How the document writes dates, numbers and currencies, and its own date and period
     /// ([`Conventions::detect`] over its text, the numerals as [`Source::numerals`] says; the
     /// reference period is the first period the document names with its year, such as the
     /// quarter a release reports on); [`Conventions::new`] without a document.
     pub fn conventions(&self) -> &Conventions {
-        self.conventions.get_or_init(|| match self.source {
+        self.conventions.get_or_init(|| {
+            let detected = self.detect();
+            match &self.adjust {
+                Some(f) => f(detected),
+                None => detected,
+            }
+        })
+    }
+
+    fn detect(&self) -> Conventions {
+        match self.source {
             None => Conventions::new(),
             Some(_) => {
                 let text = self.text();
@@ -99,7 +138,7 @@ impl<'a> DocContext<'a> {
                     None => detected,
                 }
             }
-        })
+        }
     }
 
     /// How the document writes numbers ([`Source::numerals`]); a decimal point without a

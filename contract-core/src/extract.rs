@@ -20,7 +20,8 @@ use std::sync::OnceLock;
 
 use serde_json::Map;
 
-use crate::context::DocContext;
+use crate::context::{Adjust, DocContext};
+use crate::read::Conventions;
 use crate::contract::ContractSpec;
 use crate::grammar::Grammar;
 use crate::ground::check_reply;
@@ -546,6 +547,7 @@ pub struct Extractor<C, B> {
     grounding: bool,
     selection: Selection,
     plans: OnceLock<Vec<GroupPlan>>,
+    adjust: Option<Adjust>,
     _contract: PhantomData<fn() -> C>,
 }
 
@@ -580,6 +582,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             grounding: true,
             selection: Selection::default(),
             plans: OnceLock::new(),
+            adjust: None,
             _contract: PhantomData,
         }
     }
@@ -589,6 +592,19 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     pub fn selection(mut self, selection: Selection) -> Self {
         self.selection = selection;
         self.plans = OnceLock::new();
+        self
+    }
+
+    /// Changes the conventions detected in each document before values are read
+    /// ([`DocContext::conventions`]): what you know of your documents that one document may not
+    /// tell. Receipts from a country that writes the day first:
+    /// `.conventions(|c| c.with_date_order(DateOrder::DayFirst))` (a receipt whose only date is
+    /// `04/05/2018` is otherwise ambiguous, a violation).
+    pub fn conventions(
+        mut self,
+        adjust: impl Fn(Conventions) -> Conventions + Send + Sync + 'static,
+    ) -> Self {
+        self.adjust = Some(Arc::new(adjust));
         self
     }
 
@@ -675,7 +691,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             }
         }
         let grounds = (grounded && self.grounding).then(|| Grounds::new(&source));
-        let cx = DocContext::of(&source);
+        let cx = DocContext::of(&source).adjusted(self.adjust.clone());
 
         let mut out = Extraction::empty(spec);
         out.selection_skipped = skipped;
@@ -1056,7 +1072,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
 
         let mut out = Extraction::empty(spec);
         out.prompt_tokens = None;
-        let cx = DocContext::of(source);
+        let cx = DocContext::of(source).adjusted(self.adjust.clone());
         let tries = self.selection.tries;
         let mut backend_failed: Option<AttemptError> = None;
         loop {

@@ -54,7 +54,7 @@ pub mod values;
 
 pub use compute::{ComputeError, Converted, Decision, Rates, Threshold};
 pub use constraint::{Constraint, Decoding};
-pub use context::DocContext;
+pub use context::{Adjust, DocContext};
 pub use contract::*;
 pub use contract_derive::Contract;
 pub use dynamic::{DynContract, SchemaError};

@@ -544,6 +544,10 @@ pub struct Ranked {
     pub candidates: usize,
 }
 
+/// What [`judge_plan`] gives: the request, for each of its prompts the (group, passage) pairs
+/// it answers, and for each group how many passages could hold its values.
+pub type JudgePlan = (ScoreRequest, Vec<Vec<(usize, usize)>>, Vec<usize>);
+
 /// The prompts of one [`ScoreRequest`] judging `passages` for every group: which passages each
 /// group judges (candidates that could hold its values, capped at `max_judged` by the words
 /// they share with the question), and for each prompt, the (group, passage) pairs it answers
@@ -552,7 +556,7 @@ pub fn judge_plan(
     groups: &[FieldGroup],
     passages: &[Passage],
     max_judged: usize,
-) -> (ScoreRequest, Vec<Vec<(usize, usize)>>, Vec<usize>) {
+) -> JudgePlan {
     let mut prompts = Vec::new();
     let mut owners: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut seen: HashMap<(usize, String), usize> = HashMap::new();
@@ -748,7 +752,7 @@ pub fn group_of_path(groups: &[FieldGroup], path: &str) -> Option<usize> {
     let first = first.replace("~1", "/").replace("~0", "~");
     groups
         .iter()
-        .position(|g| g.fields.iter().any(|f| *f == first))
+        .position(|g| g.fields.contains(&first))
 }
 
 /// Items of list values merged from several replies in order, repeats (the same JSON value,

@@ -444,6 +444,19 @@ pub(crate) fn is_capitals(line: &str) -> bool {
     letters.len() >= 2 && letters.iter().all(|c| !c.is_lowercase())
 }
 
+/// `text[range]`, the range moved inward to character boundaries (empty when out of range).
+fn char_slice(text: &str, range: Range<usize>) -> &str {
+    let mut start = range.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut end = range.end.min(text.len()).max(start);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(start..end.max(start)).unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,15 +573,3 @@ mod tests {
     }
 }
 
-/// `text[range]`, the range moved inward to character boundaries (empty when out of range).
-fn char_slice(text: &str, range: Range<usize>) -> &str {
-    let mut start = range.start.min(text.len());
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    let mut end = range.end.min(text.len()).max(start);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.get(start..end.max(start)).unwrap_or("")
-}
