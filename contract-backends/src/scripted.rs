@@ -1,17 +1,37 @@
 //! A backend that plays a script: fixed replies (or errors) in order, recording every request.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use contract_core::extract::{Backend, BackendError, Request, Response};
+use contract_core::extract::{
+    Backend, BackendError, Request, Response, ScoreRequest, ScoreResponse,
+};
+
+/// The judge of a [`ScriptedBackend`]: the margin (`log P(yes) - log P(no)`) it gives the text
+/// of a scoring prompt's last message.
+pub type ScriptedJudge = Arc<dyn Fn(&str) -> f64 + Send + Sync>;
 
 /// Answers requests from a script, in order, and records the requests it got.
 ///
-/// When the script runs out, every further request gets [`BackendError::Unavailable`].
-#[derive(Debug, Default)]
+/// When the script runs out, every further request gets [`BackendError::Unavailable`]. It does
+/// not score answers ([`Backend::score`] is unsupported) unless given a judge
+/// ([`ScriptedBackend::with_judge`]).
+#[derive(Default)]
 pub struct ScriptedBackend {
     script: Mutex<VecDeque<Result<Response, BackendError>>>,
     requests: Mutex<Vec<Request>>,
+    judge: Option<ScriptedJudge>,
+    scored: Mutex<Vec<ScoreRequest>>,
+}
+
+impl std::fmt::Debug for ScriptedBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedBackend")
+            .field("remaining", &self.remaining())
+            .field("requests", &lock(&self.requests).len())
+            .field("judge", &self.judge.is_some())
+            .finish()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -33,7 +53,22 @@ impl ScriptedBackend {
         ScriptedBackend {
             script: Mutex::new(steps.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
+            judge: None,
+            scored: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The same backend scoring answers with `judge`: for each prompt, the margin it gives the
+    /// prompt's last message, split as `log P(yes) = margin / 2`, `log P(no) = -margin / 2` for
+    /// the answers `yes` and `no` (any other answer scores `-inf`).
+    pub fn with_judge(mut self, judge: impl Fn(&str) -> f64 + Send + Sync + 'static) -> Self {
+        self.judge = Some(Arc::new(judge));
+        self
+    }
+
+    /// The scoring requests received so far, in order.
+    pub fn score_requests(&self) -> Vec<ScoreRequest> {
+        lock(&self.scored).clone()
     }
 
     /// Appends a reply.
@@ -72,6 +107,36 @@ impl Backend for ScriptedBackend {
             Err(BackendError::Unavailable {
                 message: "the script has no more replies".to_owned(),
             })
+        })
+    }
+
+    async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
+        let Some(judge) = &self.judge else {
+            return Err(BackendError::Unsupported {
+                message: "the scripted backend has no judge".to_owned(),
+            });
+        };
+        lock(&self.scored).push(req.clone());
+        let logprobs = req
+            .prompts
+            .iter()
+            .map(|p| {
+                let text = p.0.last().map_or("", |m| m.content.as_str());
+                let m = judge(text);
+                req.answers
+                    .iter()
+                    .map(|a| match a.as_str() {
+                        "yes" => m / 2.0,
+                        "no" => -m / 2.0,
+                        _ => f64::NEG_INFINITY,
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(ScoreResponse {
+            logprobs,
+            exact: true,
+            forward_calls: None,
         })
     }
 }

@@ -121,6 +121,16 @@ pub trait Contract: FieldType + Serialize + DeserializeOwned + Sized + 'static {
     fn validate(&self) -> Result<(), Violations> {
         crate::validate::validate_typed(self)
     }
+
+    /// The value as a model writes it: serialized, without the fields code fills in
+    /// (`#[contract(skip)]`, such as [`DateValue::iso`](crate::DateValue)) at any level. What
+    /// [`Contract::from_json`] reads back (a worked example for a prompt, a test's perfect
+    /// reply).
+    fn to_model_json(&self) -> Result<Value, serde_json::Error> {
+        let mut value = serde_json::to_value(self)?;
+        crate::validate::strip_skipped(Self::contract_spec(), &mut value);
+        Ok(value)
+    }
 }
 
 /// A type that can be a field of a contract: it knows its [`TypeSpec`].

@@ -21,7 +21,6 @@ use std::sync::OnceLock;
 use serde_json::Map;
 
 use crate::context::{Adjust, DocContext};
-use crate::read::Conventions;
 use crate::contract::ContractSpec;
 use crate::grammar::Grammar;
 use crate::ground::check_reply;
@@ -31,6 +30,7 @@ use crate::prompt::Instructions;
 use crate::prompt::{
     feedback_message, Budget, BudgetError, Message, Messages, PromptParts, Tokenizer,
 };
+use crate::read::Conventions;
 use crate::select::{
     self, field_groups, group_of_path, judge_plan, rank, FieldGroup, GroupRecord, Outcome, Ranked,
     RankedPassage, Selection, SelectionRecord, Skipped,
@@ -561,7 +561,8 @@ struct GroupPlan {
 
 /// What one try of a group gave.
 struct GroupTry {
-    attempt: Attempt,
+    /// Its attempts (the first, then those with feedback).
+    attempts: Vec<Attempt>,
     value: Option<Map<String, Value>>,
     level: Level,
     backend_error: bool,
@@ -910,9 +911,17 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             chunk.sort_unstable();
             chunk.iter().filter_map(|&p| passages.get(p)).collect()
         } else {
+            // An optional group tries only passages judged to state it.
             ranked
                 .order
                 .get(r)
+                .filter(|p| {
+                    !group.optional
+                        || ranked
+                            .margins
+                            .get(p)
+                            .is_some_and(|m| *m > self.selection.min_margin)
+                })
                 .and_then(|&p| passages.get(p))
                 .into_iter()
                 .collect()
@@ -920,13 +929,12 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     }
 
     /// One try of one group: the passages shown alone, the group's part of the contract asked
-    /// for under a mask grounded in them, the reply read and checked against them.
+    /// for under a mask grounded in them, the reply read and checked against them; a refused
+    /// reply is fed back on the same passage up to [`Extractor::max_attempts`] attempts (a
+    /// server without a mask can copy a value wrong).
     async fn try_group(&self, plan: &GroupPlan, shown: &[&Passage], source: &Source) -> GroupTry {
-        let t0 = Instant::now();
         let excerpt = source.excerpt(&select::shown(shown));
-        let mut attempt = Attempt::empty();
-        attempt.group = Some(plan.group.name.clone());
-        attempt.lines = shown
+        let lines: Vec<[usize; 2]> = shown
             .iter()
             .map(|p| {
                 [
@@ -935,24 +943,54 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 ]
             })
             .collect();
-        let request = Request {
-            constraint: plan.constraint.clone(),
-            messages: plan.parts.messages_for_excerpt(&excerpt),
-            max_tokens: self.max_tokens,
-            sampling: self.sampling,
-            source: Some(excerpt.clone()),
-        };
-        let response = match self.backend.complete(&request).await {
+        let mut messages = plan.parts.messages_for_excerpt(&excerpt);
+        let mut attempts = Vec::new();
+        loop {
+            let request = Request {
+                constraint: plan.constraint.clone(),
+                messages: messages.clone(),
+                max_tokens: self.max_tokens,
+                sampling: self.sampling,
+                source: Some(excerpt.clone()),
+            };
+            let (mut attempt, value, level, backend_error) =
+                self.try_once(plan, &request, &excerpt).await;
+            attempt.group = Some(plan.group.name.clone());
+            attempt.lines = lines.clone();
+            let done = value.is_some() || backend_error || attempts.len() + 1 >= self.max_attempts;
+            if !done {
+                if let Some(raw) = &attempt.raw {
+                    messages.push(Message::assistant(raw.clone()));
+                    messages.push(Message::user(feedback_message(&attempt.violations)));
+                }
+            }
+            attempts.push(attempt);
+            if done {
+                return GroupTry {
+                    attempts,
+                    value,
+                    level,
+                    backend_error,
+                };
+            }
+        }
+    }
+
+    /// One request of a group's try: the reply read and checked against the excerpt.
+    async fn try_once(
+        &self,
+        plan: &GroupPlan,
+        request: &Request,
+        excerpt: &Source,
+    ) -> (Attempt, Option<Map<String, Value>>, Level, bool) {
+        let t0 = Instant::now();
+        let mut attempt = Attempt::empty();
+        let response = match self.backend.complete(request).await {
             Ok(r) => r,
             Err(error) => {
                 attempt.error = Some(AttemptError::Backend { error });
                 attempt.ms = ms(t0);
-                return GroupTry {
-                    attempt,
-                    value: None,
-                    level: Level::Invalid,
-                    backend_error: true,
-                };
+                return (attempt, None, Level::Invalid, true);
             }
         };
         let rec = recover_with(&response.text, self.options);
@@ -970,7 +1008,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 check_value(&plan.spec, json, "", &mut violations);
                 if self.grounding {
                     violations.0.extend(
-                        check_reply(&plan.spec, json, &response.text, &Grounds::new(&excerpt)).0,
+                        check_reply(&plan.spec, json, &response.text, &Grounds::new(excerpt)).0,
                     );
                 }
                 match json {
@@ -1006,12 +1044,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         attempt.completion_tokens = response.completion_tokens;
         attempt.forward_calls = response.forward_calls;
         attempt.ms = ms(t0);
-        GroupTry {
-            attempt,
-            value,
-            level: rec.level,
-            backend_error: false,
-        }
+        (attempt, value, rec.level, false)
     }
 
     /// The extraction with evidence selection ([`select`]); `Err` with the reason when it
@@ -1098,15 +1131,23 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 .await;
                 for ((g, shown), result) in pending.iter().zip(results) {
                     let state = &mut states[*g];
-                    state.tries.push(result.attempt.lines.clone());
-                    if out.prompt_tokens.is_none() {
-                        out.prompt_tokens = result.attempt.prompt_tokens;
+                    state.tries.push(
+                        result
+                            .attempts
+                            .first()
+                            .map(|a| a.lines.clone())
+                            .unwrap_or_default(),
+                    );
+                    for attempt in result.attempts {
+                        if out.prompt_tokens.is_none() {
+                            out.prompt_tokens = attempt.prompt_tokens;
+                        }
+                        out.timings.attempts_ms.push(attempt.ms);
+                        if let Some(e) = &attempt.error {
+                            backend_failed = Some(e.clone());
+                        }
+                        out.attempts.push(attempt);
                     }
-                    out.timings.attempts_ms.push(result.attempt.ms);
-                    if let Some(e) = &result.attempt.error {
-                        backend_failed = Some(e.clone());
-                    }
-                    out.attempts.push(result.attempt);
                     state.next += 1;
                     let more = state.next < tries
                         && !self

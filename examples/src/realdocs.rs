@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use contract_core::{Amount, Contract, DateValue};
+use contract_core::{Amount, Contract, DateValue, DurationValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -50,9 +50,9 @@ pub struct Nda {
     /// The US state or the country whose law governs the agreement.
     #[contract(grounded)]
     pub jurisdiction: Option<String>,
-    /// How long the agreement lasts, as written.
+    /// How long the agreement lasts.
     #[contract(grounded)]
-    pub term: Option<String>,
+    pub term: Option<DurationValue>,
 }
 
 /// One labelled document.
@@ -250,7 +250,7 @@ pub fn nda_pairs(nda: &Nda) -> Vec<(String, String)> {
     if let Some(j) = &nda.jurisdiction {
         out.push(("jurisdiction".to_owned(), norm_text(j)));
     }
-    if let Some(t) = &nda.term {
+    if let Some(t) = nda.term.as_ref().and_then(|t| t.normalized.as_deref()) {
         out.push(("term".to_owned(), norm_text(t)));
     }
     out.sort();

@@ -3,6 +3,7 @@
 
 use contract_backends::ScriptedBackend;
 use contract_core::ground::Numerals;
+use contract_core::Contract;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::{json, Value};
@@ -11,7 +12,11 @@ fn docs() -> Vec<(StudyDoc, String)> {
     generate(DEFAULT_DOCS, DEFAULT_SEED)
         .into_iter()
         .map(|f| {
-            let reply = serde_json::to_string(&f.answer).expect("serialise the answer");
+            let reply = f
+                .answer
+                .to_model_json()
+                .expect("serialise the answer")
+                .to_string();
             (
                 StudyDoc {
                     id: f.id,
@@ -31,7 +36,11 @@ fn run_grounded(replies: Vec<String>, docs: &[StudyDoc]) -> (Vec<Value>, Scripte
         .build()
         .expect("runtime");
     let rows = {
-        let extractor = study::grounded_extractor(ModeBackend::new(&scripted, Mode::Grounded), 160);
+        let extractor = study::grounded_extractor(
+            ModeBackend::new(&scripted, Mode::Grounded),
+            Mode::Grounded,
+            160,
+        );
         docs.iter()
             .map(|d| study::row(d, Mode::Grounded, &rt.block_on(extractor.extract(&d.text))))
             .collect()
@@ -203,7 +212,12 @@ fn grounded_perfect_copies_are_valid_correct_and_in_the_release() {
         .collect();
     let replies: Vec<String> = filings
         .iter()
-        .map(|f| serde_json::to_string(&f.grounded_answer()).expect("serialise"))
+        .map(|f| {
+            f.grounded_answer()
+                .to_model_json()
+                .expect("serialise")
+                .to_string()
+        })
         .collect();
     let (rows, scripted) = run_grounded(replies, &docs);
     let s = study::summarize("grounded", &rows);
@@ -245,8 +259,8 @@ fn grounded_mode_rejects_an_invented_value_and_retries() {
         low.value = 1234567.5;
     }
     let replies = vec![
-        serde_json::to_string(&invented).expect("json"),
-        serde_json::to_string(&good).expect("json"),
+        invented.to_model_json().expect("json").to_string(),
+        good.to_model_json().expect("json").to_string(),
     ];
     let (rows, scripted) = run_grounded(replies, std::slice::from_ref(&doc));
     assert_eq!(scripted.requests().len(), 2, "one retry");
@@ -256,8 +270,8 @@ fn grounded_mode_rejects_an_invented_value_and_retries() {
     // With the invented value only, the row is invalid and says why.
     let (rows, _) = run_grounded(
         vec![
-            serde_json::to_string(&invented).expect("json"),
-            serde_json::to_string(&invented).expect("json"),
+            invented.to_model_json().expect("json").to_string(),
+            invented.to_model_json().expect("json").to_string(),
         ],
         std::slice::from_ref(&doc),
     );
@@ -298,8 +312,9 @@ fn a_contract_the_code_cannot_normalise_is_not_valid() {
     );
 }
 
-/// A judge that gives each line the margin of the first of its texts the line contains, and
-/// -1 (no) to the others.
+/// A judge that gives each passage the margin of the first of its texts the passage contains,
+/// and -1 (no) to the others.
+#[derive(Clone)]
 struct KeywordJudge(Vec<(String, f64)>);
 
 impl KeywordJudge {
@@ -310,12 +325,13 @@ impl KeywordJudge {
         self.0.push((text.to_owned(), margin));
         self
     }
-}
-
-impl examples::filings::route::Judge for KeywordJudge {
-    fn margin<'a>(&'a self, line: &'a str) -> examples::filings::route::Margin<'a> {
-        let m = self.0.iter().find(|(t, _)| line.contains(t.as_str()));
-        Box::pin(std::future::ready(Ok((m.map_or(-1.0, |(_, m)| *m), 1))))
+    fn margin(&self, prompt: &str) -> f64 {
+        // The judge's prompt is the passage, then the question: only the passage counts.
+        let passage = prompt.split("\n\nQuestion:").next().unwrap_or(prompt);
+        self.0
+            .iter()
+            .find(|(t, _)| passage.contains(t.as_str()))
+            .map_or(-1.0, |(_, m)| *m)
     }
 }
 
@@ -329,12 +345,18 @@ fn run_routed_requests(
     replies: Vec<String>,
     doc: &StudyDoc,
 ) -> (Value, Vec<contract_core::Request>) {
-    let scripted = ScriptedBackend::new(replies);
+    let j = judge.clone();
+    let scripted = ScriptedBackend::new(replies).with_judge(move |p| j.margin(p));
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let extractor = study::grounded_extractor(ModeBackend::new(&scripted, Mode::Routed), 160);
-    let row = rt.block_on(study::routed(&extractor, doc, judge, study::ROUTED_TRIES));
+    let extractor =
+        study::grounded_extractor(ModeBackend::new(&scripted, Mode::Routed), Mode::Routed, 160);
+    let row = study::row(
+        doc,
+        Mode::Routed,
+        &rt.block_on(extractor.extract(&doc.text)),
+    );
     (row, scripted.requests())
 }
 
@@ -346,8 +368,18 @@ fn study_doc(f: &examples::filings::Filing) -> StudyDoc {
     }
 }
 
+/// The lines a request showed the model (the excerpt's non-empty lines).
+fn shown(req: &contract_core::Request) -> Vec<String> {
+    let source = req.source.as_ref().expect("a source");
+    (1..=source.line_count())
+        .filter_map(|n| source.line(n))
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
-fn routed_mode_extracts_from_the_best_ranked_line_and_falls_back_to_the_next() {
+fn routed_mode_extracts_from_the_best_ranked_passage_and_falls_back_to_the_next() {
     let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
     let f = filings
         .iter()
@@ -356,62 +388,57 @@ fn routed_mode_extracts_from_the_best_ranked_line_and_falls_back_to_the_next() {
     let doc = study_doc(f);
     let good = f.grounded_answer();
     let quote = good.quote.clone().expect("a guidance line");
-    // The judge ranks the guidance line first: one extraction, on that line alone.
-    let (row, requests) = run_routed(
+    // The judge ranks the guidance line first: one extraction, from that line alone.
+    let (row, requests) = run_routed_requests(
         &KeywordJudge::new("expects"),
-        vec![serde_json::to_string(&good).expect("json")],
+        vec![good.to_model_json().expect("json").to_string()],
         &doc,
     );
-    assert_eq!(requests, 1);
+    assert_eq!(requests.len(), 1);
+    assert_eq!(shown(&requests[0]), [quote.clone()]);
     assert_eq!(
         (&row["valid"], &row["correct"]),
         (&json!(true), &json!(true)),
         "{row}"
     );
     assert_eq!(row["evidence"], json!(quote));
-    assert_eq!(row["rejected"], json!([]));
+    let group = &row["selection"]["groups"][0];
+    assert_eq!(group["tries"].as_array().map(Vec::len), Some(1), "{row}");
     assert!(
-        row["route"]["ranked"]
-            .as_array()
-            .is_some_and(|r| r.len() > 3),
-        "{row}"
+        group["judged"].as_u64().is_some_and(|n| n > 3),
+        "every candidate passage is judged: {row}"
     );
 
-    // Ranked first: the line reporting the quarter's revenue. Its answer is the reported
-    // quarter, rejected as results; the next line (the guidance) is accepted.
+    // Ranked first: the line reporting the quarter's revenue. Its answer is partial (a period
+    // without amounts): refused, fed back once, refused again; the next passage (the guidance)
+    // is accepted.
     let results_line = f
         .text
         .lines()
         .find(|l| l.starts_with("Revenue for the"))
         .expect("a results line");
-    let results = json!({"quote": results_line, "period": "the quarter",
+    let results = json!({"quote": results_line, "period": {"original": "the quarter"},
                          "low": null, "high": null});
     let judge = KeywordJudge::new("Revenue for the").then("expects", 0.5);
-    let (row, requests) = run_routed(
+    let (row, requests) = run_routed_requests(
         &judge,
         vec![
             results.to_string(),
             results.to_string(),
-            serde_json::to_string(&good).expect("json"),
+            good.to_model_json().expect("json").to_string(),
         ],
         &doc,
     );
-    // The first line's reply is partial (a period without amounts): invalid, retried once, then
-    // rejected; the second line's is accepted.
-    assert_eq!(requests, 3, "{row}");
+    assert_eq!(requests.len(), 3, "{row}");
+    assert_eq!(shown(&requests[0]), [results_line.to_owned()]);
+    assert_eq!(shown(&requests[2]), [quote]);
     assert_eq!(row["correct"], true, "{row}");
-    let rejected = row["rejected"].as_array().expect("rejected");
-    assert_eq!(rejected.len(), 1, "{row}");
-    assert!(
-        rejected[0]["why"]
-            .as_str()
-            .is_some_and(|w| w.contains("not valid")),
-        "{row}"
-    );
+    let tries = &row["selection"]["groups"][0]["tries"];
+    assert_eq!(tries.as_array().map(Vec::len), Some(2), "{row}");
 }
 
 #[test]
-fn routed_mode_rejects_the_reported_quarter_and_answers_no_guidance() {
+fn routed_mode_refuses_the_reported_quarter_and_answers_no_guidance() {
     let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
     let f = filings
         .iter()
@@ -438,40 +465,35 @@ fn routed_mode_rejects_the_reported_quarter_and_answers_no_guidance() {
         .expect("a unit")
         .trim_end_matches([',', '.']);
     let value: f64 = amount.replace(',', "").parse().expect("a number");
-    let reply = json!({"quote": line, "period": period,
-                       "low": {"value": value, "currency": "USD", "unit": unit},
-                       "high": {"value": value, "currency": "USD", "unit": unit}});
+    let reply = json!({"quote": line, "period": {"original": period},
+                       "low": {"value": value, "currency": "$", "unit": unit},
+                       "high": {"value": value, "currency": "$", "unit": unit}});
     let (row, requests) = run_routed(
         &KeywordJudge::new("Revenue for the"),
-        vec![
-            reply.to_string(),
-            json!({"quote": null, "period": null, "low": null,
-                                       "high": null})
-            .to_string(),
-        ],
+        vec![reply.to_string()],
         &doc,
     );
-    assert_eq!(requests, 2, "{row}");
+    // The contract's check refuses the reported quarter; no other passage is judged to state
+    // guidance, so the release has none.
+    assert_eq!(requests, 1, "{row}");
     assert_eq!(
         (&row["valid"], &row["correct"]),
         (&json!(true), &json!(true)),
         "{row}"
     );
     assert!(row["value"].is_null());
-    let rejected = row["rejected"].as_array().expect("rejected");
-    assert_eq!(rejected.len(), 2, "{row}");
-    let why = rejected[0]["why"].as_str().unwrap_or_default();
-    assert!(why.contains("is not after the reported quarter"), "{row}");
-    assert_eq!(rejected[1]["why"], "no guidance", "{row}");
-    // Every try's attempts are in the row's totals.
-    assert_eq!(row["attempts"], 2, "{row}");
+    let group = &row["selection"]["groups"][0];
+    assert_eq!(group["outcome"], "refused", "{row}");
+    let refused = row["copied"].clone();
+    assert!(refused["period"].is_null(), "{row}");
+    assert_eq!(row["attempts"], 1, "{row}");
     assert!(row["seconds"].as_f64().is_some_and(|s| s >= 0.0));
 }
 
-/// A line is checked with the numeral convention of its release, not of the line alone (which
-/// may not tell: `entre 550 y 600 millones`).
+/// A passage is checked with the numeral convention of its release, not of the passage alone
+/// (which may not tell: `entre 550 y 600 millones`).
 #[test]
-fn routed_mode_reads_a_line_with_the_release_numerals() {
+fn routed_mode_reads_a_passage_with_the_release_numerals() {
     let filings = generate(DEFAULT_DOCS, DEFAULT_SEED);
     // A Spanish guidance line whose numbers group thousands with `.` only.
     let f = filings
@@ -498,17 +520,17 @@ fn routed_mode_reads_a_line_with_the_release_numerals() {
     let (row, requests) = run_routed_requests(
         &KeywordJudge::new(&quote),
         vec![
-            serde_json::to_string(&misread).expect("json"),
-            serde_json::to_string(&good).expect("json"),
+            misread.to_model_json().expect("json").to_string(),
+            good.to_model_json().expect("json").to_string(),
         ],
         &doc,
     );
-    // The misread number is not in the release: rejected and retried.
+    // The misread number is not in the release: refused, fed back on the same passage.
     assert_eq!(requests.len(), 2, "{row}");
-    // Each request carries the line, read with the release's convention.
+    // Each request shows the passage alone, read with the release's convention.
     for req in &requests {
+        assert_eq!(shown(req), [quote.clone()]);
         let source = req.source.as_ref().expect("a source");
-        assert_eq!(source.text(), quote);
         assert_eq!(source.numerals(), Numerals::Comma);
     }
     assert_eq!(row["correct"], true, "{row}");

@@ -171,6 +171,17 @@ impl Conventions {
         self
     }
 
+    /// With this date order when the document's own dates do not tell ([`DateOrder::Unknown`]):
+    /// what a caller knows of its documents' country (`or_date_order(DateOrder::DayFirst)` for
+    /// Malaysian receipts), without overriding a document that says otherwise.
+    pub fn or_date_order(self, order: DateOrder) -> Conventions {
+        if self.date_order == DateOrder::Unknown {
+            self.with_date_order(order)
+        } else {
+            self
+        }
+    }
+
     /// With these currencies named (ISO 4217 codes, most named first) in place of the
     /// detected ones: `with_currencies(&["MYR"])` for a receipt known to be Malaysian. Fails
     /// on a code that is not ISO 4217.

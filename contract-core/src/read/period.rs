@@ -176,6 +176,12 @@ impl PeriodRead {
         })
     }
 
+    /// Whether this period starts after `other` ends (months compared in their years'
+    /// numbering): Q4 2024 is after Q3 2024, the year 2024 is not after Q1 2024.
+    pub fn is_after(&self, other: &PeriodRead) -> bool {
+        self.span().0 > other.span().1
+    }
+
     /// The period of `unit` that holds this one; `None` when this one is longer.
     fn within(&self, unit: Unit) -> Option<PeriodRead> {
         (unit >= self.kind.unit()).then(|| PeriodRead {

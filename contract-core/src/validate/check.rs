@@ -231,6 +231,40 @@ pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
     out.into_result()
 }
 
+/// Removes from `value` the keys of fields code fills in (`#[contract(skip)]`), in `spec`'s
+/// objects and every nested contract's, lists included: the value as a model writes it.
+pub fn strip_skipped(spec: &ContractSpec, value: &mut Value) {
+    fn node(n: &Node, value: &mut Value, depth: usize) {
+        if depth > 64 {
+            return;
+        }
+        let n = n.non_null();
+        if let (Some(items), Value::Array(xs)) = (n.items(), &mut *value) {
+            for x in xs {
+                node(items, x, depth + 1);
+            }
+            return;
+        }
+        if let Some(spec) = n.contract() {
+            contract(spec, value, depth + 1);
+        }
+    }
+    fn contract(spec: &ContractSpec, value: &mut Value, depth: usize) {
+        let (Some(object), Value::Object(map)) = (spec.object(), value) else {
+            return;
+        };
+        for key in &object.skipped {
+            map.remove(key);
+        }
+        for f in &object.properties {
+            if let Some(v) = map.get_mut(&f.name) {
+                node(&f.node, v, depth);
+            }
+        }
+    }
+    contract(spec, value, 0);
+}
+
 /// Checks `value` (at JSON pointer `pointer`) against `spec`: field constraints and rules,
 /// pushing every violation into `out` in document order.
 ///

@@ -12,7 +12,8 @@ mod read;
 
 pub(crate) use check::rule_violations;
 pub use check::{
-    check_value, from_json, from_json_with, from_value, from_value_in, validate_typed,
+    check_value, from_json, from_json_with, from_value, from_value_in, strip_skipped,
+    validate_typed,
 };
 pub use format::format_ok;
 

@@ -12,7 +12,8 @@ use crate::Contract;
 /// [`Amount::code`], the ISO 4217 code, when it reads the amount (normalisation): from the
 /// currency as written (`RM` is MYR, `€` EUR; an ambiguous `$` or `kr` by the currencies the
 /// document names elsewhere, else the symbol's usual code), or, when none is written next to
-/// the number, the one currency the document names, if it names exactly one. A currency it
+/// the number, the one currency the document writes, if every currency mark it writes reads
+/// as the same code (a receipt that writes `RM` in its header, a release that writes only `$`). A currency it
 /// cannot read, or a scale word it does not know, is a violation, never a guess.
 /// [`Amount::in_scale`] applies the scale word.
 #[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,10 +64,7 @@ impl Amount {
                     ))
                 }
             },
-            _ => match conventions.currencies() {
-                [only] => Some((*only).to_owned()),
-                _ => None,
-            },
+            _ => document_currency(cx),
         };
         if let Some(u) = self.unit.as_deref() {
             if let Err(e) = read_scale(u) {
@@ -95,6 +93,28 @@ impl Amount {
     pub fn scaled(&self) -> Result<f64, ScaleError> {
         self.in_scale(Scale::Units)
     }
+}
+
+/// The one currency a document writes: every currency mark it writes (`RM`, `$`, `euros`)
+/// read as the same code with its conventions; `None` when it writes none, or several.
+fn document_currency(cx: &DocContext<'_>) -> Option<String> {
+    let conventions = cx.conventions();
+    if let [only] = conventions.currencies() {
+        return Some((*only).to_owned());
+    }
+    if !conventions.currencies().is_empty() {
+        return None;
+    }
+    let text = cx.text();
+    let mut code: Option<&'static str> = None;
+    for r in crate::read::find_currencies(&text) {
+        let c = read_currency(text.get(r)?, conventions).ok()?;
+        match code {
+            Some(seen) if seen != c => return None,
+            _ => code = Some(c),
+        }
+    }
+    code.map(str::to_owned)
 }
 
 fn currency_message(e: &CurrencyError) -> String {

@@ -26,7 +26,6 @@ use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
 use contract_core::Backend;
-use examples::filings::route::Judge;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, GroundedGuidance, ReleaseGuidance, DEFAULT_DOCS, DEFAULT_SEED};
 use serde_json::Value;
@@ -310,7 +309,6 @@ fn run(args: Args) -> Result<(), String> {
                     &docs,
                     &args,
                     args.concurrency,
-                    Some(&local),
                     &emit,
                 ))?);
             }
@@ -337,16 +335,14 @@ fn run(args: Args) -> Result<(), String> {
             );
             for &mode in &modes {
                 let server = if mode.masked() { &masked } else { &free };
+                // `routed` judges the passages by the server's log-probabilities (`logprobs`).
                 let backend = ModeBackend::new(server, mode);
-                // `routed` judges the lines by the server's log-probabilities (`logprobs`).
-                let judge = (mode == Mode::Routed).then_some(&free as &dyn Judge);
                 rows.extend(runtime.block_on(run_mode(
                     backend,
                     mode,
                     &docs,
                     &args,
                     args.concurrency,
-                    judge,
                     &emit,
                 ))?);
             }
@@ -396,15 +392,13 @@ fn print_decode_figures(stats: &contract_backends::local::DecodeStats) {
 }
 
 /// Runs one mode over every document with the batch runner (progress bar on stderr); each row
-/// is written as it arrives. `routed` needs `judge`.
-#[allow(clippy::too_many_arguments)]
+/// is written as it arrives.
 async fn run_mode<B: Backend + Sync>(
     backend: B,
     mode: Mode,
     docs: &[StudyDoc],
     args: &Args,
     concurrency: usize,
-    judge: Option<&dyn Judge>,
     emit: &(dyn Fn(&Value) + Sync),
 ) -> Result<Vec<Value>, String> {
     let style = match args.prompt {
@@ -413,12 +407,8 @@ async fn run_mode<B: Backend + Sync>(
         Some(PromptStyle::Fields) => Instructions::SignatureAndFields,
     };
     if mode.grounded() {
-        let extractor = study::grounded_extractor(backend, args.max_tokens)
+        let extractor = study::grounded_extractor(backend, mode, args.max_tokens)
             .instructions(system_message_with::<GroundedGuidance>(style));
-        if mode == Mode::Routed {
-            let judge = judge.ok_or("routed mode needs a judge for the lines")?;
-            return run_routed(extractor, docs, judge, emit).await;
-        }
         return run_extractor(extractor, mode, docs, concurrency, emit).await;
     }
     let extractor = study::extractor(backend, mode, args.max_tokens)
@@ -464,40 +454,6 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
     if summary.interrupted {
         return Err(format!("interrupted during `{}`", mode.as_str()));
     }
-    Ok(rows)
-}
-
-/// `routed`: every release through [`study::routed`], one at a time, each row written as it
-/// comes.
-async fn run_routed<B: Backend + Sync>(
-    extractor: contract_core::Extractor<GroundedGuidance, B>,
-    docs: &[StudyDoc],
-    judge: &dyn Judge,
-    emit: &(dyn Fn(&Value) + Sync),
-) -> Result<Vec<Value>, String> {
-    let t0 = std::time::Instant::now();
-    let mut rows = Vec::with_capacity(docs.len());
-    for (i, doc) in docs.iter().enumerate() {
-        let row = study::routed(&extractor, doc, &judge, study::ROUTED_TRIES).await;
-        emit(&row);
-        eprintln!(
-            "routed {}/{} {}: valid {} correct {}, {} lines rejected",
-            i + 1,
-            docs.len(),
-            doc.id,
-            row["valid"],
-            row["correct"],
-            row["rejected"].as_array().map_or(0, Vec::len)
-        );
-        rows.push(row);
-    }
-    let valid = rows.iter().filter(|r| r["valid"] == true).count();
-    eprintln!(
-        "{:<11} {} documents, {valid} valid, {:.1} s",
-        "routed",
-        rows.len(),
-        t0.elapsed().as_secs_f64()
-    );
     Ok(rows)
 }
 

@@ -17,6 +17,7 @@ use clap::{Parser, ValueEnum};
 use contract_backends::local::{LocalBackend, LocalOptions};
 use contract_core::extract::{Backend, BackendError, Request, Response};
 use contract_core::ground::{check_reply, Grounds};
+use contract_core::read::{Conventions, DateOrder};
 use contract_core::{Constraint, Contract, Decoding, Extraction, Extractor, Source};
 use examples::realdocs::{
     nda_pairs, nda_truth_pairs, read_rows, score_receipt, Counts, Nda, Receipt, Row, Split,
@@ -113,6 +114,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// Malaysian receipts write the day first; a receipt whose own dates do not tell is read so
+/// (what a user processing these receipts configures).
+fn day_first(c: Conventions) -> Conventions {
+    c.or_date_order(DateOrder::DayFirst)
+}
+
+/// Agreements filed with the SEC write the month first (when their own dates do not tell).
+fn month_first(c: Conventions) -> Conventions {
+    c.or_date_order(DateOrder::MonthFirst)
+}
+
 fn split(arg: SplitArg) -> Split {
     match arg {
         SplitArg::Dev => Split::Dev,
@@ -155,12 +167,16 @@ fn run(args: Args) -> Result<(), String> {
             .take(args.limit.unwrap_or(usize::MAX))
             .collect();
         let summary = match args.mode {
-            Mode::Library => {
-                runtime.block_on(receipts(&Extractor::new(&backend), &rows, &mut write))?
-            }
-            Mode::Plain => {
-                runtime.block_on(receipts(&Extractor::new(&plain), &rows, &mut write))?
-            }
+            Mode::Library => runtime.block_on(receipts(
+                &Extractor::new(&backend).conventions(day_first),
+                &rows,
+                &mut write,
+            ))?,
+            Mode::Plain => runtime.block_on(receipts(
+                &Extractor::new(&plain).conventions(day_first),
+                &rows,
+                &mut write,
+            ))?,
         };
         println!("{summary}");
     }
@@ -171,10 +187,16 @@ fn run(args: Args) -> Result<(), String> {
             .take(args.limit.unwrap_or(usize::MAX))
             .collect();
         let summary = match args.mode {
-            Mode::Library => {
-                runtime.block_on(ndas(&Extractor::new(&backend), &rows, &mut write))?
-            }
-            Mode::Plain => runtime.block_on(ndas(&Extractor::new(&plain), &rows, &mut write))?,
+            Mode::Library => runtime.block_on(ndas(
+                &Extractor::new(&backend).conventions(month_first),
+                &rows,
+                &mut write,
+            ))?,
+            Mode::Plain => runtime.block_on(ndas(
+                &Extractor::new(&plain).conventions(month_first),
+                &rows,
+                &mut write,
+            ))?,
         };
         println!("{summary}");
     }

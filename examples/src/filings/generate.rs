@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use contract_core::Amount;
 
+use contract_core::read::{expressions, read_scale};
+use contract_core::{Form, Period};
+
 use super::{Expected, GroundedGuidance, ReleaseGuidance};
 
 /// One synthetic release with what a correct extraction gives.
@@ -41,11 +44,36 @@ impl Filing {
             .line
             .and_then(|n| self.text.lines().nth((n as usize).checked_sub(1)?))
             .map(str::to_owned);
+        let owned = quote.clone().unwrap_or_default();
+        let q = owned.as_str();
+        // The whole period the quote writes around the copied one (`the third quarter of
+        // 2024` for `third quarter of 2024`).
+        let period = self.answer.period.as_deref().map(|p| {
+            Period::new(
+                expressions(Form::Period, q)
+                    .into_iter()
+                    .find(|e| e.contains(p))
+                    .unwrap_or_else(|| p.to_owned()),
+            )
+        });
+        // Each end's currency and scale word as the quote writes them.
+        let currency = expressions(Form::Currency, q).into_iter().next();
+        let copy = |a: &Option<Amount>| {
+            a.as_ref().map(|a| {
+                let unit = a.unit.as_deref().and_then(|u| {
+                    let want = read_scale(u).ok()?;
+                    expressions(Form::Scale, q)
+                        .into_iter()
+                        .find(|e| read_scale(e).ok() == Some(want))
+                });
+                Amount::new(a.value, currency.as_deref(), unit.as_deref())
+            })
+        };
         GroundedGuidance {
             quote,
-            period: self.answer.period.clone(),
-            low: self.answer.low.clone(),
-            high: self.answer.high.clone(),
+            period,
+            low: copy(&self.answer.low),
+            high: copy(&self.answer.high),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! | `constrained` | the token mask (syntax, ranges, patterns) | as `free` |
 //! | `rules` | the mask plus the cross-field rules during decoding | as `free` |
 //! | `grounded` | [`GroundedGuidance`]: the quote first, every value copied from inside it; the grounded mask (local) or validation against the release and one retry (any backend) | as `free`, grounding included |
-//! | `routed` | as `grounded`, on the one line the model judges to state the guidance ([`super::route`]; a local model, or a server that returns `logprobs`), or no guidance when it judges none does | as `grounded` |
+//! | `routed` | as `grounded`, with the library's evidence selection: the model judges every passage of the release with the contract's question (a local model, or a server that returns `logprobs`), the values are copied from the best-judged passage alone, and a passage whose answer the contract's check refuses (the reported quarter) gives way to the next; no guidance when the judge finds none | as `grounded` |
 //!
 //! The modes differ only in what [`ModeBackend`] forwards to the backend and in the extractor's
 //! settings, so any [`Backend`] runs the study: the local model, an OpenAI-compatible server, or
@@ -28,12 +28,13 @@ use contract_core::prompt::{system_message_with, Instructions, PromptParts};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use contract_core::extract::{ScoreRequest, ScoreResponse};
 use contract_core::ground::{Decimal, GroundText, Numerals};
-use contract_core::Source;
-use contract_core::{Amount, Contract};
+use contract_core::select::Selection;
+use contract_core::{Amount, Contract, DocContext, Source};
 
 use super::{
-    is_correct, millions, normalize_in, resolve_period, same_millions, Expected, GroundedGuidance,
+    is_correct, millions, normalize, same_millions, Expected, GroundedGuidance, Guidance,
     ReleaseGuidance,
 };
 
@@ -54,7 +55,8 @@ pub enum Mode {
     /// The grounded contract: values copied from the quoted sentence, enforced while decoding
     /// (local) and checked against the release (every backend).
     Grounded,
-    /// `grounded` on the line the model's yes/no likelihood ranks first ([`super::route`]).
+    /// `grounded` with the library's evidence selection (the passage the model's yes/no
+    /// likelihood ranks first).
     Routed,
 }
 
@@ -209,6 +211,13 @@ impl<B> ModeBackend<B> {
 }
 
 impl<B: Backend + Sync> Backend for ModeBackend<B> {
+    fn score(
+        &self,
+        req: &ScoreRequest,
+    ) -> impl Future<Output = Result<ScoreResponse, BackendError>> + Send {
+        self.inner.score(req)
+    }
+
     fn complete(
         &self,
         req: &Request,
@@ -254,12 +263,19 @@ pub fn extractor<B: Backend>(
     extractor_for(backend, mode, max_tokens)
 }
 
-/// The extractor of `grounded` mode, for [`GroundedGuidance`].
+/// The extractor of `grounded` (the whole release, no selection) and `routed` (the library's
+/// evidence selection) modes, for [`GroundedGuidance`].
 pub fn grounded_extractor<B: Backend>(
     backend: B,
+    mode: Mode,
     max_tokens: u32,
 ) -> Extractor<GroundedGuidance, B> {
-    extractor_for(backend, Mode::Grounded, max_tokens)
+    let extractor = extractor_for(backend, mode, max_tokens);
+    if mode == Mode::Routed {
+        extractor
+    } else {
+        extractor.selection(Selection::off())
+    }
 }
 
 fn extractor_for<C: Contract, B: Backend>(
@@ -276,62 +292,54 @@ fn extractor_for<C: Contract, B: Backend>(
         })
 }
 
-/// A contract the study scores: it reads as a [`ReleaseGuidance`] (period, low, high) and may
-/// carry the sentence its values were copied from.
-pub trait StudyContract: Contract + Clone {
-    /// The period and both ends, as filled.
-    fn release(&self) -> ReleaseGuidance;
+/// A contract the study scores: it reads as guidance ([`Guidance`]) and may carry the sentence
+/// its values were copied from.
+pub trait StudyContract: Contract + Guidance + Clone {
     /// The sentence the values were copied from, if the contract has one.
     fn quote(&self) -> Option<&str>;
 }
 
 impl StudyContract for ReleaseGuidance {
-    fn release(&self) -> ReleaseGuidance {
-        self.clone()
-    }
     fn quote(&self) -> Option<&str> {
         None
     }
 }
 
 impl StudyContract for GroundedGuidance {
-    fn release(&self) -> ReleaseGuidance {
-        ReleaseGuidance {
-            period: self.period.clone(),
-            low: self.low.clone(),
-            high: self.high.clone(),
-            line: None,
-        }
-    }
     fn quote(&self) -> Option<&str> {
         self.quote.as_deref()
     }
 }
 
-/// How many of the copied values (the period, each end's number and scale word) a filled
-/// contract gives, and how many of them the release does not contain (strings compared with
-/// whitespace collapsed, numbers as decimals read with the release's numeral conventions).
-pub fn values_not_in_source(filled: &ReleaseGuidance, doc: &str) -> (usize, usize) {
+/// How many of the copied values (the quote, the period, each end's number, currency and scale
+/// word) a filled contract (as JSON) gives, and how many of them the release does not contain
+/// (strings compared with whitespace collapsed, numbers as decimals read with the release's
+/// numeral conventions).
+pub fn values_not_in_source(copied: &Value, doc: &str) -> (usize, usize) {
     let text = GroundText::new(doc, "the release", Numerals::detect(doc));
     let mut given = 0;
     let mut off = 0;
-    let mut string = |s: &str| {
-        given += 1;
-        off += usize::from(!text.contains_str(s));
-    };
-    if let Some(p) = &filled.period {
-        string(p);
-    }
-    for a in [&filled.low, &filled.high].into_iter().flatten() {
-        if let Some(u) = &a.unit {
-            string(u);
+    let mut string = |v: &Value| {
+        if let Some(s) = v.as_str() {
+            given += 1;
+            off += usize::from(!text.contains_str(s));
         }
+    };
+    string(&copied["quote"]);
+    match &copied["period"] {
+        Value::Object(p) => string(p.get("original").unwrap_or(&Value::Null)),
+        other => string(other),
     }
-    for a in [&filled.low, &filled.high].into_iter().flatten() {
-        given += 1;
-        let number = serde_json::Number::from_f64(a.value)
-            .and_then(|n| Decimal::from_json_literal(&n.to_string()));
-        off += usize::from(!number.is_some_and(|d| text.contains_number(&d)));
+    for end in ["low", "high"] {
+        string(&copied[end]["currency"]);
+        string(&copied[end]["unit"]);
+    }
+    for end in ["low", "high"] {
+        if let Some(n) = copied[end]["value"].as_number() {
+            given += 1;
+            let number = Decimal::from_json_literal(&n.to_string());
+            off += usize::from(!number.is_some_and(|d| text.contains_number(&d)));
+        }
     }
     (given, off)
 }
@@ -356,37 +364,30 @@ pub struct Parts {
     pub amounts: bool,
 }
 
-/// Scores the parts of `filled` against `truth` (`None` = no guidance); the period is read in
-/// the context of the release `doc` and the sentence `quote` ([`resolve_period`]).
-pub fn score_parts(
-    filled: &ReleaseGuidance,
+/// Scores the parts of `filled` against `truth` (`None` = no guidance), the period as the
+/// library reads it with the release as context.
+pub fn score_parts<G: Guidance>(
+    filled: &G,
     truth: Option<&Expected>,
-    doc: &str,
-    quote: Option<&str>,
+    cx: &DocContext<'_>,
 ) -> Parts {
+    let (low, high) = filled.ends();
     match truth {
         None => Parts {
-            period: filled.period.is_none(),
-            amounts: filled.low.is_none() && filled.high.is_none(),
+            period: filled.quarter(cx).is_none(),
+            amounts: low.is_none() && high.is_none(),
         },
         Some(t) => {
-            let period = filled
-                .period
-                .as_deref()
-                .and_then(|p| resolve_period(p, doc, quote))
-                .is_some_and(|(q, y)| (q, y) == (t.quarter, t.year));
-            let quote_currency = quote.and_then(super::currency_in);
-            let numerals = Numerals::detect(doc);
-            let end = |a: &Option<Amount>, want: f64| {
-                a.as_ref().is_some_and(|a| {
-                    let a = &super::scaled_as_quoted(a, quote, numerals);
-                    quote_currency.or(a.currency_code()).unwrap_or("") == t.currency
+            let period = matches!(filled.quarter(cx), Some(Ok(qy)) if qy == (t.quarter, t.year));
+            let end = |a: Option<&Amount>, want: f64| {
+                a.is_some_and(|a| {
+                    a.currency_code() == Some(t.currency.as_str())
                         && millions(a).is_ok_and(|m| same_millions(m, want))
                 })
             };
             Parts {
                 period,
-                amounts: end(&filled.low, t.low) && end(&filled.high, t.high),
+                amounts: end(low, t.low) && end(high, t.high),
             }
         }
     }
@@ -394,25 +395,24 @@ pub fn score_parts(
 
 /// Normalises a filled contract and compares it with the truth. A filled contract that cannot
 /// be normalised is not valid: its `value` would read as "no guidance".
-fn score<C: StudyContract>(doc: &StudyDoc, filled: Option<&C>) -> Scored {
-    let quote = filled.and_then(|f| f.quote());
-    let filled_release = filled.map(|f| f.release());
-    let filled = filled_release.as_ref();
-    let (value, normalize_error) = match filled.map(|g| normalize_in(g, &doc.text, quote)) {
+fn score<C: StudyContract>(doc: &StudyDoc, filled: Option<&C>, copied: Option<&Value>) -> Scored {
+    let source = Source::from_text(&doc.text);
+    let cx = DocContext::of(&source);
+    let (value, normalize_error) = match filled.map(|g| normalize(g, &cx)) {
         Some(Ok(v)) => (v, None),
         Some(Err(e)) => (None, Some(e.to_string())),
         None => (None, None),
     };
     let valid = filled.is_some() && normalize_error.is_none();
-    let (values, not_in_source) = filled
-        .map(|f| values_not_in_source(f, &doc.text))
+    let (values, not_in_source) = copied
+        .map(|c| values_not_in_source(c, &doc.text))
         .unwrap_or((0, 0));
     let correct = doc
         .truth
         .as_ref()
-        .map(|t| valid && normalize_error.is_none() && is_correct(value.as_ref(), t.as_ref()));
+        .map(|t| valid && is_correct(value.as_ref(), t.as_ref()));
     let parts = match (filled, &doc.truth) {
-        (Some(f), Some(t)) => Some(score_parts(f, t.as_ref(), &doc.text, quote)),
+        (Some(f), Some(t)) => Some(score_parts(f, t.as_ref(), &cx)),
         _ => None,
     };
     Scored {
@@ -458,11 +458,17 @@ pub fn row<C: StudyContract>(doc: &StudyDoc, mode: Mode, ex: &Extraction<C>) -> 
         parts,
         values,
         not_in_source,
-    } = score(doc, ex.value.as_ref());
+    } = score(doc, ex.value.as_ref(), ex.json.as_ref());
+    // The judging's forward calls count with the extraction's.
+    let judged = ex
+        .selection
+        .as_ref()
+        .map_or(Some(0), |s| s.judge_forward_calls);
     let forward_calls: Option<u32> = ex
         .attempts
         .iter()
         .map(|a| a.forward_calls)
+        .chain(std::iter::once(judged))
         .sum::<Option<u32>>();
     let error = ex
         .error
@@ -488,130 +494,9 @@ pub fn row<C: StudyContract>(doc: &StudyDoc, mode: Mode, ex: &Extraction<C>) -> 
         "forward_calls": forward_calls,
         "seconds": ex.timings.total_ms / 1e3,
         "error": error,
+        "selection": ex.selection,
+        "selection_skipped": ex.selection_skipped,
     })
-}
-
-/// Whether a row's answer is guidance for a period after the one the release reports
-/// ([`super::reporting_period`]; any period when the release names none): `Err` with the
-/// reason when the row is not valid, has no guidance, or names the reported period or an
-/// earlier one (results, not guidance).
-pub fn coming_guidance(row: &Value, doc: &str) -> Result<(), String> {
-    if row["valid"] != true {
-        let e = row["error"].as_str().unwrap_or("not valid");
-        return Err(format!("not valid: {e}"));
-    }
-    let value = &row["value"];
-    if value.is_null() {
-        return Err("no guidance".into());
-    }
-    let (Some(q), Some(y)) = (value["quarter"].as_u64(), value["year"].as_u64()) else {
-        return Err(format!("no quarter and year in {value}"));
-    };
-    match super::reporting_period(doc) {
-        Some((rq, ry)) if (y, q) <= (u64::from(ry), u64::from(rq)) => Err(format!(
-            "Q{q} {y} is not after the reported quarter Q{rq} {ry}"
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The row of a `routed` document: the accepted extraction's [`row`] (on one ranked line), or,
-/// when every tried line was rejected, a valid row with no guidance and nothing copied; with
-/// the route (every line's margin), the `rejected` tries (line, what was copied, why), and the
-/// judging's forward calls and seconds and every rejected try's attempts, forward calls and
-/// seconds added.
-pub fn routed_row(
-    doc: &StudyDoc,
-    route: &super::route::Route,
-    accepted: Option<Value>,
-    rejected: Vec<Value>,
-) -> Value {
-    let mut row = accepted.unwrap_or_else(|| {
-        // No extraction was accepted: the row of a reply that filled the contract with nulls.
-        let none = GroundedGuidance {
-            quote: None,
-            period: None,
-            low: None,
-            high: None,
-        };
-        let ex = Extraction {
-            contract: GroundedGuidance::contract_spec().name.clone(),
-            json: serde_json::to_value(&none).ok(),
-            value: Some(none),
-            level: contract_core::Level::Strict,
-            violations: Default::default(),
-            repairs: Vec::new(),
-            reasoning: None,
-            attempts: Vec::new(),
-            prompt_tokens: None,
-            dropped_tokens: 0,
-            dropped_lines: 0,
-            timings: Default::default(),
-            error: None,
-            selection: None,
-            selection_skipped: None,
-        };
-        row(doc, Mode::Routed, &ex)
-    });
-    let (mut calls, mut secs, mut attempts) = (u64::from(route.forward_calls), route.seconds, 0);
-    for r in &rejected {
-        calls += r["forward_calls"].as_u64().unwrap_or(0);
-        secs += r["seconds"].as_f64().unwrap_or(0.0);
-        attempts += r["attempts"].as_u64().unwrap_or(0);
-    }
-    if let Some(obj) = row.as_object_mut() {
-        let own = obj.get("forward_calls").and_then(Value::as_u64);
-        obj.insert("forward_calls".into(), json!(own.map(|c| c + calls)));
-        let own = obj.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
-        obj.insert("seconds".into(), json!(own + secs));
-        let own = obj.get("attempts").and_then(Value::as_u64).unwrap_or(0);
-        obj.insert("attempts".into(), json!(own + attempts));
-        obj.insert("route".into(), json!(route));
-        obj.insert("rejected".into(), Value::Array(rejected));
-    }
-    row
-}
-
-/// Lines [`routed`] extracts from, best-ranked first, before it answers "no guidance".
-pub const ROUTED_TRIES: usize = 2;
-
-/// One release in `routed` mode: its lines judged and ranked ([`super::route::route`]), then
-/// the grounded extraction on the best-ranked line alone, accepted when it is guidance for a
-/// period after the reported one ([`coming_guidance`]), else on the next line, up to `tries`
-/// lines; a release where no tried line gives such guidance has none. Each line is read with
-/// the whole release's numeral convention, and the whole release is kept for normalising (its
-/// reporting period). A judging error is the document's row (`valid: false` with the error):
-/// never a dropped document.
-pub async fn routed<B: Backend>(
-    extractor: &Extractor<GroundedGuidance, B>,
-    doc: &StudyDoc,
-    judge: &impl super::route::Judge,
-    tries: usize,
-) -> Value {
-    let route = match super::route::route(&doc.text, judge).await {
-        Ok(r) => r,
-        Err(e) => {
-            return json!({"id": doc.id, "mode": Mode::Routed.as_str(), "valid": false,
-                          "value": null, "correct": doc.truth.as_ref().map(|_| false),
-                          "truth": doc.truth, "error": format!("judging the lines: {e}")})
-        }
-    };
-    // `4.745` in a Spanish release is 4745, whatever the line alone suggests.
-    let numerals = Numerals::detect(&doc.text);
-    let mut rejected = Vec::new();
-    for (n, line) in route.passages(&doc.text, tries) {
-        let source = Source::from_text(line).with_numerals(numerals);
-        let ex = extractor.extract_in(line, source).await;
-        let row = row(doc, Mode::Routed, &ex);
-        match coming_guidance(&row, &doc.text) {
-            Ok(()) => return routed_row(doc, &route, Some(row), rejected),
-            Err(why) => rejected.push(json!({
-                "line": n, "copied": row["copied"], "why": why, "attempts": row["attempts"],
-                "forward_calls": row["forward_calls"], "seconds": row["seconds"],
-            })),
-        }
-    }
-    routed_row(doc, &route, None, rejected)
 }
 
 /// Totals of one mode.
@@ -744,7 +629,7 @@ pub fn score_reply(doc: &StudyDoc, label: &str, raw: &str, seconds: f64) -> Valu
         parts,
         values,
         not_in_source,
-    } = score(doc, parsed.value.as_ref());
+    } = score(doc, parsed.value.as_ref(), parsed.json.as_ref());
     let error = normalize_error.or_else(|| (!valid).then(|| parsed.violations.to_string()));
     json!({
         "id": doc.id,
