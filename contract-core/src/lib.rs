@@ -40,6 +40,7 @@ mod field;
 pub mod grammar;
 pub mod ground;
 pub mod ir;
+pub mod judge;
 pub mod parse;
 pub mod prompt;
 pub mod schema;
