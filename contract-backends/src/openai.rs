@@ -71,7 +71,9 @@ use async_openai::types::chat::{
     ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
     CreateChatCompletionRequest, ResponseFormat, ResponseFormatJsonSchema,
 };
-use contract_core::extract::{Backend, BackendError, Decoding, FinishReason, Request, Response};
+use contract_core::extract::{
+    Backend, BackendError, Decoding, FinishReason, Request, Response, ScoreRequest, ScoreResponse,
+};
 use contract_core::prompt::Role;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::StatusCode;
@@ -312,6 +314,7 @@ pub struct OpenAiBuilder {
     connect_timeout: Duration,
     retry: RetryPolicy,
     max_tokens_field: MaxTokensField,
+    score_concurrency: usize,
 }
 
 impl OpenAiBuilder {
@@ -373,6 +376,13 @@ impl OpenAiBuilder {
         self
     }
 
+    /// Most requests [`Backend::score`] has in flight at once, one per prompt (default 8; 0
+    /// counts as 1).
+    pub fn score_concurrency(mut self, n: usize) -> Self {
+        self.score_concurrency = n.max(1);
+        self
+    }
+
     /// The backend; fails only when the HTTP client cannot be built (TLS setup).
     pub fn build(self) -> Result<OpenAiBackend, BackendError> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
@@ -424,6 +434,7 @@ impl OpenAiBuilder {
             timeout: self.timeout,
             retry: self.retry,
             max_tokens_field: self.max_tokens_field,
+            score_concurrency: self.score_concurrency,
         })
     }
 }
@@ -457,6 +468,7 @@ pub struct OpenAiBackend {
     timeout: Duration,
     retry: RetryPolicy,
     max_tokens_field: MaxTokensField,
+    score_concurrency: usize,
 }
 
 impl OpenAiBackend {
@@ -472,6 +484,7 @@ impl OpenAiBackend {
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             max_tokens_field: MaxTokensField::default(),
+            score_concurrency: 8,
         }
     }
 
@@ -639,6 +652,16 @@ impl OpenAiBackend {
         messages: &contract_core::prompt::Messages,
         top: u8,
     ) -> Result<Vec<(String, f64)>, BackendError> {
+        self.top_logprobs(messages, top, parse_top_logprobs).await
+    }
+
+    /// [`OpenAiBackend::first_token_logprobs`], the reply read with `parse`.
+    async fn top_logprobs(
+        &self,
+        messages: &contract_core::prompt::Messages,
+        top: u8,
+        parse: fn(&[u8]) -> Result<TopList, Failure>,
+    ) -> Result<Vec<(String, f64)>, BackendError> {
         #[allow(deprecated)] // `max_tokens` is still what compatible servers read
         let typed = CreateChatCompletionRequest {
             model: self.model.clone(),
@@ -654,7 +677,7 @@ impl OpenAiBackend {
         let body = serde_json::to_vec(&typed).map_err(|e| BackendError::InvalidRequest {
             message: format!("cannot serialise the request: {e}"),
         })?;
-        self.send(&body, parse_top_logprobs).await
+        self.send(&body, parse).await
     }
 
     fn transport_failure(&self, e: &reqwest::Error) -> Failure {
@@ -974,22 +997,43 @@ fn finish_reason(s: &str) -> FinishReason {
     }
 }
 
+/// A first token's most likely alternatives: `(token, logprob)`, most likely first.
+type TopList = Vec<(String, f64)>;
+
 /// The first generated token's `top_logprobs` (`choices[0].logprobs.content[0]`), most likely
-/// first.
+/// first; a reply without them is a `protocol` error.
 fn parse_top_logprobs(body: &[u8]) -> Result<Vec<(String, f64)>, Failure> {
+    read_top_logprobs(body, |reply| BackendError::Protocol {
+        message: format!(
+            "the reply has no `choices[0].logprobs.content[0].top_logprobs` (does the server \
+             support `logprobs`?): `{reply}`"
+        ),
+    })
+}
+
+/// [`parse_top_logprobs`] for [`Backend::score`]: a reply without them says the server cannot
+/// score (`unsupported`).
+fn parse_top_logprobs_to_score(body: &[u8]) -> Result<Vec<(String, f64)>, Failure> {
+    read_top_logprobs(body, |reply| BackendError::Unsupported {
+        message: format!(
+            "the server returns no log-probabilities (no \
+             `choices[0].logprobs.content[0].top_logprobs` in its reply to `logprobs: true`), so \
+             it cannot score answers: `{reply}`"
+        ),
+    })
+}
+
+/// The top list of a reply; `missing(excerpt of the reply)` is the error (not retried) when
+/// the reply has none.
+fn read_top_logprobs(
+    body: &[u8],
+    missing: impl FnOnce(String) -> BackendError,
+) -> Result<Vec<(String, f64)>, Failure> {
     let value = reply_json(body)?;
     let first = value
         .pointer("/choices/0/logprobs/content/0/top_logprobs")
         .and_then(Value::as_array)
-        .ok_or_else(|| {
-            Failure::fatal(BackendError::Protocol {
-                message: format!(
-                    "the reply has no `choices[0].logprobs.content[0].top_logprobs` (does the \
-                     server support `logprobs`?): `{}`",
-                    excerpt(&value.to_string(), 200)
-                ),
-            })
-        })?;
+        .ok_or_else(|| Failure::fatal(missing(excerpt(&value.to_string(), 200))))?;
     let mut out: Vec<(String, f64)> = first
         .iter()
         .filter_map(|t| {
@@ -1102,7 +1146,48 @@ impl Backend for OpenAiBackend {
         })?;
         self.send(&body, parse_reply).await
     }
+
+    /// Scores the answers after each prompt from the server's log-probabilities: one request
+    /// per prompt as [`OpenAiBackend::first_token_logprobs`] sends it (the 20 most likely first
+    /// tokens), at most [`OpenAiBuilder::score_concurrency`] in flight, each retried per the
+    /// [`RetryPolicy`]. Each answer's log-probability is read from the list with
+    /// [`answers_from_top`](contract_core::judge::answers_from_top): the listed tokens that
+    /// are the answer (whitespace trimmed) summed, an answer not listed counted at the least
+    /// listed log-probability; `exact` is false when that happened for any answer. The first
+    /// error ends the whole request; a server that returns no log-probabilities is
+    /// [`BackendError::Unsupported`].
+    async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        // The futures made first: a stream mapping the prompts with a closure is not `Send`
+        // for every lifetime, which `Backend::score`'s future must be.
+        let requests: Vec<_> = req
+            .prompts
+            .iter()
+            .map(|p| self.top_logprobs(p, SCORE_TOP, parse_top_logprobs_to_score))
+            .collect();
+        let tops: Vec<Vec<(String, f64)>> = stream::iter(requests)
+            .buffered(self.score_concurrency)
+            .try_collect()
+            .await?;
+        let mut exact = true;
+        let logprobs = tops
+            .iter()
+            .map(|top| {
+                let (logprobs, listed) = contract_core::judge::answers_from_top(top, &req.answers);
+                exact &= listed;
+                logprobs
+            })
+            .collect();
+        Ok(ScoreResponse {
+            logprobs,
+            exact,
+            forward_calls: None,
+        })
+    }
 }
+
+/// How many most likely first tokens [`Backend::score`] asks for: OpenAI's most.
+const SCORE_TOP: u8 = 20;
 
 #[cfg(test)]
 mod tests {

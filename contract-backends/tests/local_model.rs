@@ -928,6 +928,44 @@ fn scores_without_snapshots_recompute_the_prompt() {
     assert!(b.score_continuations(&msgs, &[]).unwrap().best().is_none());
 }
 
+/// `score_prompts`: on the engines that batch (native, Candle's operations) the trie and
+/// batched calls give each prompt's `score_continuations` scores in fewer calls (answers of
+/// several tokens, one a prefix of another, included); without snapshots it scores one prompt
+/// at a time, the same as alone.
+#[test]
+fn score_prompts_gives_each_prompts_scores() {
+    let prompts: Vec<Messages> = ["hello there", "hello there, again", "goodbye"]
+        .iter()
+        .map(|u| Messages(vec![Message::user(*u)]))
+        .collect();
+    let answers = ["one two three", "one two", "four", ""];
+    for engine in [
+        Engine::Native,
+        Engine::CandleOps,
+        Engine::Candle(WeightFormat::AsStored),
+    ] {
+        let b = LocalBackend::with_options(tiny_qwen2(), LocalOptions::default().engine(engine))
+            .unwrap();
+        let batched = b.score_prompts(&prompts, &answers).unwrap();
+        let mut calls = 0;
+        for (p, row) in prompts.iter().zip(&batched.logprobs) {
+            let alone = b.score_continuations(&p.0, &answers).unwrap();
+            calls += alone.forward_calls;
+            for (x, y) in row.iter().zip(&alone.logprobs) {
+                assert!((x - y).abs() < 1e-4, "{engine:?}: {row:?} {alone:?}");
+            }
+            assert_eq!(row[3], 0.0);
+            assert!(row[0] < row[1], "{row:?}");
+        }
+        if engine != Engine::Candle(WeightFormat::AsStored) {
+            assert!(batched.forward_calls < calls, "{batched:?} {calls}");
+            assert!(batched.fed_tokens < batched.prompt_tokens, "{batched:?}");
+        } else {
+            assert_eq!(batched.logprobs.len(), 3);
+        }
+    }
+}
+
 /// The weights summary names the stored formats the native engine re-quantised at load.
 #[test]
 fn the_weights_summary_names_what_was_requantised() {
@@ -1016,7 +1054,11 @@ fn overlapping_the_mask_with_the_forward_pass_changes_no_output() {
         top_p: Some(0.9),
         seed: Some(7),
     };
-    for engine in [Engine::Native, Engine::Candle(WeightFormat::AsStored)] {
+    for engine in [
+        Engine::Native,
+        Engine::CandleOps,
+        Engine::Candle(WeightFormat::AsStored),
+    ] {
         let options = LocalOptions::default().engine(engine).prefix_cache(false);
         let serial = tiny(options.clone().overlap_mask(false));
         let overlapped = tiny(options.overlap_mask(true));

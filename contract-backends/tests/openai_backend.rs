@@ -578,3 +578,100 @@ async fn first_token_logprobs_asks_for_one_token_and_reads_the_top_list() {
     assert!(err.to_string().contains("logprobs"), "{err}");
     assert_eq!(server.seen().len(), 3);
 }
+
+/// A reply with `top` as the first token's `top_logprobs`.
+fn logprobs_reply(top: &[(&str, f64)]) -> Reply {
+    let list: Vec<serde_json::Value> = top
+        .iter()
+        .map(|(t, l)| json!({"token": t, "logprob": l}))
+        .collect();
+    Reply::Status {
+        code: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: json!({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "mock-model",
+            "choices": [{"index": 0, "finish_reason": "length",
+                "message": {"role": "assistant", "content": top[0].0},
+                "logprobs": {"content": [{"token": top[0].0, "logprob": top[0].1,
+                    "top_logprobs": list}]}}]
+        })
+        .to_string(),
+    }
+}
+
+/// `Backend::score`: one logprobs request per prompt (a 503 retried), each answer read from its
+/// prompt's top list (spellings trimmed and summed, an unlisted answer at the least listed
+/// log-probability, then `exact` is false); a server without log-probabilities is `unsupported`
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn score_reads_each_answer_from_its_prompts_top_list() {
+    use contract_core::prompt::{Message, Messages};
+    use contract_core::{Backend, ScoreRequest};
+    let server = MockServer::start(Expect::PromptOnly, |seen, i| {
+        match (seen.key.as_str(), i) {
+            ("doc-1", 0) => Reply::status(503, "busy"),
+            ("doc-1", _) => logprobs_reply(&[("Yes", -0.2), ("No", -2.0), (" yes", -4.0)]),
+            ("doc-2", _) => logprobs_reply(&[("No", -0.1), ("Yes", -3.0), ("The", -5.0)]),
+            // `no` in neither spelling.
+            _ => logprobs_reply(&[("yes", -0.3), ("Yes", -1.5), ("Sure", -6.0)]),
+        }
+    })
+    .await;
+    let backend = backend(&server, Mode::StructuredOutputs, 2);
+    let req = ScoreRequest {
+        prompts: ["doc-1 total?", "doc-2 total?", "doc-3 total?"]
+            .iter()
+            .map(|p| Messages(vec![Message::system("You judge lines."), Message::user(*p)]))
+            .collect(),
+        answers: vec!["yes".into(), "No".into()],
+    };
+    let resp = backend.score(&req).await.expect("scored");
+    assert_eq!(server.shape_errors(), Vec::<String>::new());
+    assert_eq!(server.request_count(), 4, "three prompts, one retried");
+    for seen in server.seen() {
+        assert_eq!(seen.body["logprobs"], true);
+        assert_eq!(seen.body["top_logprobs"], 20);
+        assert_eq!(seen.body["max_tokens"], 1);
+        assert!(seen.body.get("response_format").is_none(), "{}", seen.body);
+    }
+    assert_eq!(resp.forward_calls, None);
+    assert!(!resp.exact, "`No` is not listed for doc-3");
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    let lp = &resp.logprobs;
+    assert_eq!(lp.len(), 3);
+    // `yes` is the token ` yes` for doc-1 (trimmed); `Yes` is another answer.
+    assert!(near(lp[0][0], -4.0) && near(lp[0][1], -2.0), "{lp:?}");
+    // doc-2 has no `yes`: the least listed.
+    assert!(near(lp[1][0], -5.0) && near(lp[1][1], -0.1), "{lp:?}");
+    assert!(near(lp[2][0], -0.3) && near(lp[2][1], -6.0), "{lp:?}");
+
+    // Every answer listed: exact.
+    let one = ScoreRequest {
+        prompts: req.prompts[..2].to_vec(),
+        answers: vec!["Yes".into(), "No".into()],
+    };
+    assert!(backend.score(&one).await.expect("scored").exact);
+
+    // A server without log-probabilities cannot score: `unsupported`, not retried.
+    let plain = MockServer::start(Expect::PromptOnly, |_, _| Reply::ok("Yes")).await;
+    let backend = self::backend(&plain, Mode::JsonMode, 3);
+    let single = ScoreRequest {
+        prompts: req.prompts[..1].to_vec(),
+        answers: req.answers.clone(),
+    };
+    let err = backend.score(&single).await.expect_err("no logprobs");
+    assert_eq!(err.kind(), "unsupported", "{err}");
+    assert!(err.to_string().contains("log-probabilities"), "{err}");
+    assert_eq!(plain.request_count(), 1);
+    // No prompts: no request, nothing scored.
+    let none = ScoreRequest {
+        prompts: Vec::new(),
+        answers: req.answers.clone(),
+    };
+    assert!(backend
+        .score(&none)
+        .await
+        .expect("empty")
+        .logprobs
+        .is_empty());
+}

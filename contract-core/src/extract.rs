@@ -283,10 +283,12 @@ pub struct ScoreResponse {
     /// For each prompt, in order, the natural-log probability of each answer, in the order of
     /// [`ScoreRequest::answers`].
     pub logprobs: Vec<Vec<f64>>,
-    /// Whether every log-probability is the model's own over the whole answer (a local model).
-    /// A server returns only its most likely first tokens: an answer missing from them is
-    /// counted at the least likely one listed (an upper bound), and only the answer's first
-    /// token is scored; then this is false.
+    /// Whether every log-probability is the model's own over the whole answer: always for a
+    /// local model. A server returns only its most likely first tokens: an answer is the listed
+    /// token that is its text (whitespace trimmed, spellings summed:
+    /// [`judge::answers_from_top`](crate::judge::answers_from_top)), and an answer missing from
+    /// them is counted at the least likely one listed (an upper bound); this is false when that
+    /// happened to any answer of any prompt.
     pub exact: bool,
     /// Forward passes of a local model for the whole request.
     pub forward_calls: Option<u32>,

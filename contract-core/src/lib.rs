@@ -41,6 +41,7 @@ mod field;
 pub mod grammar;
 pub mod ground;
 pub mod ir;
+pub mod judge;
 pub mod parse;
 pub mod passage;
 pub mod prompt;

@@ -3,8 +3,10 @@
 //! The decode loop masks every step's logits with the [`TokenMask`] (when there is one), and feeds
 //! the tokens the mask forces together with the sampled token in one forward call. A prompt prefix
 //! made of the leading system messages is prefilled once and its KV cache reused while the next
-//! request starts with the same prefix.
+//! request starts with the same prefix. Answers are scored after many prompts at once in a
+//! private `score` module (a token trie of the prompts, several sequences a forward call).
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -12,8 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
-use contract_core::extract::{Backend, BackendError, FinishReason, Request, Response, Sampling};
-use contract_core::prompt::{Message, Role};
+use contract_core::extract::{
+    Backend, BackendError, FinishReason, Request, Response, Sampling, ScoreRequest, ScoreResponse,
+};
+use contract_core::prompt::{Message, Messages, Role};
 
 use super::chat::ChatTemplate;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
@@ -22,6 +26,7 @@ use super::model::{BatchItem, Engine, Model, WeightFormat};
 use super::native::NativeOptions;
 pub use super::sample::apply_mask;
 use super::sample::Sampler;
+use super::score::{log_sum_exp, Plan, Scorer};
 use super::{fetch, Allowed, LocalError, MaskFactory, TokenMask};
 
 /// Settings of a [`LocalBackend`].
@@ -76,6 +81,15 @@ pub struct LocalOptions {
     /// that batch ([`Model::batches`]: [`Engine::Native`], [`Engine::CandleOps`]) do; 1 decodes
     /// one request at a time.
     pub max_batch: usize,
+    /// Most sequences one forward call of [`Backend::score`] (and
+    /// [`LocalBackend::score_prompts`]) feeds (default 64): the prompts' segments after their
+    /// shared prefixes, each with its own KV cache. Only models that batch ([`Model::batches`])
+    /// feed several in one call; others feed them one after the other.
+    pub score_batch: usize,
+    /// Most tokens one forward call of [`Backend::score`] feeds, all its sequences together
+    /// (default 512): a longer segment is fed over several calls. It bounds the call's
+    /// activations (a few MiB per hundred tokens for a 0.5B model).
+    pub score_tokens: usize,
 }
 
 impl Default for LocalOptions {
@@ -92,6 +106,8 @@ impl Default for LocalOptions {
             native: NativeOptions::default(),
             overlap_mask: None,
             max_batch: 8,
+            score_batch: 64,
+            score_tokens: 512,
         }
     }
 }
@@ -153,6 +169,18 @@ impl LocalOptions {
         self.max_batch = n.max(1);
         self
     }
+    /// Sets how many sequences a scoring forward call feeds ([`LocalOptions::score_batch`]; 0
+    /// counts as 1).
+    pub fn score_batch(mut self, n: usize) -> Self {
+        self.score_batch = n.max(1);
+        self
+    }
+    /// Sets how many tokens a scoring forward call feeds ([`LocalOptions::score_tokens`]; 0
+    /// counts as 1).
+    pub fn score_tokens(mut self, n: usize) -> Self {
+        self.score_tokens = n.max(1);
+        self
+    }
 }
 
 /// One generation's result.
@@ -190,7 +218,8 @@ pub struct Output {
 }
 
 /// Totals over the generations of a [`LocalBackend`] and its clones
-/// ([`LocalBackend::decode_stats`]; [`LocalBackend::score_continuations`] is not counted).
+/// ([`LocalBackend::decode_stats`]; [`LocalBackend::score_continuations`] is not counted, the
+/// scorings of batches of prompts are, apart).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct DecodeStats {
@@ -217,6 +246,11 @@ pub struct DecodeStats {
     pub batched_calls: u64,
     /// The requests those calls fed, summed (over `batched_calls`: the mean batch).
     pub batched_requests: u64,
+    /// Batches of prompts scored to the end ([`LocalBackend::score_prompts`],
+    /// [`Backend::score`]).
+    pub scorings: u64,
+    /// Forward calls of those scorings, counted as they run (a cancelled one's included).
+    pub score_forward_calls: u64,
 }
 
 impl DecodeStats {
@@ -262,6 +296,9 @@ struct State {
     /// was [`LocalBackend::score_continuations`] on a model that can rewind (empty otherwise):
     /// the next such call computes only what its prompt does not share with them.
     scored: Vec<u32>,
+    /// An empty copy of `model` (its weights shared), once a batch of prompts was scored: each
+    /// sequence of [`Scorer`] starts from a copy of it.
+    blank: Option<Model>,
 }
 
 /// A local GGUF model (llama or qwen2 architecture) on Candle.
@@ -279,8 +316,10 @@ struct State {
 /// decode at its next step. Requests that arrive while others decode join them, up to
 /// [`LocalOptions::max_batch`]: one forward call a step feeds them all (continuous batching:
 /// each leaves when it ends, the next waiting one takes its place), and each decodes exactly as
-/// it would alone. The synchronous methods ([`LocalBackend::generate`],
-/// [`LocalBackend::score_continuations`]) run on the calling thread, one at a time.
+/// it would alone. [`Backend::score`] runs on the same worker, one forward call of the oldest
+/// scoring after each decode step ([`LocalBackend::score_prompts`]). The synchronous methods
+/// ([`LocalBackend::generate`], [`LocalBackend::score_continuations`],
+/// [`LocalBackend::score_prompts`]) run on the calling thread.
 #[derive(Clone)]
 pub struct LocalBackend {
     inner: Arc<Inner>,
@@ -297,7 +336,15 @@ struct Inner {
     state: Mutex<State>,
     stats: Mutex<DecodeStats>,
     /// The worker thread's queue, once started (or why it could not start).
-    worker: OnceLock<Result<Sender<Job>, String>>,
+    worker: OnceLock<Result<Sender<Work>, String>>,
+}
+
+/// What the worker thread is given.
+enum Work {
+    /// A request to decode.
+    Complete(Job),
+    /// A batch of prompts to score.
+    Score(ScoreJob),
 }
 
 /// A request for the worker thread, and where its answer goes.
@@ -308,8 +355,22 @@ struct Job {
     reply: tokio::sync::oneshot::Sender<Result<Response, BackendError>>,
 }
 
-/// Sets the flag when dropped: the future of [`Backend::complete`] holds one, so that dropping
-/// the future cancels its decode.
+/// A [`ScoreRequest`] for the worker thread, and where its answer goes.
+struct ScoreJob {
+    backend: LocalBackend,
+    req: ScoreRequest,
+    cancel: Arc<AtomicBool>,
+    reply: tokio::sync::oneshot::Sender<Result<ScoreResponse, BackendError>>,
+}
+
+/// A [`ScoreJob`] on the worker, with its scoring once started.
+struct ScoreActive {
+    job: ScoreJob,
+    scoring: Option<Scoring>,
+}
+
+/// Sets the flag when dropped: the futures of [`Backend::complete`] and [`Backend::score`] hold
+/// one, so that dropping the future cancels its work.
 struct CancelOnDrop(Arc<AtomicBool>);
 
 impl Drop for CancelOnDrop {
@@ -319,10 +380,11 @@ impl Drop for CancelOnDrop {
 }
 
 /// Starts the thread that decodes a backend's requests, until every sender is dropped: up to
-/// [`LocalOptions::max_batch`] at once when the model batches, else one at a time. A request
-/// whose decode panics loses its answer (its caller is told), not the thread.
-fn spawn_worker() -> Result<Sender<Job>, String> {
-    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+/// [`LocalOptions::max_batch`] at once when the model batches, else one at a time; and scores
+/// batches of prompts, one forward call of the oldest after each decode step. A request whose
+/// work panics loses its answer (its caller is told), not the thread.
+fn spawn_worker() -> Result<Sender<Work>, String> {
+    let (tx, rx) = std::sync::mpsc::channel::<Work>();
     std::thread::Builder::new()
         .name("contract-local-model".into())
         .spawn(move || run_worker(&rx))
@@ -330,32 +392,91 @@ fn spawn_worker() -> Result<Sender<Job>, String> {
     Ok(tx)
 }
 
-/// The worker's loop: takes the requests that have arrived, steps the batch, repeats.
-fn run_worker(rx: &Receiver<Job>) {
+/// The worker's loop: takes the work that has arrived, steps the decode batch, makes one forward
+/// call of the oldest scoring job, repeats. Decoding and scoring take turns, so that neither
+/// waits for the other to end.
+fn run_worker(rx: &Receiver<Work>) {
     let mut batch: Vec<Active> = Vec::new();
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut scoring: VecDeque<ScoreActive> = VecDeque::new();
+    let take =
+        |work: Work, waiting: &mut VecDeque<Job>, scoring: &mut VecDeque<ScoreActive>| match work {
+            Work::Complete(job) => waiting.push_back(job),
+            Work::Score(job) => scoring.push_back(ScoreActive { job, scoring: None }),
+        };
     loop {
-        if batch.is_empty() {
-            let Ok(job) = rx.recv() else { return };
-            admit(job, &mut batch);
+        if batch.is_empty() && waiting.is_empty() && scoring.is_empty() {
+            let Ok(work) = rx.recv() else { return };
+            take(work, &mut waiting, &mut scoring);
         }
-        while let Some(max) = batch.first().map(|a| a.job.backend.inner.options.max_batch) {
+        while let Ok(work) = rx.try_recv() {
+            take(work, &mut waiting, &mut scoring);
+        }
+        while let Some(job) = waiting.pop_front() {
+            let max = batch
+                .first()
+                .map_or(usize::MAX, |a| a.job.backend.inner.options.max_batch);
             if batch.len() >= max {
+                waiting.push_front(job);
                 break;
             }
-            match rx.try_recv() {
-                Ok(job) => admit(job, &mut batch),
-                Err(_) => break,
+            admit(job, &mut batch);
+        }
+        if !batch.is_empty() {
+            let stepped =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(&mut batch)));
+            if let Err(p) = stepped {
+                for a in batch.drain(..) {
+                    let _ = a.job.reply.send(Err(panicked(&*p)));
+                }
             }
         }
-        if batch.is_empty() {
-            continue;
-        }
-        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(&mut batch)));
-        if let Err(p) = stepped {
-            for a in batch.drain(..) {
-                let _ = a.job.reply.send(Err(panicked(&*p)));
+        if let Some(a) = scoring.front_mut() {
+            if let Some(answer) = score_step(a) {
+                if let Some(a) = scoring.pop_front() {
+                    let _ = a.job.reply.send(answer);
+                }
             }
         }
+    }
+}
+
+/// One forward call of a scoring job (its prompts tokenised and planned first, on its first
+/// step); its answer once it has ended, failed or been cancelled.
+fn score_step(a: &mut ScoreActive) -> Option<Result<ScoreResponse, BackendError>> {
+    if a.job.cancel.load(Ordering::Relaxed) {
+        return Some(Err(backend_error(LocalError::Cancelled { tokens: 0 })));
+    }
+    let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || -> Result<Option<ScoreResponse>, LocalError> {
+            let ScoreActive { job, scoring } = a;
+            let answers: Vec<&str> = job.req.answers.iter().map(String::as_str).collect();
+            let s = match scoring {
+                Some(s) => s,
+                None => scoring.insert(job.backend.start_scoring(&job.req.prompts, &answers)?),
+            };
+            if !s.is_done() {
+                s.step(&job.backend, &job.req.prompts, &answers)?;
+            }
+            if !s.is_done() {
+                return Ok(None);
+            }
+            let Some(s) = scoring.take() else {
+                return Ok(None);
+            };
+            let scores = s.finish(&job.backend)?;
+            Ok(Some(ScoreResponse {
+                logprobs: scores.logprobs,
+                exact: true,
+                forward_calls: Some(scores.forward_calls),
+            }))
+        },
+    ));
+    match stepped {
+        Ok(Ok(None)) => None,
+        Ok(Ok(Some(response))) => Some(Ok(response)),
+        Ok(Err(e)) => Some(Err(backend_error(e))),
+        Err(p) => Some(Err(panicked(&*p))),
     }
 }
 
@@ -691,6 +812,7 @@ impl LocalBackend {
                     model,
                     prefix: None,
                     scored: Vec::new(),
+                    blank: None,
                 }),
                 stats: Mutex::new(DecodeStats::default()),
                 worker: OnceLock::new(),
@@ -958,6 +1080,95 @@ impl LocalBackend {
             tokens: encoded.iter().map(Vec::len).collect(),
             prompt_tokens,
             forward_calls: calls,
+        })
+    }
+
+    /// The log-probability the model gives each of `answers` after each of `prompts`, as
+    /// [`LocalBackend::score_continuations`] gives it for one prompt (to float rounding), in few
+    /// forward calls: every prompt's tokens (chat template and generation prompt applied) and the
+    /// answers' tokens after them go into one token trie, each prefix that prompts share (the
+    /// template's head, a passage asked several questions, an answer's first token) is computed
+    /// once and its KV cache copied into each sequence that continues it, and the sequences are
+    /// fed up to [`LocalOptions::score_batch`] (and [`LocalOptions::score_tokens`] tokens) a
+    /// forward call. A model that cannot copy its cache (candle-transformers' qwen2) scores the
+    /// prompts one after the other with [`LocalBackend::score_continuations`].
+    ///
+    /// Runs on the calling thread; [`Backend::score`] runs the same on the worker thread.
+    ///
+    /// # Errors
+    ///
+    /// [`LocalError::ContextLength`] when a prompt and the longest answer do not fit the model's
+    /// context (before anything is computed), [`LocalError::EmptyPrompt`] for a prompt with no
+    /// tokens, the template's, the tokenizer's or the model's errors.
+    pub fn score_prompts(
+        &self,
+        prompts: &[Messages],
+        answers: &[&str],
+    ) -> Result<BatchScores, LocalError> {
+        let mut scoring = self.start_scoring(prompts, answers)?;
+        while !scoring.is_done() {
+            scoring.step(self, prompts, answers)?;
+        }
+        scoring.finish(self)
+    }
+
+    /// An empty model of this load, for a sequence of its own (`None` when the model cannot copy
+    /// its cache).
+    fn blank_model(&self) -> Option<Model> {
+        let mut state = self.state();
+        if state.blank.is_none() {
+            state.blank = state.model.snapshot().map(|mut m| {
+                m.reset();
+                m
+            });
+        }
+        state.blank.as_ref().and_then(Model::snapshot)
+    }
+
+    /// `prompts` tokenised, checked against the context, and planned (nothing computed yet).
+    fn start_scoring(&self, prompts: &[Messages], answers: &[&str]) -> Result<Scoring, LocalError> {
+        let Some(blank) = self.blank_model() else {
+            return Ok(Scoring::OneByOne {
+                prompts: prompts.len(),
+                scores: BatchScores {
+                    logprobs: Vec::with_capacity(prompts.len()),
+                    prompt_tokens: 0,
+                    fed_tokens: 0,
+                    forward_calls: 0,
+                },
+            });
+        };
+        let encoded = answers
+            .iter()
+            .map(|a| self.inner.tokenizer.encode(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let longest = encoded.iter().map(Vec::len).max().unwrap_or(0);
+        let context = blank.context_length();
+        let mut tokens = Vec::with_capacity(prompts.len());
+        for p in prompts {
+            let t = self.prompt_tokens(&p.0)?;
+            if t.is_empty() {
+                return Err(LocalError::EmptyPrompt);
+            }
+            if t.len() + longest > context {
+                return Err(LocalError::ContextLength {
+                    tokens: t.len() + longest,
+                    context,
+                });
+            }
+            tokens.push(t);
+        }
+        let plan = Plan::new(&tokens, &encoded);
+        let options = &self.inner.options;
+        Ok(Scoring::Batched {
+            prompt_tokens: tokens.iter().map(Vec::len).sum(),
+            fed_tokens: plan.tokens(),
+            scorer: Box::new(Scorer::new(
+                plan,
+                blank,
+                options.score_batch,
+                options.score_tokens,
+            )),
         })
     }
 
@@ -1267,14 +1478,105 @@ impl Scores {
     }
 }
 
-/// `log(sum(exp(x)))`, computed stably; -inf when every logit is -inf.
-fn log_sum_exp(logits: &[f32]) -> f32 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if !max.is_finite() {
-        return max;
+/// What [`LocalBackend::score_prompts`] measured.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct BatchScores {
+    /// Per prompt, in order, each answer's log-probability (nats), in the order given.
+    pub logprobs: Vec<Vec<f64>>,
+    /// The prompts' tokens, summed.
+    pub prompt_tokens: usize,
+    /// Tokens fed to the model: each shared prefix once, and the answers' tokens but their last.
+    pub fed_tokens: usize,
+    /// Forward calls made.
+    pub forward_calls: u32,
+}
+
+/// A batch of prompts being scored, one forward call a step: on copies of the model
+/// ([`Scorer`]), or, for a model that cannot copy its cache, one prompt a step with
+/// [`LocalBackend::score_continuations`] (what it has scored so far).
+enum Scoring {
+    Batched {
+        scorer: Box<Scorer>,
+        prompt_tokens: usize,
+        fed_tokens: usize,
+    },
+    OneByOne {
+        /// How many prompts there are.
+        prompts: usize,
+        scores: BatchScores,
+    },
+}
+
+impl Scoring {
+    fn is_done(&self) -> bool {
+        match self {
+            Scoring::Batched { scorer, .. } => scorer.is_done(),
+            Scoring::OneByOne { prompts, scores } => scores.logprobs.len() >= *prompts,
+        }
     }
-    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
-    max + sum.ln() as f32
+
+    fn step(
+        &mut self,
+        backend: &LocalBackend,
+        prompts: &[Messages],
+        answers: &[&str],
+    ) -> Result<(), LocalError> {
+        let calls = match self {
+            Scoring::Batched { scorer, .. } => {
+                let before = scorer.forward_calls();
+                scorer.step()?;
+                scorer.forward_calls() - before
+            }
+            Scoring::OneByOne { scores: s, .. } => {
+                let Some(p) = prompts.get(s.logprobs.len()) else {
+                    return Ok(());
+                };
+                let one = backend.score_continuations(&p.0, answers)?;
+                s.prompt_tokens += one.prompt_tokens;
+                s.fed_tokens += one.prompt_tokens - one.reused_tokens
+                    + one
+                        .tokens
+                        .iter()
+                        .map(|t| t.saturating_sub(1))
+                        .sum::<usize>();
+                s.forward_calls += one.forward_calls;
+                s.logprobs.push(one.logprobs);
+                one.forward_calls
+            }
+        };
+        let mut stats = backend
+            .inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        stats.score_forward_calls += u64::from(calls);
+        Ok(())
+    }
+
+    /// The scores, once [`Scoring::is_done`]; counted in the backend's
+    /// [`DecodeStats::scorings`].
+    fn finish(self, backend: &LocalBackend) -> Result<BatchScores, LocalError> {
+        backend
+            .inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .scorings += 1;
+        match self {
+            Scoring::Batched {
+                scorer,
+                prompt_tokens,
+                fed_tokens,
+            } => Ok(BatchScores {
+                forward_calls: scorer.forward_calls(),
+                logprobs: scorer.finish()?,
+                prompt_tokens,
+                fed_tokens,
+            }),
+            Scoring::OneByOne { scores, .. } => Ok(scores),
+        }
+    }
 }
 
 /// The tokens `mask` allows at the next step, copied into `bits` (`None`: no mask, a finished
@@ -1453,7 +1755,7 @@ fn backend_error(e: LocalError) -> BackendError {
 
 impl LocalBackend {
     /// Starts the worker thread on first use and queues `job` on it.
-    fn submit(&self, job: Job) -> Result<(), BackendError> {
+    fn submit(&self, job: Work) -> Result<(), BackendError> {
         let unavailable = |message: String| BackendError::Unavailable { message };
         let tx = self
             .inner
@@ -1568,15 +1870,37 @@ impl Backend for LocalBackend {
         let cancel = Arc::new(AtomicBool::new(false));
         let _cancel_on_drop = CancelOnDrop(cancel.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(Job {
+        self.submit(Work::Complete(Job {
             backend: self.clone(),
             req: req.clone(),
             cancel,
             reply: tx,
-        })?;
+        }))?;
         rx.await.unwrap_or_else(|_| {
             Err(BackendError::Other {
                 message: "the local decode ended without an answer (it panicked)".into(),
+            })
+        })
+    }
+
+    /// Scores the answers after every prompt of `req` on the backend's worker thread
+    /// ([`LocalBackend::score_prompts`]: shared prefixes computed once, many sequences a forward
+    /// call), taking turns with the requests it decodes, and waits without blocking the caller.
+    /// Dropping the returned future stops the scoring before its next forward call. The
+    /// log-probabilities are the model's own over each whole answer (`exact`).
+    async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _cancel_on_drop = CancelOnDrop(cancel.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(Work::Score(ScoreJob {
+            backend: self.clone(),
+            req: req.clone(),
+            cancel,
+            reply: tx,
+        }))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(BackendError::Other {
+                message: "the local scoring ended without an answer (it panicked)".into(),
             })
         })
     }

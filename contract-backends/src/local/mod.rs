@@ -35,10 +35,13 @@ pub mod mask;
 pub mod model;
 pub mod native;
 pub mod sample;
+mod score;
 
 use std::path::PathBuf;
 
-pub use backend::{candle_thread_env, DecodeStats, LocalBackend, LocalOptions, Output, Scores};
+pub use backend::{
+    candle_thread_env, BatchScores, DecodeStats, LocalBackend, LocalOptions, Output, Scores,
+};
 /// Candle's device type, for [`LocalOptions::device`] (re-exported so that a program need not
 /// depend on `candle-core` itself).
 pub use candle_core::Device;
