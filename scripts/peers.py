@@ -14,7 +14,8 @@ Four comparisons, each against the peers a user would otherwise reach for:
    again with each refused document's errors read (kind, location, message), as the output
    ladder reads them;
 2. output recovery: the ladder (`contract_core::parse::recover`) vs the `json-repair` package on
-   the json-repair test suites in shared/data/json-repair: recovered, and recovered correctly;
+   the json-repair test suites in testdata/json-repair (or the folder `--data` names): recovered,
+   and recovered correctly;
 3. tokens: `signature()` vs the compact JSON Schema, with the default model's tokenizer;
 4. end to end: the local backend (`filings --mode constrained,rules`) vs llama.cpp
    (llama-cpp-python, `response_format` json_object + schema, and free) on the same GGUF, the
@@ -41,7 +42,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("CONTRACT_DATA", ROOT.parent / "shared" / "data"))
+# The external data sets (`--data`): the repository's copy unless another folder is named.
+DATA = ROOT / "testdata"
 REQUIREMENTS = ROOT / "scripts" / "peers_requirements.txt"
 START, END = "<!-- peers:start -->", "<!-- peers:end -->"
 
@@ -380,12 +382,13 @@ def same_json(a, b) -> bool:
 MISSING = object()
 
 
-def suite_cases(name: str) -> list[dict]:
-    """`{input, expected, kwargs}` per case, expected read as tests/tests/ladder_data.rs reads it
-    (MISSING when there is none: an error case, or an unparsable expected text)."""
+def suite_cases(name: str, data: Path) -> list[dict]:
+    """`{input, expected, kwargs}` per case of `data`/json-repair, expected read as
+    tests/tests/ladder_data.rs reads it (MISSING when there is none: an error case, or an
+    unparsable expected text)."""
     cases = []
     if name == "python":
-        for c in json.loads((DATA / "json-repair" / "json_repair_py_cases.json").read_text()):
+        for c in json.loads((data / "json-repair" / "json_repair_py_cases.json").read_text()):
             expected = MISSING
             if c.get("expected_value") is not None:
                 expected = c["expected_value"]
@@ -396,7 +399,7 @@ def suite_cases(name: str) -> list[dict]:
                     pass
             cases.append({"input": c.get("input") or "", "expected": expected, "kwargs": c.get("kwargs") or {}, "error": False})
     else:
-        for c in json.loads((DATA / "json-repair" / "jsonrepair_js_cases.json").read_text()):
+        for c in json.loads((data / "json-repair" / "jsonrepair_js_cases.json").read_text()):
             expected = MISSING
             if isinstance(c.get("expected"), str):
                 try:
@@ -420,11 +423,20 @@ def json_repair_value(text: str, kwargs: dict):
     return value
 
 
-def recovery(peers: Path, work: Path) -> dict:
+def shown_path(path: Path) -> str:
+    """`path` as the report names it: relative to the repository when inside it."""
+    path = path.resolve()
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def recovery(peers: Path, work: Path, data: Path) -> dict:
     have_repair = version("json-repair") is not None
     suites = {}
     for suite in ("python", "javascript"):
-        cases = suite_cases(suite)
+        cases = suite_cases(suite, data)
         inputs = work / f"ladder_{suite}.jsonl"
         inputs.write_text("".join(json.dumps({"input": c["input"]}) + "\n" for c in cases))
         results = [json.loads(l) for l in capture([str(peers), "ladder", str(inputs)]).splitlines() if l.strip()]
@@ -477,6 +489,7 @@ def recovery(peers: Path, work: Path) -> dict:
         suites[suite] = t
     return {
         "suites": suites,
+        "data": shown_path(data / "json-repair"),
         "json_repair": version("json-repair"),
         "missing": None if have_repair else "json-repair is not installed (run with --install)",
     }
@@ -724,7 +737,7 @@ def report(meta: dict, parts: dict) -> str:
         md.append(f"Not measured: {rec}\n")
     elif rec:
         md.append(
-            "The json-repair test suites in `shared/data/json-repair` (inputs with the expected "
+            f"The json-repair test suites in `{rec['data']}` (inputs with the expected "
             "repair or an expected error): the ladder (`contract_core::parse::recover`, which "
             f"returns one JSON object or nothing) vs `json_repair` {rec['json_repair'] or '(not installed)'} "
             "(`repair_json(.., return_objects=True)` with the case's own options). *Recovered*: an "
@@ -903,7 +916,11 @@ def main() -> int:
     ap.add_argument("--validate-docs", type=Path, help="documents to validate (default: the bench's)")
     ap.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--work", type=Path, help="scratch folder (default: <target>/peers)")
+    ap.add_argument("--data", type=Path, default=DATA,
+                    help="the external data sets, laid out as testdata/ (default: the repository's testdata/)")
     ARGS = args = ap.parse_args()
+    if (not args.only or "recovery" in args.only) and not (args.data / "json-repair").is_dir():
+        ap.error(f"--data: no json-repair folder in {args.data}")
 
     if args.install:
         install()
@@ -937,7 +954,7 @@ def main() -> int:
     if wanted("tokens"):
         part("tokens", lambda: tokens(peers))
     if wanted("recovery"):
-        part("recovery", lambda: recovery(peers, work))
+        part("recovery", lambda: recovery(peers, work, args.data))
     if wanted("validation"):
         part(
             "validation",

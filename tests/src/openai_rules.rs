@@ -1,9 +1,9 @@
 //! An independent checker of the OpenAI strict structured-outputs rules.
 //!
-//! Written from `shared/data/openai/structured_outputs_rules.md` (the "Supported schemas" part
-//! of the Structured Outputs guide), not from `contract_core::schema::strict_schema`, so the
-//! two can check each other. It reports every problem it finds, each prefixed with the JSON
-//! pointer of the offending subschema.
+//! Written from the "Supported schemas" part of OpenAI's Structured Outputs guide
+//! (<https://developers.openai.com/api/docs/guides/structured-outputs>), not from
+//! `contract_core::schema::strict_schema`, so the two can check each other. It reports every
+//! problem it finds, each prefixed with the JSON pointer of the offending subschema.
 //!
 //! Rules checked:
 //!

@@ -1,6 +1,7 @@
 //! Draft 2020-12 to the OpenAI strict structured-outputs subset.
 //!
-//! The subset (see `shared/data/openai/structured_outputs_rules.md`): every object closed and
+//! The subset (OpenAI's Structured Outputs guide, "Supported schemas":
+//! <https://developers.openai.com/api/docs/guides/structured-outputs>): every object closed and
 //! every property required, `null` unions for what was optional, the root an object, only the
 //! keywords below, a few limits. What the subset cannot carry is put into the description text
 //! in plain words, and every change is recorded as a [`Moved`].
