@@ -450,21 +450,10 @@ pub fn judge_prompt(passage: &str, question: &str) -> Messages {
     ))])
 }
 
-/// `log(sum exp(x))` of some log-probabilities (`-inf` for none).
-fn log_sum_exp(xs: impl Iterator<Item = f64>) -> f64 {
-    let xs: Vec<f64> = xs.collect();
-    let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        return m;
-    }
-    m + xs.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
-}
-
 /// The judge's margin from one prompt's scored [`ANSWERS`]: `log(P(yes) + P(Yes)) -
-/// log(P(no) + P(No))`.
+/// log(P(no) + P(No))` ([`judge::margin`](crate::judge::margin)).
 pub fn margin(logprobs: &[f64]) -> f64 {
-    let at = |i: usize| logprobs.get(i).copied().unwrap_or(f64::NEG_INFINITY);
-    log_sum_exp([at(0), at(1)].into_iter()) - log_sum_exp([at(2), at(3)].into_iter())
+    crate::judge::margin(logprobs, &ANSWERS, &["yes", "Yes"], &["no", "No"])
 }
 
 /// Lower-cased words of at least three letters, a plural or verb ending taken off: what the
@@ -906,7 +895,7 @@ mod tests {
         let m = margin(&[-0.5, -5.0, -1.0, -6.0]);
         let want = (f64::exp(-0.5) + f64::exp(-5.0)).ln() - (f64::exp(-1.0) + f64::exp(-6.0)).ln();
         assert!((m - want).abs() < 1e-12);
-        assert!(margin(&[]).is_nan(), "no answers scored is no margin");
+        assert_eq!(margin(&[]), 0.0, "no answers scored: no evidence either way");
         let a: Map<String, Value> =
             serde_json::from_value(serde_json::json!({"items": ["Tea", "Milk"], "counts": [1]}))
                 .unwrap();

@@ -18,6 +18,7 @@ use contract_backends::local::{LocalBackend, LocalOptions};
 use contract_core::extract::{Backend, BackendError, Request, Response};
 use contract_core::ground::{check_reply, Grounds};
 use contract_core::read::{Conventions, DateOrder};
+use contract_core::select::{Passages, Selection};
 use contract_core::{Constraint, Contract, Decoding, Extraction, Extractor, Source};
 use examples::realdocs::{
     nda_pairs, nda_truth_pairs, read_rows, score_receipt, Counts, Nda, Receipt, Row, Split,
@@ -70,6 +71,36 @@ struct Args {
     /// Where to write one JSON line per document (the record and its score).
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Evidence selection (`--mode library`): on (the library's default) or off (the whole
+    /// document under the grounded mask).
+    #[arg(long, default_value = "on")]
+    selection: String,
+    /// How documents are cut into passages: `sentences` (the default), `lines`, `windows:N:K`.
+    #[arg(long, default_value = "sentences")]
+    passages: String,
+}
+
+/// The selection the flags ask for.
+fn selection(args: &Args) -> Result<Selection, String> {
+    if args.selection == "off" {
+        return Ok(Selection::off());
+    }
+    let passages = match args.passages.as_str() {
+        "sentences" => Passages::Sentences,
+        "lines" => Passages::Lines,
+        "pages" => Passages::Pages,
+        w => {
+            let parts: Vec<&str> = w.split(':').collect();
+            match parts.as_slice() {
+                ["windows", n, k] => Passages::Windows {
+                    lines: n.parse().map_err(|e| format!("--passages {w}: {e}"))?,
+                    overlap: k.parse().map_err(|e| format!("--passages {w}: {e}"))?,
+                },
+                _ => return Err(format!("--passages {w}: expected sentences, lines, pages or windows:N:K")),
+            }
+        }
+    };
+    Ok(Selection::default().passages(passages))
 }
 
 /// The backend with a plain JSON-schema mask instead of the contract's grammar (`--mode plain`).
@@ -168,7 +199,9 @@ fn run(args: Args) -> Result<(), String> {
             .collect();
         let summary = match args.mode {
             Mode::Library => runtime.block_on(receipts(
-                &Extractor::new(&backend).conventions(day_first),
+                &Extractor::new(&backend)
+                        .conventions(day_first)
+                        .selection(selection(&args)?),
                 &rows,
                 &mut write,
             ))?,
@@ -188,7 +221,9 @@ fn run(args: Args) -> Result<(), String> {
             .collect();
         let summary = match args.mode {
             Mode::Library => runtime.block_on(ndas(
-                &Extractor::new(&backend).conventions(month_first),
+                &Extractor::new(&backend)
+                        .conventions(month_first)
+                        .selection(selection(&args)?),
                 &rows,
                 &mut write,
             ))?,
