@@ -1855,8 +1855,8 @@ mod tests {
     fn long_texts_are_cut_for_a_length_bound_or_bounded_exactly() {
         let short = vec!["Revenue of $4,065 million.".to_owned()];
         // No bound, or a bound longer than every text: no intersection needed.
-        assert_eq!(substring_alternatives(&short, None).1, false);
-        assert_eq!(substring_alternatives(&short, Some(100)).1, false);
+        assert!(!substring_alternatives(&short, None).1);
+        assert!(!substring_alternatives(&short, Some(100)).1);
         // A text longer than the bound, small: kept whole, the bound intersected.
         let (alts, bounded) = substring_alternatives(&short, Some(10));
         assert!(bounded);
