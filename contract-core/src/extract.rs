@@ -21,6 +21,7 @@ use std::sync::OnceLock;
 use serde_json::Map;
 
 use crate::context::{Adjust, DocContext};
+use crate::read::Conventions;
 use crate::contract::ContractSpec;
 use crate::grammar::Grammar;
 use crate::ground::check_reply;
@@ -30,7 +31,6 @@ use crate::prompt::Instructions;
 use crate::prompt::{
     feedback_message, Budget, BudgetError, Message, Messages, PromptParts, Tokenizer,
 };
-use crate::read::Conventions;
 use crate::select::{
     self, field_groups, group_of_path, judge_plan, rank, FieldGroup, GroupRecord, Outcome, Ranked,
     RankedPassage, Selection, SelectionRecord, Skipped,

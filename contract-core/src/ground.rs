@@ -323,7 +323,19 @@ pub fn numbers_at(text: &str, numerals: Numerals) -> Vec<(Range<usize>, Decimal)
     out
 }
 
+/// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
+/// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an
+/// address the OCR wrapped), written with a space (any whitespace) where the document breaks the
+/// line, and cannot run on through the document nor across a blank line (a paragraph's end, or
+/// the lines an [excerpt](crate::Source::excerpt) leaves out). The grounded grammar offers the
+/// document as windows of this many lines ([`Grammar::grounded_lark`](crate::grammar::Grammar::grounded_lark)),
+/// and [`GroundText::find_str`] accepts exactly what they offer.
+pub const MAX_VALUE_LINES: usize = 3;
+
 /// The text a grounded value must lie in, and how to name it in a violation.
+///
+/// A string lies in it when, whitespace collapsed, it is a substring that starts and ends at
+/// word boundaries ([`is_word_boundary`]): `2018` holds `2018` and `18` does not hold `20`.
 #[derive(Debug, Clone)]
 pub struct GroundText {
     /// The text as written.
@@ -336,6 +348,46 @@ pub struct GroundText {
     pub place: String,
     /// When set, a string must be one of these whole lines (collapsed), not any substring.
     whole_lines: Option<Vec<String>>,
+    /// When set, a string must lie within this many consecutive lines, none blank; with the
+    /// offset in `text` where each non-empty line starts and its 0-based line number.
+    window: Option<(usize, Vec<(usize, usize)>)>,
+}
+
+/// Whether a string lies in a [`GroundText`], and if not, why ([`GroundText::find_str`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StrMatch {
+    /// It lies there.
+    Found,
+    /// It is written there only inside a longer word: it starts or ends inside `word` (a run of
+    /// letters and digits: `20` cut out of `2018`).
+    CutsWord {
+        /// The word it cuts, as the text writes it.
+        word: String,
+    },
+    /// It is written there only across more consecutive lines than a value may span.
+    TooManyLines {
+        /// The most lines a value may span.
+        max: usize,
+    },
+    /// It is written there only across a blank line.
+    AcrossBlankLine,
+    /// It is not written there (or it is empty).
+    Missing,
+}
+
+/// Whether byte offset `at` of `text` is a word boundary: the start or the end of the text, or
+/// a position that does not lie between two alphanumeric characters ([`char::is_alphanumeric`]:
+/// letters and digits of any script). Words are runs of alphanumeric characters; a grounded
+/// string starts and ends at boundaries, so it may start or end at any other character (a space,
+/// `$`, `%`, `(`, `,`, `_`) but never inside a word. The grounded grammar cuts the text into the
+/// same words (its chunks), so both agree.
+pub fn is_word_boundary(text: &str, at: usize) -> bool {
+    let (Some(before), Some(after)) = (text.get(..at), text.get(at..)) else {
+        return false;
+    };
+    let prev = before.chars().next_back();
+    let next = after.chars().next();
+    !(prev.is_some_and(char::is_alphanumeric) && next.is_some_and(char::is_alphanumeric))
 }
 
 impl GroundText {
@@ -347,6 +399,7 @@ impl GroundText {
             numbers: numbers_in(text, numerals),
             place: place.into(),
             whole_lines: None,
+            window: None,
         }
     }
 
@@ -363,9 +416,31 @@ impl GroundText {
         self
     }
 
+    /// The same text, where a string must lie within `max` consecutive lines (at least 1), none
+    /// of them blank: what the grounded grammar offers for a value grounded in the document
+    /// ([`MAX_VALUE_LINES`]).
+    pub fn within_lines(mut self, max: usize) -> GroundText {
+        let mut starts = Vec::new();
+        let mut at = 0;
+        for (n, line) in self.raw.lines().enumerate() {
+            let len = line.split_whitespace().map(|w| w.len() + 1).sum::<usize>();
+            if len > 0 {
+                starts.push((at, n));
+                at += len;
+            }
+        }
+        self.window = Some((max.max(1), starts));
+        self
+    }
+
     /// The whole lines a string must be one of, when it must.
     pub fn whole_lines(&self) -> Option<&[String]> {
         self.whole_lines.as_deref()
+    }
+
+    /// The most consecutive lines a string may span, when that is bounded.
+    pub fn max_lines(&self) -> Option<usize> {
+        self.window.as_ref().map(|(k, _)| *k)
     }
 
     /// The text as written.
@@ -383,13 +458,66 @@ impl GroundText {
         &self.numbers
     }
 
-    /// Whether `s` (whitespace collapsed) is a substring of the text.
+    /// Whether `s` lies in the text ([`GroundText::find_str`] finds it).
     pub fn contains_str(&self, s: &str) -> bool {
+        self.find_str(s) == StrMatch::Found
+    }
+
+    /// Whether `s`, whitespace collapsed, is written in the text: a substring that starts and
+    /// ends at word boundaries ([`is_word_boundary`]) and, where the text bounds it
+    /// ([`GroundText::within_lines`]), lies within that many consecutive non-empty lines; or,
+    /// with [`GroundText::lines_only`], one whole line. When it is not, why: the word it cuts,
+    /// or the lines it runs over, for an occurrence that fails only that.
+    pub fn find_str(&self, s: &str) -> StrMatch {
         let s = collapse(s);
-        match &self.whole_lines {
-            Some(lines) => lines.contains(&s),
-            None => !s.is_empty() && self.text.contains(&s),
+        if let Some(lines) = &self.whole_lines {
+            return if lines.contains(&s) {
+                StrMatch::Found
+            } else {
+                StrMatch::Missing
+            };
         }
+        if s.is_empty() {
+            return StrMatch::Missing;
+        }
+        let text = self.text.as_str();
+        let mut failed = StrMatch::Missing;
+        let mut from = 0;
+        while let Some(i) = text.get(from..).and_then(|t| t.find(&s)) {
+            let (a, b) = (from + i, from + i + s.len());
+            if !is_word_boundary(text, a) || !is_word_boundary(text, b) {
+                if failed == StrMatch::Missing {
+                    failed = StrMatch::CutsWord {
+                        word: word_around(text, a, b),
+                    };
+                }
+            } else {
+                match &self.window {
+                    Some((k, starts)) => {
+                        // The first and the last non-empty line it touches (indices into
+                        // `starts`), and their line numbers: equal counts mean no blank between.
+                        let nth = |at: usize| starts.partition_point(|&(x, _)| x <= at).max(1) - 1;
+                        let (i, j) = (nth(a), nth(b - 1));
+                        let (li, lj) = (starts[i].1, starts[j].1);
+                        if lj - li != j - i {
+                            if failed == StrMatch::Missing
+                                || matches!(failed, StrMatch::CutsWord { .. })
+                            {
+                                failed = StrMatch::AcrossBlankLine;
+                            }
+                        } else if j - i < *k {
+                            return StrMatch::Found;
+                        } else {
+                            failed = StrMatch::TooManyLines { max: *k };
+                        }
+                    }
+                    None => return StrMatch::Found,
+                }
+            }
+            // Occurrences may overlap: go on from the next character.
+            from = a + text[a..].chars().next().map_or(1, char::len_utf8);
+        }
+        failed
     }
 
     /// Whether the text writes the number `d`.
@@ -408,6 +536,20 @@ impl GroundText {
         let s = collapse(s);
         !s.is_empty() && self.expressions(form).iter().any(|e| collapse(e) == s)
     }
+}
+
+/// The words of `text` around bytes `a..b` (widened to word boundaries).
+fn word_around(text: &str, a: usize, b: usize) -> String {
+    let start = text[..a]
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let end = text[b..]
+        .char_indices()
+        .find(|(_, c)| !c.is_alphanumeric())
+        .map_or(text.len(), |(i, _)| b + i);
+    text[start..end].to_owned()
 }
 
 /// Whitespace runs collapsed to one space, trimmed (case kept: grounded strings are verbatim).
@@ -498,7 +640,8 @@ impl<'a> Grounds<'a> {
     /// `source`, read with `numerals`.
     pub fn with_numerals(source: &'a Source, numerals: Numerals) -> Grounds<'a> {
         Grounds {
-            whole: GroundText::new(&source.text(), "the document", numerals),
+            whole: GroundText::new(&source.text(), "the document", numerals)
+                .within_lines(MAX_VALUE_LINES),
             source,
             numerals,
         }
@@ -725,14 +868,24 @@ impl Walker<'_, '_, '_> {
                     ),
                 ));
             }
-            Value::String(s) if !text.contains_str(s) => {
+            Value::String(s) => {
+                let why = match text.find_str(s) {
+                    StrMatch::Found => return,
+                    StrMatch::Missing => "copy it exactly as written".to_owned(),
+                    StrMatch::CutsWord { word } => {
+                        format!("it cuts the word {word:?} there: copy whole words")
+                    }
+                    StrMatch::TooManyLines { max } => {
+                        format!("it runs over more than {max} lines there: copy a shorter part")
+                    }
+                    StrMatch::AcrossBlankLine => {
+                        "it runs across a blank line there: copy from one paragraph".to_owned()
+                    }
+                };
                 self.out.push(Violation::new(
                     path,
                     ViolationKind::NotInSource,
-                    format!(
-                        "{:?} is not in {}: copy it exactly as written",
-                        s, text.place
-                    ),
+                    format!("{s:?} is not in {}: {why}", text.place),
                 ));
             }
             Value::Number(n) => {
@@ -930,6 +1083,91 @@ mod tests {
             Numerals::detect("3.590 y 3.645 y 3.700, o 7.25 million"),
             Numerals::Point
         );
+    }
+
+    #[test]
+    fn strings_start_and_end_at_word_boundaries() {
+        let t = GroundText::new(
+            "Founded in 2018 by John Smith (the \"Founder\"); revenue $4,065 million.",
+            "the document",
+            Numerals::Point,
+        );
+        for ok in [
+            "2018",
+            "John",
+            "John Smith",
+            "in 2018 by",
+            "$4,065",
+            "4,065",
+            "065 million",
+            "(the \"Founder\")",
+            "Founder",
+            "million.",
+            ".",
+            "Smith (the",
+        ] {
+            assert_eq!(t.find_str(ok), StrMatch::Found, "{ok:?}");
+        }
+        for (cut, word) in [
+            ("20", "2018"),
+            ("018", "2018"),
+            ("ohn", "John"),
+            ("Joh", "John"),
+            ("n 2018", "in 2018"),
+            ("John Smit", "John Smith"),
+            ("illion.", "million."),
+        ] {
+            assert_eq!(
+                t.find_str(cut),
+                StrMatch::CutsWord { word: word.into() },
+                "{cut:?}"
+            );
+            assert!(!t.contains_str(cut));
+        }
+        assert_eq!(t.find_str("2019"), StrMatch::Missing);
+        assert_eq!(t.find_str("  "), StrMatch::Missing);
+        // An occurrence inside a word does not hide a later whole one.
+        let t = GroundText::new("in 2018: 20 staff", "the document", Numerals::Point);
+        assert_eq!(t.find_str("20"), StrMatch::Found);
+        // Letters of any script are word characters; `_` is not.
+        let t = GroundText::new("Peñarol señor file_name", "x", Numerals::Point);
+        assert!(!t.contains_str("eñor"));
+        assert!(t.contains_str("name"));
+        assert!(is_word_boundary("ab", 0) && is_word_boundary("ab", 2));
+        assert!(!is_word_boundary("ab", 1) && is_word_boundary("a b", 1));
+        assert!(!is_word_boundary("é", 1), "not a char boundary");
+    }
+
+    #[test]
+    fn document_strings_span_at_most_three_lines() {
+        let source = Source::from_text(
+            "Insured: Northern Star\n  Shipping Company\nLimited, Port Louis\nPolicy 4471\n\nTerms",
+        );
+        let grounds = Grounds::new(&source);
+        let doc = grounds.document();
+        assert_eq!(doc.max_lines(), Some(MAX_VALUE_LINES));
+        // Across two breaks, any whitespace for a break.
+        assert!(doc.contains_str("Northern Star Shipping Company Limited"));
+        assert!(doc.contains_str("Star\nShipping"));
+        assert!(doc.contains_str("Insured: Northern Star Shipping Company Limited, Port Louis"));
+        assert_eq!(
+            doc.find_str("Star Shipping Company Limited, Port Louis Policy"),
+            StrMatch::TooManyLines { max: 3 }
+        );
+        // Not across a blank line.
+        assert_eq!(doc.find_str("4471 Terms"), StrMatch::AcrossBlankLine);
+        // Not bounded: a value's own text, or the lines a span names.
+        let quote = GroundText::new(&source.text(), "`quote`", Numerals::Point);
+        assert!(quote.contains_str("Star Shipping Company Limited, Port Louis Policy"));
+        assert!(grounds
+            .lines(1, 5)
+            .contains_str("Northern Star Shipping Company Limited, Port Louis Policy"));
+        // The same words once within three lines and once across four: found.
+        let source = Source::from_text("a\nb\nc\nd\na b c d");
+        assert!(Grounds::new(&source).document().contains_str("a b c d"));
+        // An excerpt's left-out lines are blank: a value does not join two kept parts.
+        let excerpt = Source::from_text("Acme Ltd\n\n\n\nwill pay");
+        assert!(!Grounds::new(&excerpt).document().contains_str("Ltd will"));
     }
 
     #[test]

@@ -105,7 +105,8 @@ pub fn containing(passages: &[Passage], line: usize) -> Vec<usize> {
 /// of an earlier one is dropped (the first is kept, order is kept). The same text at two places
 /// stays two passages.
 pub fn dedupe(passages: Vec<Passage>) -> Vec<Passage> {
-    let mut seen: HashSet<(usize, usize, Option<(usize, usize)>)> = HashSet::new();
+    type Place = (usize, usize, Option<(usize, usize)>);
+    let mut seen: HashSet<Place> = HashSet::new();
     passages
         .into_iter()
         .filter(|p| {
@@ -708,11 +709,10 @@ fn cut_words(text: &str, max: usize) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut start = skip_space(text, 0);
     while start < text.len() {
-        let mut count = 0;
         let mut cut = None; // the last whitespace after a word, within the bound
         let mut stop = text.len();
         let mut prev_space = false;
-        for (off, c) in text[start..].char_indices() {
+        for (count, (off, c)) in text[start..].char_indices().enumerate() {
             if count == max {
                 stop = start + off;
                 break;
@@ -722,7 +722,6 @@ fn cut_words(text: &str, max: usize) -> Vec<Range<usize>> {
                 cut = Some(start + off);
             }
             prev_space = space;
-            count += 1;
         }
         let end = if stop == text.len() {
             text.len()

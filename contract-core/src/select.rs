@@ -541,7 +541,11 @@ pub type JudgePlan = (ScoreRequest, Vec<Vec<(usize, usize)>>, Vec<usize>);
 /// group judges (candidates that could hold its values, capped at `max_judged` by the words
 /// they share with the question), and for each prompt, the (group, passage) pairs it answers
 /// (a passage's text asked the same question twice is asked once).
-pub fn judge_plan(groups: &[FieldGroup], passages: &[Passage], max_judged: usize) -> JudgePlan {
+pub fn judge_plan(
+    groups: &[FieldGroup],
+    passages: &[Passage],
+    max_judged: usize,
+) -> JudgePlan {
     let mut prompts = Vec::new();
     let mut owners: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut seen: HashMap<(usize, String), usize> = HashMap::new();
@@ -735,7 +739,9 @@ pub fn merge(
 pub fn group_of_path(groups: &[FieldGroup], path: &str) -> Option<usize> {
     let first = path.trim_start_matches('/').split('/').next()?;
     let first = first.replace("~1", "/").replace("~0", "~");
-    groups.iter().position(|g| g.fields.contains(&first))
+    groups
+        .iter()
+        .position(|g| g.fields.contains(&first))
 }
 
 /// Items of list values merged from several replies in order, repeats (the same JSON value,

@@ -572,3 +572,4 @@ mod tests {
         assert!(!completeness_after("End of list.", "The insurer pays.").is_truncated());
     }
 }
+

@@ -284,6 +284,80 @@ async fn an_invented_value_is_rejected_and_fed_back() {
     assert!(kinds.contains(&"not_in_source"), "{kinds:?}");
 }
 
+/// A name and a year, copied as strings.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Insured {
+    #[contract(grounded)]
+    name: Option<String>,
+    #[contract(grounded)]
+    year: Option<String>,
+}
+
+const SCHEDULE: &str = "Policy schedule, founded 2018\n\
+Insured: Northern Star Shipping\n\
+Company Limited\n\
+Port Louis\n\
+\n\
+Premium: USD 12,500";
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_value_that_cuts_a_word_is_refused_and_the_retry_says_so() {
+    // A server's reply of `20` for a document that writes only `2018`.
+    let cut = r#"{"name": "Northern Star Shipping Company Limited", "year": "20"}"#;
+    let right = r#"{"name": "Northern Star Shipping Company Limited", "year": "2018"}"#;
+    let backend = ScriptedBackend::new([cut, right]);
+    let x = Extractor::<Insured, _>::new(&backend)
+        .max_attempts(2)
+        .extract(SCHEDULE)
+        .await;
+    let first = &x.attempts[0].violations;
+    assert_eq!(not_in_source(first), ["/year"], "{first}");
+    assert!(
+        first
+            .iter()
+            .any(|v| v.message.contains("cuts the word \"2018\"")),
+        "{first}"
+    );
+    let last = backend.requests()[1]
+        .messages
+        .0
+        .last()
+        .cloned()
+        .expect("feedback");
+    assert!(last.content.contains("cuts the word"), "{}", last.content);
+    // The name the OCR wrapped over two lines is copied whole, a space for the break.
+    assert_eq!(
+        x.value.and_then(|v| v.name).as_deref(),
+        Some("Northern Star Shipping Company Limited")
+    );
+}
+
+#[test]
+fn a_document_string_spans_at_most_three_lines_and_no_blank_line() {
+    let source = Source::from_text(SCHEDULE);
+    let ok =
+        json!({"name": "Insured: Northern Star Shipping Company Limited Port Louis", "year": null});
+    Insured::from_json_in(&ok.to_string(), &source).expect("three lines");
+    let four =
+        json!({"name": "2018 Insured: Northern Star Shipping Company Limited Port", "year": null});
+    let err = Insured::from_json_in(&four.to_string(), &source).expect_err("four lines");
+    assert!(err.to_string().contains("more than 3 lines"), "{err}");
+    let blank = json!({"name": "Port Louis Premium", "year": null});
+    let err = Insured::from_json_in(&blank.to_string(), &source).expect_err("a blank line");
+    assert!(err.to_string().contains("blank line"), "{err}");
+    // Inside a word, at either end.
+    for cut in ["orthern Star", "Northern Sta", "2,50"] {
+        let v = json!({"name": cut, "year": null});
+        let err = Insured::from_json_in(&v.to_string(), &source).expect_err(cut);
+        assert_eq!(not_in_source(&err), ["/name"], "{cut}");
+    }
+    // At any other character: `$`, `,`, `:`.
+    for whole in ["USD 12,500", "12", "500", "Insured:", ": Northern"] {
+        let v = json!({"name": whole, "year": null});
+        Insured::from_json_in(&v.to_string(), &source).expect(whole);
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_number_is_checked_by_the_text_the_model_wrote() {
     // After a reasoning trace, the object's literal text is found in the reply.

@@ -2,8 +2,16 @@
 //! value drawn from the document.
 //!
 //! A grounded string becomes a substring terminal (`%regex {"substring_chunks": [..]}`) over
-//! its text: one alternative per source line for values grounded in the document, so a quote
-//! stays within one line; the value's own text for `grounded(in = ..)`. A grounded number
+//! its text, cut into chunks at word boundaries (words, whitespace runs, other characters alone)
+//! so that a value never starts or ends inside a word. For values grounded in the document, one
+//! alternative per window of [`MAX_VALUE_LINES`] consecutive lines (none blank) joined by a space
+//! ([`document_windows`]): a name or an address wrapped over two lines can be copied whole (with
+//! a space for the break) and a quote still cannot run on through the document; for
+//! `grounded(in = ..)`, the value's own text. A string's length bound is intersected with its
+//! substrings only while that stays cheap for llguidance ([`EXACT_LENGTH_BUDGET`]); a longer
+//! text is offered as overlapping pieces of at most the bound ([`substring_alternatives`]), so
+//! compiling stays linear in the document (one line of 200,000 characters included). The
+//! validator ([`GroundText::find_str`]) accepts exactly the values a window offers. A grounded number
 //! becomes the alternation of the numbers its text writes ([`numbers_in`](crate::ground::numbers_in)),
 //! kept to those the field's bounds allow. Everything else is llguidance's JSON compiler
 //! (`%json {..}`), with the grammar's whitespace layout.
@@ -39,7 +47,7 @@ use serde_json::{json, Map, Value};
 
 use super::{shape_schema, Grammar, ObjectShape, Shape};
 use crate::contract::{CmpOp, Form, Grounding, Rule};
-use crate::ground::{Decimal, GroundText, Grounds};
+use crate::ground::{Decimal, GroundText, Grounds, MAX_VALUE_LINES};
 
 /// Why a grounded grammar cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,13 +67,43 @@ pub enum GroundedGrammarError {
     /// The segment does not exist.
     #[error("segment {0} does not exist")]
     NoSegment(usize),
+    /// The document offers more text to copy from than a grounded grammar holds.
+    #[error(
+        "the document offers {chars} characters to copy `{field}` from, more than a grounded \
+         grammar holds ({max}): cut it into passages (`contract_core::passage`) and extract from \
+         the passages"
+    )]
+    TooLong {
+        /// The field.
+        field: String,
+        /// The characters its substring alternatives would hold.
+        chars: usize,
+        /// The most they may hold ([`MAX_OFFERED_CHARS`]).
+        max: usize,
+    },
 }
 
 /// Deepest nesting of grounded objects rendered inline (a recursive contract stops there and
 /// goes on through llguidance's JSON compiler, ungrounded).
 const MAX_DEPTH: usize = 8;
-/// Documents with more lines are offered as one substring terminal instead of one per line.
-const MAX_LINE_ALTERNATIVES: usize = 2000;
+/// Documents with more windows of [`MAX_VALUE_LINES`] lines than this (or whose windows hold
+/// more than [`MAX_OFFERED_CHARS`] characters) are offered as one substring terminal over their
+/// lines, a value kept within one line.
+const MAX_WINDOW_ALTERNATIVES: usize = 2000;
+/// Most characters the substring alternatives of one grounded string may hold. llguidance
+/// refuses a grammar whose lexer starts with more than its initial fuel (1,000,000 units by
+/// default: measured, one line of 200,000 characters cut into pieces for a length bound of 1,000
+/// is refused, "initial lexer configuration (grammar) too big"); past this bound the grammar says
+/// so at once, naming the passages a document can be cut into.
+pub const MAX_OFFERED_CHARS: usize = 250_000;
+/// Largest `characters x max_len` for which a grounded string's length bound is written as a
+/// regex intersected with its substrings (`& /.{1,max}/`). llguidance runs such a lexeme over
+/// the whole token trie when it compiles it, through states that pair a place in the text with
+/// a count of characters: measured with the SmolLM2 tokenizer, 5,000 characters of one line
+/// with `max_len` 1,000 took 5.9 s to compile (100: 0.6 s; none: 36 ms), and one line of 200,000
+/// characters ran for over 20 minutes. Beyond this, texts longer than `max_len` are cut into
+/// overlapping pieces instead ([`substring_alternatives`]).
+const EXACT_LENGTH_BUDGET: usize = 100_000;
 /// Longest span (in lines) a nested span-like object may cite under a grounded mask.
 const MAX_SPAN_LINES: usize = 4;
 /// Most line ranges enumerated for a nested span-like object; beyond, its quote is grounded in
@@ -305,29 +343,36 @@ impl Grammar {
     }
 }
 
+/// A grounded string's escaped text starts with neither a space nor an escaped `\n`, `\t`, `\r`
+/// (a character other than a space or `\`, or `\` and another escape) and ends with neither (a
+/// character other than those, an `n`, `t` or `r` not escaped, or an escaped `\`): two positive
+/// regexes, not empty.
+const NOT_BLANK_AT_ENDS: &str =
+    "/(?s:([^ \\\\]|\\\\[^ntr]).*)/ & /(?s:.*[^ ntr\\\\]|.*[^\\\\][ntr]|[ntr]|.*\\\\\\\\)/";
+
 /// Most words in one option of a substring `enum` ([`word_spans`]).
 const MAX_SPAN_WORDS: usize = 8;
 /// Most options a substring `enum` may have; a longer document's strings keep their plain
 /// schema in [`Grammar::static_grounded_schema`].
 const MAX_SPAN_OPTIONS: usize = 2000;
 
-/// Every run of at most `max_words` whole words of one line of `text` (as written, inner
-/// spacing kept), and each run with the punctuation at its ends removed; `None` when there are
-/// more than `max_options` distinct ones. Each is a substring of `text`, so an `enum` of them
-/// admits only grounded values: a stricter promise than "any substring" (a value that starts
-/// or ends inside a word is left out), which is what a JSON Schema can say without one
-/// alternative per character position.
+/// Every run of at most `max_words` whole words of `text` that lies in one line or crosses one
+/// line break into the next line (written with one space for the break, inner
+/// spacing of a line kept), and each run with the punctuation at its ends removed; `None` when
+/// there are more than `max_options` distinct ones. Each lies in `text` as a grounded string
+/// grounded in the document must ([`GroundText::find_str`]), so an `enum` of them admits only
+/// grounded values: a stricter promise than "any substring within a few lines" (a value that
+/// starts or ends inside a word, or crosses two line breaks, is left out), which is what a JSON
+/// Schema can say without one alternative per character position.
 fn word_spans(text: &str, max_words: usize, max_options: usize) -> Option<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for line in text.lines() {
-        // Byte ranges of the line's words (runs of non-whitespace).
-        let mut words: Vec<(usize, usize)> = Vec::new();
+    // Byte ranges of a line's words (runs of non-whitespace).
+    fn words(line: &str) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
         let mut start = None;
         for (i, c) in line.char_indices() {
             match (c.is_whitespace(), start) {
                 (true, Some(s)) => {
-                    words.push((s, i));
+                    out.push((s, i));
                     start = None;
                 }
                 (false, None) => start = Some(i),
@@ -335,20 +380,51 @@ fn word_spans(text: &str, max_words: usize, max_options: usize) -> Option<Vec<St
             }
         }
         if let Some(s) = start {
-            words.push((s, line.len()));
+            out.push((s, line.len()));
         }
-        for i in 0..words.len() {
-            for j in i..words.len().min(i + max_words) {
-                let span = &line[words[i].0..words[j].1];
-                let trimmed =
-                    span.trim_matches(|c: char| c.is_ascii_punctuation() && c != '$' && c != '%');
-                for option in [span, trimmed] {
-                    if !option.is_empty() && seen.insert(option.to_string()) {
-                        if out.len() == max_options {
-                            return None;
-                        }
-                        out.push(option.to_string());
-                    }
+        out
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut push = |span: &str| -> bool {
+        let trimmed = span.trim_matches(|c: char| c.is_ascii_punctuation() && c != '$' && c != '%');
+        for option in [span, trimmed] {
+            if !option.is_empty() && seen.insert(option.to_string()) {
+                if out.len() == max_options {
+                    return false;
+                }
+                out.push(option.to_string());
+            }
+        }
+        true
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    for (n, line) in lines.iter().enumerate() {
+        let here = words(line);
+        for i in 0..here.len() {
+            for j in i..here.len().min(i + max_words) {
+                if !push(&line[here[i].0..here[j].1]) {
+                    return None;
+                }
+            }
+        }
+        // Runs that start in this line and end in the next (a blank one ends the run).
+        let Some(next) = lines.get(n + 1) else {
+            continue;
+        };
+        let (Some(last), there) = (here.last(), words(next)) else {
+            continue;
+        };
+        for i in 0..here.len() {
+            let taken = here.len() - i;
+            for j in 0..there.len().min(max_words.saturating_sub(taken)) {
+                let span = format!(
+                    "{} {}",
+                    &line[here[i].0..last.1],
+                    &next[there[0].0..there[j].1]
+                );
+                if !push(&span) {
+                    return None;
                 }
             }
         }
@@ -434,8 +510,15 @@ struct Renderer<'g, 's> {
     defs: Map<String, Value>,
     /// Terminal and rule definitions, after `start`.
     lines: Vec<String>,
-    /// The document's per-line substring terminal, once defined.
-    document_terminal: Option<String>,
+    /// The document's substring terminals, once defined, by the length bound they were cut
+    /// for: (bound, name, whether the bound must still be intersected, whether a value must
+    /// stay within one line, the definition).
+    document_terminals: Vec<(Option<u64>, String, bool, bool, String)>,
+    /// The first value that could not be offered for a reason the caller must hear (a document
+    /// too long to copy from).
+    error: Option<GroundedGrammarError>,
+    /// The field being rendered, for messages.
+    field: String,
     /// While rendering a field a later non-null field is grounded in: that field's shape, which
     /// the chosen text must be able to ground (line ranges that cannot are not offered).
     require: Option<Shape>,
@@ -459,7 +542,9 @@ impl<'g, 's> Renderer<'g, 's> {
             grounds,
             defs,
             lines: Vec::new(),
-            document_terminal: None,
+            document_terminals: Vec::new(),
+            error: None,
+            field: String::new(),
             require: None,
             rules_left: false,
             next: 0,
@@ -515,8 +600,12 @@ impl<'g, 's> Renderer<'g, 's> {
             let (inner, nullable) = f.shape.strip_nullable();
             let inner = inner.clone();
             self.form = f.form;
+            self.field.clone_from(&f.name);
             let non_null = self.value(&inner, text, 0);
             self.form = None;
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
             self.require = None;
             let is_line_field = root_lines
                 .as_ref()
@@ -807,30 +896,34 @@ impl<'g, 's> Renderer<'g, 's> {
                 if let Text::Lines = text {
                     return self.lines_terminal(*max_len);
                 }
-                let chunks = match text {
-                    Text::Empty => return None,
-                    Text::Lines => return None,
-                    Text::Document => self.document_terminal(),
-                    Text::Of(t) => {
-                        let c = chunks(t.raw());
-                        if c.is_empty() {
-                            return None;
-                        }
-                        let name = self.fresh("SUB");
-                        self.lines.push(format!("{name}: {}", substring(&c)));
-                        Some(name)
-                    }
-                }?;
                 if min_len.unwrap_or(0) > 0 && max_len == &Some(0) {
                     return None;
                 }
+                let (chunks, bounded, one_line) = match text {
+                    Text::Empty | Text::Lines => return None,
+                    Text::Document => self.document_terminal(*max_len)?,
+                    Text::Of(t) => {
+                        let (alts, bounded) =
+                            substring_alternatives(&[t.raw().to_owned()], *max_len);
+                        if alts.is_empty() {
+                            return None;
+                        }
+                        let name = self.fresh("SUB");
+                        self.lines.push(format!("{name}: {}", substrings(&alts)));
+                        (name, bounded, false)
+                    }
+                };
                 let name = self.fresh("STR");
                 // Not empty, no whitespace (a space or an escaped `\n`, `\t`, `\r`) at either
-                // end; at most `max_len` bytes of escaped text (so at most that many characters).
-                let mut def = format!(
-                    "{name}: {chunks} & /(?s:.+)/ & ~/(?s:( |\\\\[ntr]).*|.*( |\\\\[ntr]))/"
-                );
-                if let Some(max) = max_len {
+                // end, said positively (a complement, `~/( |\\[ntr]).*|.*( |\\[ntr])/`, took 5x
+                // as long to compile on 50,000 characters); in the document's one-text fallback,
+                // no line break; where alternatives longer than `max_len` were kept whole, at
+                // most `max_len` bytes of escaped text (so at most that many characters).
+                let mut def = format!("{name}: {chunks} & {NOT_BLANK_AT_ENDS}");
+                if one_line {
+                    def.push_str(" & /(?s:([^\\\\]|\\\\[^n])*)/");
+                }
+                if let (true, Some(max)) = (bounded, max_len) {
                     let _ = write!(def, " & /.{{1,{max}}}/");
                 }
                 self.lines.push(def);
@@ -1071,25 +1164,65 @@ impl<'g, 's> Renderer<'g, 's> {
         }
     }
 
-    /// The terminal offering any substring of one source line, defined once.
-    fn document_terminal(&mut self) -> Option<String> {
-        if let Some(t) = &self.document_terminal {
-            return Some(t.clone());
+    /// The terminal offering the substrings of the document a string of at most `max_len`
+    /// characters grounded in it may be ([`document_windows`], [`substring_alternatives`]),
+    /// defined once per bound; with whether the bound must still be intersected and whether a
+    /// value must stay within one line.
+    fn document_terminal(&mut self, max_len: Option<u64>) -> Option<(String, bool, bool)> {
+        if let Some((_, name, bounded, one_line, _)) =
+            self.document_terminals.iter().find(|t| t.0 == max_len)
+        {
+            return Some((name.clone(), *bounded, *one_line));
         }
-        let raw = self.grounds.document().raw().to_owned();
-        let lines: Vec<&str> = raw.lines().filter(|l| !l.trim().is_empty()).collect();
-        let alts: Vec<String> = if lines.len() > MAX_LINE_ALTERNATIVES {
-            vec![substring(&chunks(&raw))]
-        } else {
-            lines.iter().map(|l| substring(&chunks(l))).collect()
-        };
-        if alts.is_empty() {
+        let (texts, one_line) = document_windows(self.grounds.document().raw());
+        // Cutting for a bound only adds text: a document already too long is refused first.
+        let raw_chars: usize = texts.iter().map(|t| t.chars().count()).sum();
+        if raw_chars > MAX_OFFERED_CHARS {
+            return self.too_long(raw_chars);
+        }
+        let (mut alts, bounded) = substring_alternatives(&texts, max_len);
+        if one_line {
+            // One text: the lines (or their pieces) with a line break between, which the
+            // terminal keeps out of a value.
+            let mut joined = Vec::new();
+            for (i, a) in alts.into_iter().enumerate() {
+                if i > 0 {
+                    joined.push("\\n".to_owned());
+                }
+                joined.extend(a);
+            }
+            alts = vec![joined];
+        }
+        let chars: usize = alts.iter().flatten().map(|c| c.chars().count()).sum();
+        if chars > MAX_OFFERED_CHARS {
+            return self.too_long(chars);
+        }
+        if alts.iter().all(Vec::is_empty) {
             return None;
         }
-        let name = self.fresh("DOC");
-        self.lines.push(format!("{name}: {}", alts.join(" | ")));
-        self.document_terminal = Some(name.clone());
-        Some(name)
+        let body = substrings(&alts);
+        // Bounds that cut nothing share one definition.
+        let name = match self.document_terminals.iter().position(|t| t.4 == body) {
+            Some(i) => self.document_terminals[i].1.clone(),
+            None => {
+                let name = self.fresh("DOC");
+                self.lines.push(format!("{name}: {body}"));
+                name
+            }
+        };
+        self.document_terminals
+            .push((max_len, name.clone(), bounded, one_line, body));
+        Some((name, bounded, one_line))
+    }
+
+    /// Records that the field being rendered would offer `chars` characters, too many.
+    fn too_long<T>(&mut self, chars: usize) -> Option<T> {
+        self.error.get_or_insert(GroundedGrammarError::TooLong {
+            field: self.field.clone(),
+            chars,
+            max: MAX_OFFERED_CHARS,
+        });
+        None
     }
 
     /// Whether a value of `shape` holds a field grounded in a text of its own.
@@ -1404,13 +1537,158 @@ fn escaped(text: &str) -> String {
     s[1..s.len() - 1].to_owned()
 }
 
-/// `text` cut where a copied value may start or end: words, whitespace runs, and every other
-/// character alone; each chunk as JSON string content (escaped).
-fn chunks(text: &str) -> Vec<String> {
+/// The texts a string grounded in the document is a substring of: one per window of up to
+/// [`MAX_VALUE_LINES`] consecutive lines, none blank (each trimmed), the lines joined by one
+/// space (a value may cross a line break, written as a space, and cannot run on through the
+/// document nor across a blank line), without repeats; and whether a value must stay within one
+/// line. A document with more than [`MAX_WINDOW_ALTERNATIVES`] windows, or windows of more than
+/// [`MAX_OFFERED_CHARS`] characters in all, gives its lines instead, to be offered as one text
+/// with a line break between them that a value may not cross (one substring terminal compiles
+/// in time linear in its text; windows repeat each line up to [`MAX_VALUE_LINES`] times).
+fn document_windows(raw: &str) -> (Vec<String>, bool) {
+    // Runs of consecutive non-blank lines, trimmed.
+    let mut blocks: Vec<Vec<&str>> = Vec::new();
+    let mut block: Vec<&str> = Vec::new();
+    for line in raw.lines().map(str::trim) {
+        if line.is_empty() {
+            if !block.is_empty() {
+                blocks.push(std::mem::take(&mut block));
+            }
+        } else {
+            block.push(line);
+        }
+    }
+    if !block.is_empty() {
+        blocks.push(block);
+    }
+    let k = MAX_VALUE_LINES.max(1);
+    let starts = |b: &Vec<&str>| b.len().saturating_sub(k) + 1;
+    let count: usize = blocks.iter().map(starts).sum();
+    let total: usize = blocks
+        .iter()
+        .flatten()
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        .saturating_mul(k);
+    if count > MAX_WINDOW_ALTERNATIVES || total > MAX_OFFERED_CHARS {
+        return (
+            blocks.into_iter().flatten().map(str::to_owned).collect(),
+            true,
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    let windows = blocks
+        .iter()
+        .flat_map(|b| (0..starts(b)).map(move |i| b[i..(i + k).min(b.len())].join(" ")))
+        .filter(|w| seen.insert(w.clone()))
+        .collect();
+    (windows, false)
+}
+
+/// The chunk lists (escaped) of the substring alternatives that offer the substrings of
+/// `texts` a string of at most `max_len` characters may be, and whether the bound must still be
+/// intersected with them (`& /.{1,max}/`). Texts no longer than the bound need no bound. While
+/// the texts longer than it hold at most [`EXACT_LENGTH_BUDGET`] / `max_len` characters, they
+/// are kept whole and the bound is intersected (exact); beyond, each is cut into pieces of at
+/// most `max_len` characters that overlap by at least half of it ([`pieces`]): every substring of
+/// up to `max_len / 2` characters lies in one of them, longer ones where they fit one, none is
+/// longer than the bound, and compiling stays linear in the text.
+fn substring_alternatives(texts: &[String], max_len: Option<u64>) -> (Vec<Vec<String>>, bool) {
+    let raw: Vec<Vec<&str>> = texts
+        .iter()
+        .map(|t| raw_chunks(t))
+        .filter(|c| !c.is_empty())
+        .collect();
+    let escape = |lists: Vec<Vec<&str>>| -> Vec<Vec<String>> {
+        lists
+            .into_iter()
+            .map(|c| c.into_iter().map(escaped).collect())
+            .collect()
+    };
+    let Some(max) = max_len.map(|m| usize::try_from(m).unwrap_or(usize::MAX)) else {
+        return (escape(raw), false);
+    };
+    let chars = |c: &[&str]| c.iter().map(|x| x.chars().count()).sum::<usize>();
+    let long: usize = raw.iter().map(|c| chars(c)).filter(|&n| n > max).sum();
+    if long == 0 {
+        return (escape(raw), false);
+    }
+    if long.saturating_mul(max) <= EXACT_LENGTH_BUDGET {
+        return (escape(raw), true);
+    }
     let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut kind = 0u8; // 1 word, 2 space
-    for c in text.chars() {
+    for c in raw {
+        if chars(&c) <= max {
+            out.push(c);
+        } else {
+            out.extend(pieces(&c, max));
+        }
+    }
+    (escape(out), false)
+}
+
+/// `chunks` cut into runs of at most `max` characters, consecutive runs overlapping by at least
+/// `max / 2` characters (so every run of chunks of up to that many characters lies in one);
+/// a chunk longer than `max` belongs to none (no value of the bound can hold it).
+fn pieces<'c>(chunks: &[&'c str], max: usize) -> Vec<Vec<&'c str>> {
+    let half = (max / 2).max(1);
+    let lens: Vec<usize> = chunks.iter().map(|c| c.chars().count()).collect();
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < chunks.len() {
+        if lens[p] > max {
+            p += 1;
+            continue;
+        }
+        let q = (p..chunks.len())
+            .find(|&i| lens[i] > max)
+            .unwrap_or(chunks.len());
+        // Prefix sums over the segment `p..q`.
+        let mut pre = Vec::with_capacity(q - p + 1);
+        pre.push(0usize);
+        for l in &lens[p..q] {
+            pre.push(pre[pre.len() - 1] + l);
+        }
+        let (mut s, mut e, mut pushed) = (0, 0, 0);
+        loop {
+            while e < q - p && pre[e + 1] - pre[s] <= max {
+                e += 1;
+            }
+            // A run that ends where the one before did lies inside it.
+            if e > pushed {
+                out.push(chunks[p + s..p + e].to_vec());
+                pushed = e;
+            }
+            if e == q - p {
+                break;
+            }
+            // The next run starts where at least `half` characters of this one remain.
+            let target = pre[e].saturating_sub(half);
+            let next = pre.partition_point(|&x| x <= target).saturating_sub(1);
+            s = next.max(s + 1);
+            e = e.max(s);
+        }
+        p = q;
+    }
+    out
+}
+
+fn substrings(alternatives: &[Vec<String>]) -> String {
+    alternatives
+        .iter()
+        .map(|c| substring(c))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// `text` cut where a copied value may start or end: words (runs of alphanumeric characters),
+/// whitespace runs, and every other character alone. A value made of whole chunks starts and
+/// ends at word boundaries as [`is_word_boundary`](crate::ground::is_word_boundary) defines them.
+fn raw_chunks(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut kind = 0u8; // 1 word, 2 space, 3 other
+    for (i, c) in text.char_indices() {
         let k = if c.is_alphanumeric() {
             1
         } else if c.is_whitespace() {
@@ -1418,19 +1696,22 @@ fn chunks(text: &str) -> Vec<String> {
         } else {
             3
         };
-        if k != kind || k == 3 {
-            if !cur.is_empty() {
-                out.push(escaped(&cur));
-                cur.clear();
-            }
-            kind = k;
+        if (k != kind || k == 3) && i > start {
+            out.push(&text[start..i]);
+            start = i;
         }
-        cur.push(c);
+        kind = k;
     }
-    if !cur.is_empty() {
-        out.push(escaped(&cur));
+    if start < text.len() {
+        out.push(&text[start..]);
     }
     out
+}
+
+/// [`raw_chunks`], each chunk as JSON string content (escaped).
+#[cfg(test)]
+fn chunks(text: &str) -> Vec<String> {
+    raw_chunks(text).into_iter().map(escaped).collect()
 }
 
 fn substring(chunks: &[String]) -> String {
@@ -1443,8 +1724,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn word_spans_are_runs_of_whole_words_within_a_line() {
-        let spans = word_spans("Revenue of $4,065  million.\nOutlook", 2, 100).expect("few");
+    fn word_spans_are_runs_of_whole_words_across_at_most_one_break() {
+        let text = "Revenue of $4,065  million.\n\nOutlook raised\nfor 2025";
+        let spans = word_spans(text, 2, 100).expect("few");
         for want in [
             "Revenue",
             "Revenue of",
@@ -1452,21 +1734,218 @@ mod tests {
             "$4,065  million",
             "million",
             "Outlook",
+            // Across one line break, with a space.
+            "million.",
+            "raised for",
         ] {
             assert!(spans.iter().any(|s| s == want), "{want}: {spans:?}");
         }
-        // Not across lines, not more than two words, not inside a word.
-        assert!(!spans
-            .iter()
-            .any(|s| s.contains('\n') || s == "of $4,065  million" || s == "illion"));
-        assert!(spans
-            .iter()
-            .all(|s| "Revenue of $4,065  million.\nOutlook".contains(s.as_str())));
+        // Not across two breaks, not more than two words, not inside a word, no raw break.
+        assert!(!spans.iter().any(|s| s.contains('\n')
+            || s == "of $4,065  million"
+            || s == "illion"
+            || s.contains("million. Outlook")
+            || s.contains("raised for 2025")));
+        // Every option is what the validator accepts for a string grounded in the document.
+        let source = crate::Source::from_text(text);
+        let grounds = Grounds::new(&source);
+        for s in &spans {
+            assert!(grounds.document().contains_str(s), "{s:?}");
+        }
         assert_eq!(
             word_spans("a b c d e f", 8, 5),
             None,
             "more options than allowed"
         );
+    }
+
+    /// What the document's terminal offers by its chunk model, whitespace collapsed: every run
+    /// of whole chunks of a window with no whitespace at its ends.
+    fn offered(doc: &str) -> std::collections::HashSet<String> {
+        // In the one-line fallback the texts are the lines: the same model.
+        let (windows, _) = document_windows(doc);
+        let mut out = std::collections::HashSet::new();
+        for w in &windows {
+            let c = raw_chunks(w);
+            for i in 0..c.len() {
+                if c[i].trim().is_empty() {
+                    continue;
+                }
+                let mut run = String::new();
+                for chunk in &c[i..] {
+                    run.push_str(chunk);
+                    if !chunk.trim().is_empty() {
+                        out.insert(crate::ground::collapse(&run));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A document of a few short lines: words, digits, punctuation, a letter outside ASCII,
+    /// spacing runs, blank lines.
+    fn document() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex(
+            "([ab1é$,.()] {0,2}){0,8}(\n {0,2}([ab1é$,.()] {0,2}){0,8}){0,5}",
+        )
+        .unwrap_or_else(|e| panic!("strategy: {e}"))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+        /// The validator accepts a string grounded in the document exactly when the grounded
+        /// grammar's chunks can write it (up to whitespace): every run of whole chunks of a
+        /// window is accepted, and any other cut of the text (inside a word, over more lines
+        /// than a window) is refused.
+        #[test]
+        fn the_validator_accepts_what_the_windows_offer(
+            doc in document(),
+            cuts in proptest::collection::vec((0usize..200, 0usize..200), 1..12),
+        ) {
+            let source = crate::Source::from_text(&doc);
+            let grounds = Grounds::new(&source);
+            let offered = offered(&doc);
+            for v in &offered {
+                proptest::prop_assert!(grounds.document().contains_str(v), "{v:?} in {doc:?}");
+            }
+            // Arbitrary cuts of the text as written and of its lines joined by spaces.
+            let joined = doc.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ");
+            for text in [doc.as_str(), joined.as_str()] {
+                let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+                for &(a, b) in &cuts {
+                    let (a, b) = (bounds[a % bounds.len()], bounds[b % bounds.len()]);
+                    let v = &text[a.min(b)..a.max(b)];
+                    let want = offered.contains(&crate::ground::collapse(v));
+                    proptest::prop_assert_eq!(
+                        grounds.document().contains_str(v), want, "{:?} in {:?}", v, doc
+                    );
+                }
+            }
+        }
+
+        /// Pieces are never longer than the bound, and every run of chunks of up to half of it
+        /// lies in one of them.
+        #[test]
+        fn pieces_cover_every_short_run(
+            text in proptest::string::string_regex("([a-z]{1,9}[ ,.]){1,60}").unwrap_or_else(|e| panic!("{e}")),
+            max in 4usize..40,
+        ) {
+            let chunks = raw_chunks(&text);
+            let runs = pieces(&chunks, max);
+            let len = |c: &[&str]| c.iter().map(|x| x.chars().count()).sum::<usize>();
+            for r in &runs {
+                proptest::prop_assert!(len(r) <= max && !r.is_empty());
+            }
+            let joined: Vec<String> = runs.iter().map(|r| r.concat()).collect();
+            for i in 0..chunks.len() {
+                for j in i + 1..=chunks.len() {
+                    let run = &chunks[i..j];
+                    if len(run) <= max / 2 && run.iter().all(|c| c.chars().count() <= max) {
+                        let s = run.concat();
+                        proptest::prop_assert!(joined.iter().any(|p| p.contains(&s)), "{s:?} / {max}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_texts_are_cut_for_a_length_bound_or_bounded_exactly() {
+        let short = vec!["Revenue of $4,065 million.".to_owned()];
+        // No bound, or a bound longer than every text: no intersection needed.
+        assert!(!substring_alternatives(&short, None).1);
+        assert!(!substring_alternatives(&short, Some(100)).1);
+        // A text longer than the bound, small: kept whole, the bound intersected.
+        let (alts, bounded) = substring_alternatives(&short, Some(10));
+        assert!(bounded);
+        assert_eq!(alts.len(), 1);
+        // A long one: pieces of at most the bound, no intersection.
+        let long = vec!["word ".repeat(40_000)];
+        let (alts, bounded) = substring_alternatives(&long, Some(1000));
+        assert!(!bounded);
+        assert!(alts.len() > 200 && alts.len() < 500, "{}", alts.len());
+        assert!(alts
+            .iter()
+            .all(|a| a.iter().map(|c| c.chars().count()).sum::<usize>() <= 1000));
+    }
+
+    #[test]
+    fn documents_are_windows_of_three_lines() {
+        // A blank line ends a window; a repeated window is offered once.
+        let (w, one_line) = document_windows("a\n\n  b  \nc\nd\nb\nc\nd");
+        assert!(!one_line);
+        assert_eq!(w, ["a", "b c d", "c d b", "d b c"]);
+        assert_eq!(document_windows("only").0, ["only"]);
+        assert!(document_windows(" \n\t").0.is_empty());
+        let many = (0..MAX_WINDOW_ALTERNATIVES + 5)
+            .map(|i| format!("l{i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let (w, one_line) = document_windows(&many);
+        assert!(one_line, "too many windows: the lines, one text");
+        assert_eq!(w.len(), MAX_WINDOW_ALTERNATIVES + 5);
+        assert_eq!(w[1], "l1");
+    }
+
+    /// A name copied from the document.
+    #[derive(crate::Contract, serde::Serialize, serde::Deserialize)]
+    struct Named {
+        #[contract(grounded)]
+        name: Option<String>,
+        #[contract(grounded, len = ..=40)]
+        short: Option<String>,
+    }
+
+    #[test]
+    fn the_document_terminal_is_windows_or_one_line_or_refused() {
+        use crate::Contract as _;
+        let grammar = Named::grammar();
+        let lark = |text: &str| {
+            let source = crate::Source::from_text(text);
+            grammar.static_grounded_lark(&Grounds::new(&source))
+        };
+        // Windows: a line break is offered as a space; no length regex on short windows.
+        let l = lark("Insured: Northern Star\nShipping Company\nLimited").expect("grammar");
+        assert!(l.contains(r#""Star"," ","Shipping""#), "{l}");
+        // Only `short` (at most 40 characters, the window has 48) needs a length regex; both
+        // fields share the one terminal.
+        assert_eq!(l.matches("/.{1,").count(), 1, "{l}");
+        assert_eq!(l.matches("substring_chunks").count(), 1, "{l}");
+        assert!(!l.contains('~'), "positive regexes only: {l}");
+        // Past the window bound: one text, a value kept off its line breaks.
+        let many = (0..MAX_WINDOW_ALTERNATIVES + 10)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let l = lark(&many).expect("grammar");
+        assert_eq!(
+            l.matches("substring_chunks").count(),
+            1,
+            "lines shorter than both bounds: one terminal"
+        );
+        assert!(l.contains(r#""0","\\n","line""#), "{}", &l[..300]);
+        assert!(l.contains(r"[^n])*)/"), "no line break in a value");
+        // A length bound over a text a little longer than it: intersected exactly.
+        let l = lark(&"word ".repeat(20)).expect("grammar");
+        assert!(l.contains("/.{1,40}/"), "{l}");
+        // A giant line: refused at once, with the way out.
+        let giant = "word ".repeat(120_000);
+        let t0 = std::time::Instant::now();
+        let err = lark(&giant).expect_err("too long");
+        println!(
+            "a 600,000-char line refused in {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        assert!(
+            matches!(err, GroundedGrammarError::TooLong { ref field, .. } if field == "name"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("contract_core::passage"), "{err}");
+        // One of 100,000 characters: pieces of the bounds, compiled by llguidance elsewhere.
+        let l = lark(&"word ".repeat(20_000)).expect("pieces fit");
+        assert!(!l.contains("/.{1,"), "pieces need no length regex");
     }
 
     #[test]

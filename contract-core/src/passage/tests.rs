@@ -300,7 +300,7 @@ fn giant_line(n: usize) -> String {
         k = k
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let len = if k % 97 == 0 {
+        let len = if k.is_multiple_of(97) {
             1500
         } else {
             1 + (k >> 33) as usize % 12
@@ -308,8 +308,8 @@ fn giant_line(n: usize) -> String {
         for j in 0..len {
             s.push((b'a' + ((k >> 20) as usize + j) as u8 % 26) as char);
         }
-        s.push(if k % 13 == 0 { '.' } else { ' ' });
-        if k % 13 == 0 {
+        s.push(if k.is_multiple_of(13) { '.' } else { ' ' });
+        if k.is_multiple_of(13) {
             s.push(' ');
         }
     }
