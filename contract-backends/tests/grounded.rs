@@ -14,7 +14,7 @@ use contract_backends::local::fetch::default_model_path;
 use contract_backends::local::mask::{percentile_us, ContractMask, MaskEngine};
 use contract_backends::local::sample::{allowed_ids, SplitMix64};
 use contract_core::grammar::{Grammar, GrammarOptions, Whitespace};
-use contract_core::ground::Grounds;
+use contract_core::ground::{is_word_boundary, Grounds};
 use contract_core::values::{Amount, Evidenced, Span};
 use contract_core::{Contract, Source, ViolationKind};
 use examples::filings::{generate, GroundedGuidance};
@@ -408,4 +408,98 @@ fn a_grammar_llguidance_refuses_keeps_its_cause() {
         err.to_string().contains(&cause.to_string()),
         "{err} / {cause}"
     );
+}
+
+/// One string copied from anywhere in the document.
+#[derive(Contract, Debug, Serialize, Deserialize)]
+struct Copied {
+    #[contract(grounded)]
+    name: Option<String>,
+}
+
+/// The compiled mask and the validator agree on strings grounded in the document: for cuts of
+/// the document's text (its lines joined by a space, as the mask writes a line break), the
+/// mask takes `{"name": "<cut>"}` exactly when `from_json_in` accepts it. Cuts inside a word,
+/// over four lines or across a blank line are refused by both; whole words within three lines
+/// pass both.
+#[test]
+fn the_mask_and_the_validator_agree_on_document_strings() {
+    let engine = engine();
+    let grammar = Copied::grammar();
+    let text = "Policy schedule 2018-B\n\
+                Insured: Northern Star Shipping\n\
+                Company Limited (the \"Insured\")\n\
+                Port Louis, Mauritius\n\
+                \n\
+                Premium: USD 12,500.50 per annum\n\
+                Señor Peñarol, file_name v2";
+    let source = Source::from_text(text);
+    let mask = engine.grounded_mask(&grammar, &source).expect("mask");
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let bounds: Vec<usize> = joined
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([joined.len()])
+        .collect();
+    let mut rng = SplitMix64(21);
+    let (mut agreed, mut accepted, mut cuts_word, mut too_long, mut blank) = (0, 0, 0, 0, 0);
+    let mut seen = std::collections::HashSet::new();
+    while agreed < 400 {
+        let (a, b) = (
+            bounds[rng.below(bounds.len())],
+            bounds[rng.below(bounds.len())],
+        );
+        let (a, mut b) = (a.min(b), a.max(b));
+        // Short cuts more often: most values are a few words.
+        if rng.below(2) == 0 {
+            b = bounds[bounds.partition_point(|&x| x <= b.min(a + 30)) - 1];
+        }
+        // Half of them widened to whole words (the rest mostly cut one).
+        let (mut a, mut b) = (a, b);
+        if rng.below(2) == 0 {
+            while !is_word_boundary(&joined, a) {
+                a -= 1;
+            }
+            while !is_word_boundary(&joined, b) {
+                b += 1;
+            }
+        }
+        let Some(v) = joined.get(a..b) else {
+            continue;
+        };
+        if v.trim() != v || v.is_empty() || !seen.insert(v.to_owned()) {
+            continue;
+        }
+        let out = format!("{{\"name\": {}}}", serde_json::Value::from(v));
+        let tokens = engine.tok_env().tokenize_bytes(out.as_bytes());
+        let by_mask = mask.clone().validate_tokens(&tokens).expect("validate") == tokens.len();
+        let by_validator = Copied::from_json_in(&out, &source);
+        if let Err(e) = &by_validator {
+            let e = e.to_string();
+            cuts_word += usize::from(e.contains("cuts the word"));
+            too_long += usize::from(e.contains("more than 3 lines"));
+            blank += usize::from(e.contains("blank line"));
+        }
+        assert_eq!(
+            by_mask,
+            by_validator.is_ok(),
+            "{v:?}: mask {by_mask}, validator {by_validator:?}"
+        );
+        accepted += usize::from(by_mask);
+        agreed += 1;
+    }
+    println!(
+        "{agreed} cuts: {accepted} accepted by both; refused by both: {cuts_word} cutting a \
+         word, {too_long} over more than 3 lines, {blank} across a blank line"
+    );
+    assert!(
+        accepted > 20 && accepted < agreed - 20,
+        "{accepted} of {agreed}"
+    );
+    assert!(cuts_word > 20 && too_long > 0 && blank > 0);
 }
