@@ -11,16 +11,20 @@ use contract_core::extract::{
 /// of a scoring prompt's last message.
 pub type ScriptedJudge = Arc<dyn Fn(&str) -> f64 + Send + Sync>;
 
+/// The scorer of a [`ScriptedBackend`]: the log-probability it gives an answer (second
+/// argument) to a scoring prompt whose last message is the first.
+pub type ScriptedScorer = Arc<dyn Fn(&str, &str) -> f64 + Send + Sync>;
+
 /// Answers requests from a script, in order, and records the requests it got.
 ///
 /// When the script runs out, every further request gets [`BackendError::Unavailable`]. It does
 /// not score answers ([`Backend::score`] is unsupported) unless given a judge
-/// ([`ScriptedBackend::with_judge`]).
+/// ([`ScriptedBackend::with_judge`]) or a scorer ([`ScriptedBackend::with_scorer`]).
 #[derive(Default)]
 pub struct ScriptedBackend {
     script: Mutex<VecDeque<Result<Response, BackendError>>>,
     requests: Mutex<Vec<Request>>,
-    judge: Option<ScriptedJudge>,
+    judge: Option<ScriptedScorer>,
     scored: Mutex<Vec<ScoreRequest>>,
 }
 
@@ -61,8 +65,22 @@ impl ScriptedBackend {
     /// The same backend scoring answers with `judge`: for each prompt, the margin it gives the
     /// prompt's last message, split as `log P(yes) = margin / 2`, `log P(no) = -margin / 2` for
     /// the answers `yes` and `no` (any other answer scores `-inf`).
-    pub fn with_judge(mut self, judge: impl Fn(&str) -> f64 + Send + Sync + 'static) -> Self {
-        self.judge = Some(Arc::new(judge));
+    pub fn with_judge(self, judge: impl Fn(&str) -> f64 + Send + Sync + 'static) -> Self {
+        self.with_scorer(move |prompt, answer| match answer {
+            "yes" => judge(prompt) / 2.0,
+            "no" => -judge(prompt) / 2.0,
+            _ => f64::NEG_INFINITY,
+        })
+    }
+
+    /// The same backend scoring answers with `scorer`: the log-probability of each answer
+    /// given the text of the prompt's last message (a test states which values a model would
+    /// find likely).
+    pub fn with_scorer(
+        mut self,
+        scorer: impl Fn(&str, &str) -> f64 + Send + Sync + 'static,
+    ) -> Self {
+        self.judge = Some(Arc::new(scorer));
         self
     }
 
@@ -122,15 +140,7 @@ impl Backend for ScriptedBackend {
             .iter()
             .map(|p| {
                 let text = p.0.last().map_or("", |m| m.content.as_str());
-                let m = judge(text);
-                req.answers
-                    .iter()
-                    .map(|a| match a.as_str() {
-                        "yes" => m / 2.0,
-                        "no" => -m / 2.0,
-                        _ => f64::NEG_INFINITY,
-                    })
-                    .collect()
+                req.answers.iter().map(|a| judge(text, a)).collect()
             })
             .collect();
         Ok(ScoreResponse {

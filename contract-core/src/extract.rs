@@ -21,7 +21,6 @@ use std::sync::OnceLock;
 use serde_json::Map;
 
 use crate::context::{Adjust, DocContext};
-use crate::read::Conventions;
 use crate::contract::ContractSpec;
 use crate::grammar::Grammar;
 use crate::ground::check_reply;
@@ -31,9 +30,10 @@ use crate::prompt::Instructions;
 use crate::prompt::{
     feedback_message, Budget, BudgetError, Message, Messages, PromptParts, Tokenizer,
 };
+use crate::read::Conventions;
 use crate::select::{
-    self, field_groups, group_of_path, judge_plan, rank, FieldGroup, GroupRecord, Outcome, Ranked,
-    RankedPassage, Selection, SelectionRecord, Skipped,
+    self, field_groups, group_of_path, judge_plan, rank, value_candidates, FieldGroup, GroupRecord,
+    Judge, Outcome, Ranked, RankedPassage, Selection, SelectionRecord, Skipped, ValueCandidates,
 };
 use crate::source::Source;
 use crate::validate::Violations;
@@ -906,7 +906,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     ranked
                         .margins
                         .get(p)
-                        .is_some_and(|m| *m > self.selection.min_margin)
+                        .is_some_and(|m| *m > self.selection.floor(ranked.judge))
                 })
                 .collect();
             let mut chunk: Vec<usize> = stated.iter().copied().skip(r * n).take(n).collect();
@@ -922,11 +922,74 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                         || ranked
                             .margins
                             .get(p)
-                            .is_some_and(|m| *m > self.selection.min_margin)
+                            .is_some_and(|m| *m > self.selection.floor(ranked.judge))
                 })
                 .and_then(|&p| passages.get(p))
                 .into_iter()
                 .collect()
+        }
+    }
+
+    /// Whether rank `r` of a group has a try: a value of its own ([`Ranked::direct`]) or
+    /// passages to show.
+    fn has_try(&self, group: &FieldGroup, ranked: &Ranked, passages: &[Passage], r: usize) -> bool {
+        if ranked.direct.is_empty() {
+            !self.try_passages(group, ranked, passages, r).is_empty()
+        } else {
+            self.direct_value(group, ranked, r).is_some()
+        }
+    }
+
+    /// The value of rank `r` of a group filled by its values alone (an optional group only
+    /// while the value is more likely than `null` by the margin).
+    fn direct_value(
+        &self,
+        group: &FieldGroup,
+        ranked: &Ranked,
+        r: usize,
+    ) -> Option<(Map<String, Value>, Vec<usize>)> {
+        let (map, margin, lines) = ranked.direct.get(r)?;
+        (!group.optional || *margin > self.selection.floor(ranked.judge))
+            .then(|| (map.clone(), lines.clone()))
+    }
+
+    /// A try of a group filled by a value the judge scored best ([`Judge::Values`]): no
+    /// generation; the value is checked as a reply would be, against the whole document.
+    fn try_value(
+        &self,
+        plan: &GroupPlan,
+        map: Map<String, Value>,
+        lines: Vec<usize>,
+        source: &Source,
+    ) -> GroupTry {
+        let t0 = Instant::now();
+        let json = Value::Object(map);
+        let raw = json.to_string();
+        let mut violations = Violations::new();
+        check_value(&plan.spec, &json, "", &mut violations);
+        if self.grounding {
+            violations
+                .0
+                .extend(check_reply(&plan.spec, &json, &raw, &Grounds::new(source)).0);
+        }
+        let value = match &json {
+            Value::Object(map) if violations.is_empty() => Some(map.clone()),
+            _ => None,
+        };
+        let mut attempt = Attempt::empty();
+        attempt.raw = Some(raw);
+        attempt.level = Some(Level::Strict);
+        attempt.json = Some(json);
+        attempt.violations = violations;
+        attempt.group = Some(plan.group.name.clone());
+        attempt.lines = lines.iter().map(|&l| [l, l]).collect();
+        attempt.forward_calls = Some(0);
+        attempt.ms = ms(t0);
+        GroupTry {
+            attempts: vec![attempt],
+            value,
+            level: Level::Strict,
+            backend_error: false,
         }
     }
 
@@ -1067,23 +1130,77 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         if passages.is_empty() {
             return Err("the document has no passage".into());
         }
-        let (request, owners, counts) = judge_plan(&groups, &passages, self.selection.max_judged);
+        // Groups whose values can be enumerated are judged by their values over the whole
+        // document; the others by a question about each passage.
+        let shown_whole = self.selection.judge == Judge::Values
+            && source.text().chars().count() <= self.selection.max_shown_chars;
+        let candidates: Vec<Option<ValueCandidates>> = plans
+            .iter()
+            .map(|plan| {
+                shown_whole
+                    .then(|| {
+                        value_candidates(
+                            &plan.spec,
+                            &plan.group,
+                            source,
+                            self.selection.max_value_line_chars,
+                            self.selection.max_values,
+                        )
+                    })
+                    .flatten()
+            })
+            .collect();
+        let asked: Vec<usize> = (0..groups.len())
+            .filter(|&g| candidates[g].is_none())
+            .collect();
+        let asked_groups: Vec<FieldGroup> = asked.iter().map(|&g| groups[g].clone()).collect();
+        let (request, owners, counts) =
+            judge_plan(&asked_groups, &passages, self.selection.max_judged);
         let t0 = Instant::now();
-        let scored = if request.prompts.is_empty() {
-            ScoreResponse {
-                logprobs: Vec::new(),
-                exact: true,
-                forward_calls: Some(0),
+        let score = |request: ScoreRequest| async move {
+            if request.prompts.is_empty() {
+                return Ok(ScoreResponse {
+                    logprobs: Vec::new(),
+                    exact: true,
+                    forward_calls: Some(0),
+                });
             }
-        } else {
             self.backend.score(&request).await.map_err(|e| match e {
                 BackendError::Unsupported { message } => message,
                 other => format!("judging the passages failed: {other}"),
-            })?
+            })
         };
+        let scored = score(request).await?;
+        let mut forward_calls = scored.forward_calls;
+        let mut judged_prompts = owners.len();
+        let asked_ranked = rank(asked_groups.len(), &owners, &counts, &scored)?;
+        let mut ranked: Vec<Option<Ranked>> = vec![None; groups.len()];
+        for (&g, r) in asked.iter().zip(asked_ranked) {
+            ranked[g] = Some(r);
+        }
+        for (g, c) in candidates.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let request = ScoreRequest {
+                prompts: vec![plans[g].parts.messages_for_excerpt(source)],
+                answers: c.answers(),
+            };
+            let response = score(request).await?;
+            judged_prompts += 1;
+            forward_calls = match (forward_calls, response.forward_calls) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            let logprobs = response
+                .logprobs
+                .first()
+                .ok_or_else(|| "the backend scored no prompt for the values".to_owned())?;
+            ranked[g] = Some(c.rank(&passages, logprobs));
+        }
         let judge_ms = ms(t0);
-        let ranked = rank(groups.len(), &owners, &counts, &scored)?;
-        let min = self.selection.min_margin;
+        let ranked: Vec<Ranked> = ranked.into_iter().flatten().collect();
+        if ranked.len() != groups.len() {
+            return Err("a group was not judged".into());
+        }
         let mut states: Vec<GroupState> = groups
             .iter()
             .zip(&ranked)
@@ -1091,7 +1208,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 let best = r.order.first().and_then(|p| r.margins.get(p)).copied();
                 let (pending, outcome) = match best {
                     None => (false, Outcome::NoCandidate),
-                    Some(m) if g.optional && m <= min => (false, Outcome::NotStated),
+                    Some(m) if g.optional && m <= self.selection.floor(r.judge) => {
+                        (false, Outcome::NotStated)
+                    }
                     Some(_) => (true, Outcome::Filled),
                 };
                 GroupState {
@@ -1125,12 +1244,14 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 })
                 .collect();
             if !pending.is_empty() {
-                let results = futures_util::future::join_all(
-                    pending
-                        .iter()
-                        .map(|(g, shown)| self.try_group(&plans[*g], shown, source)),
-                )
-                .await;
+                let results =
+                    futures_util::future::join_all(pending.iter().map(|(g, shown)| async {
+                        match self.direct_value(&groups[*g], &ranked[*g], states[*g].next) {
+                            Some((map, lines)) => self.try_value(&plans[*g], map, lines, source),
+                            None => self.try_group(&plans[*g], shown, source).await,
+                        }
+                    }))
+                    .await;
                 for ((g, shown), result) in pending.iter().zip(results) {
                     let state = &mut states[*g];
                     state.tries.push(
@@ -1152,9 +1273,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     }
                     state.next += 1;
                     let more = state.next < tries
-                        && !self
-                            .try_passages(&groups[*g], &ranked[*g], &passages, state.next)
-                            .is_empty()
+                        && self.has_try(&groups[*g], &ranked[*g], &passages, state.next)
                         && !result.backend_error;
                     match result.value {
                         Some(v) => {
@@ -1213,9 +1332,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                             continue;
                         }
                         let more = state.next < tries
-                            && !self
-                                .try_passages(&groups[g], &ranked[g], &passages, state.next)
-                                .is_empty();
+                            && self.has_try(&groups[g], &ranked[g], &passages, state.next);
                         if let Some(last) = out
                             .attempts
                             .iter_mut()
@@ -1264,8 +1381,8 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             .collect();
         out.selection = Some(SelectionRecord {
             passages: passages.len(),
-            judged: owners.len(),
-            judge_forward_calls: scored.forward_calls,
+            judged: judged_prompts,
+            judge_forward_calls: forward_calls,
             judge_ms,
             groups: groups
                 .iter()
@@ -1275,6 +1392,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     group: g.name.clone(),
                     fields: g.fields.clone(),
                     question: g.question.clone(),
+                    judge: r.judge,
                     candidates: r.candidates,
                     judged: r.margins.len(),
                     best: r

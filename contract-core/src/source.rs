@@ -572,4 +572,3 @@ mod tests {
         assert!(!completeness_after("End of list.", "The insurer pays.").is_truncated());
     }
 }
-

@@ -395,7 +395,7 @@ fn routed_mode_extracts_from_the_best_ranked_passage_and_falls_back_to_the_next(
         &doc,
     );
     assert_eq!(requests.len(), 1);
-    assert_eq!(shown(&requests[0]), [quote.clone()]);
+    assert_eq!(shown(&requests[0]), std::slice::from_ref(&quote));
     assert_eq!(
         (&row["valid"], &row["correct"]),
         (&json!(true), &json!(true)),
@@ -529,7 +529,7 @@ fn routed_mode_reads_a_passage_with_the_release_numerals() {
     assert_eq!(requests.len(), 2, "{row}");
     // Each request shows the passage alone, read with the release's convention.
     for req in &requests {
-        assert_eq!(shown(req), [quote.clone()]);
+        assert_eq!(shown(req), std::slice::from_ref(&quote));
         let source = req.source.as_ref().expect("a source");
         assert_eq!(source.numerals(), Numerals::Comma);
     }

@@ -146,7 +146,7 @@ async fn feedback_routes_the_result() {
     let no_answer = json!({"premium": null, "feedback": {"answer_found": false,
         "complete_answer_found": false, "conflicting_evidence": false,
         "suggested_clarification": null}});
-    let conflicting = json!({"premium": {"value": {"value": 1200, "currency": "USD", "unit": "per year"},
+    let conflicting = json!({"premium": {"value": {"value": 1200, "currency": "USD", "unit": null},
         "evidence": [{"start_line": 1, "end_line": 1, "quote": "USD 1,200"}]},
         "feedback": {"answer_found": true, "complete_answer_found": true,
         "conflicting_evidence": true,

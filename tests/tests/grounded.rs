@@ -170,24 +170,25 @@ fn grounded_strings_are_verbatim_substrings() {
 fn grounded_numbers_follow_the_document_conventions() {
     let en = Source::from_text(EN);
     // Thousands separators, a range with a shared unit, a percentage.
-    let ok = json!({"revenue": {"value": 2757, "currency": "USD", "unit": "million"},
+    let ok = json!({"revenue": {"value": 2757, "currency": "$", "unit": "million"},
                     "counts": [12400, 4065], "label": "anything"});
     Figures::from_json_in(&ok.to_string(), &en).expect("numbers written in the document");
     Figures::from_json_in(
-        r#"{"revenue": {"value": 7.5, "currency": "USD", "unit": "million"}, "counts": [], "label": null}"#,
+        r#"{"revenue": {"value": 7.5, "currency": "$", "unit": "million"}, "counts": [], "label": null}"#,
         &en,
     )
     .expect("7.5 is written");
     // Decimal text, not f64: 2757.0000000001 is not 2757; 2757.00 is.
-    let near = r#"{"revenue": {"value": 2757.0000000001, "currency": "USD", "unit": "million"}, "counts": [], "label": null}"#;
+    let near = r#"{"revenue": {"value": 2757.0000000001, "currency": "$", "unit": "million"}, "counts": [], "label": null}"#;
     let err = Figures::from_json_in(near, &en).expect_err("not the number written");
     assert_eq!(not_in_source(&err), ["/revenue/value"]);
-    let zeros = r#"{"revenue": {"value": 2757.00, "currency": "USD", "unit": "million"}, "counts": [], "label": null}"#;
+    let zeros = r#"{"revenue": {"value": 2757.00, "currency": "$", "unit": "million"}, "counts": [], "label": null}"#;
     Figures::from_json_in(zeros, &en).expect("the same decimal");
-    // The unit is grounded with its amount; the currency code is not.
-    let unit = r#"{"revenue": {"value": 2757, "currency": "AZN", "unit": "billion"}, "counts": [], "label": null}"#;
+    // The unit and the currency are copied as written with their amount: a code the release
+    // does not write is not in it (the library computes the code from what is written).
+    let unit = r#"{"revenue": {"value": 2757, "currency": "USD", "unit": "billion"}, "counts": [], "label": null}"#;
     let err = Figures::from_json_in(unit, &en).expect_err("billion is not written");
-    assert_eq!(not_in_source(&err), ["/revenue/unit"]);
+    assert_eq!(not_in_source(&err), ["/revenue/currency", "/revenue/unit"]);
     // Every item of a list is grounded.
     let list = r#"{"revenue": null, "counts": [12400, 12401], "label": null}"#;
     let err = Figures::from_json_in(list, &en).expect_err("12401");
@@ -202,11 +203,11 @@ fn grounded_numbers_follow_the_document_conventions() {
     let err = Quoted::from_json_in(&misread, &es).expect_err("723 is not written");
     assert_eq!(not_in_source(&err), ["/low"]);
     Figures::from_json_in(
-        r#"{"revenue": {"value": 1730, "currency": "EUR", "unit": "millones de euros"}, "counts": [], "label": null}"#,
+        r#"{"revenue": {"value": 1730, "currency": "euros", "unit": "millones"}, "counts": [], "label": null}"#,
         &es,
     )
     .expect("1.730 is 1730 in Spanish");
-    let wrong = r#"{"revenue": {"value": 1.73, "currency": "EUR", "unit": null}, "counts": [], "label": null}"#;
+    let wrong = r#"{"revenue": {"value": 1.73, "currency": "euros", "unit": null}, "counts": [], "label": null}"#;
     let err = Figures::from_json_in(wrong, &es).expect_err("1.73 is an English reading");
     assert_eq!(not_in_source(&err), ["/revenue/value"]);
 }
@@ -215,14 +216,17 @@ fn grounded_numbers_follow_the_document_conventions() {
 fn evidence_grounds_its_value_and_spans_their_quotes() {
     let source = Source::from_text(EN);
     let ok = json!({"evidence": [{"start_line": 2, "end_line": 2, "quote": "$2,757 million"}],
-                    "value": {"value": 2757, "currency": "USD", "unit": "million"}});
+                    "value": {"value": 2757, "currency": "$", "unit": "million"}});
     Evidenced::<Amount>::from_json_in(&ok.to_string(), &source).expect("in its evidence");
     // The number is in the document, but not in the cited line.
     let elsewhere = json!({"evidence": [{"start_line": 4, "end_line": 4, "quote": null}],
-                           "value": {"value": 2757, "currency": "USD", "unit": "million"}});
+                           "value": {"value": 2757, "currency": "$", "unit": "million"}});
     let err = Evidenced::<Amount>::from_json_in(&elsewhere.to_string(), &source)
         .expect_err("not in line 4");
-    assert_eq!(not_in_source(&err), ["/value/value", "/value/unit"]);
+    assert_eq!(
+        not_in_source(&err),
+        ["/value/value", "/value/currency", "/value/unit"]
+    );
     let err = Span::from_json_in(
         r#"{"start_line": 1, "end_line": 1, "quote": "expects revenue"}"#,
         &source,
@@ -428,7 +432,8 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
         Figures::grammar().static_grounded_schema(&Grounds::new(&Source::from_text(doc)))
     };
     let en = figures(EN);
-    let amount_in = |v: Value, unit: &str| json!({"revenue": {"value": v, "currency": "USD", "unit": unit}, "counts": [], "label": null});
+    let written_in = |v: Value, currency: &str, unit: &str| json!({"revenue": {"value": v, "currency": currency, "unit": unit}, "counts": [], "label": null});
+    let amount_in = |v: Value, unit: &str| written_in(v, "$", unit);
     let amount = |v: Value| amount_in(v, "million");
     for n in [
         json!(2757),
@@ -460,14 +465,22 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
         !valid(&en, &amount_in(json!(4065), "illion")),
         "inside a word: {en}"
     );
-    let es = figures(ES);
-    assert!(valid(&es, &amount_in(json!(1730), "millones")), "{es}");
+    // The currency is one the release writes, as written: `$`, not the code `USD`.
     assert!(
-        valid(&es, &amount_in(json!(7.23), "miles de millones")),
+        !valid(&en, &written_in(json!(4065), "USD", "million")),
+        "{en}"
+    );
+    assert!(valid(&en, &written_in(json!(4065), "$", "million")), "{en}");
+    let es = figures(ES);
+    let euros = |v: Value, unit: &str| written_in(v, "euros", unit);
+    assert!(valid(&es, &euros(json!(1730), "millones")), "{es}");
+    assert!(valid(&es, &euros(json!(7.23), "miles de millones")), "{es}");
+    assert!(!valid(&es, &euros(json!(1.73), "millones")), "{es}");
+    assert!(!valid(&es, &euros(json!(1730), "million")), "{es}");
+    assert!(
+        !valid(&es, &written_in(json!(1730), "$", "millones")),
         "{es}"
     );
-    assert!(!valid(&es, &amount_in(json!(1.73), "millones")), "{es}");
-    assert!(!valid(&es, &amount_in(json!(1730), "million")), "{es}");
     // A whole-line quote is one of the release's lines; values grounded in it are grounded in
     // the release (the quote is not known when the request is sent).
     let gg = examples::filings::GroundedGuidance::grammar()
@@ -475,9 +488,9 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
     let line =
         "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140 million.";
     let reply = |quote: &str, low: Value| {
-        json!({"quote": quote, "period": "the fourth quarter of 2024",
-               "low": {"value": low, "currency": "USD", "unit": "million"},
-               "high": {"value": 4140, "currency": "USD", "unit": "million"}})
+        json!({"quote": quote, "period": {"original": "the fourth quarter of 2024"},
+               "low": {"value": low, "currency": "$", "unit": "million"},
+               "high": {"value": 4140, "currency": "$", "unit": "million"}})
     };
     assert!(valid(&gg, &reply(line, json!(4065))), "{gg}");
     assert!(
@@ -486,7 +499,7 @@ fn the_static_grounded_schema_admits_only_what_the_document_writes() {
     );
     assert!(!valid(&gg, &reply(line, json!(4000))), "{gg}");
     let mut q4 = reply(line, json!(4065));
-    q4["period"] = json!("Q4 2024");
+    q4["period"] = json!({"original": "Q4 2024"});
     assert!(
         !valid(&gg, &q4),
         "a period the release does not write: {gg}"

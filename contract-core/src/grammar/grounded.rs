@@ -5,11 +5,11 @@
 //! its text, cut into chunks at word boundaries (words, whitespace runs, other characters alone)
 //! so that a value never starts or ends inside a word. For values grounded in the document, one
 //! alternative per window of [`MAX_VALUE_LINES`] consecutive lines (none blank) joined by a space
-//! ([`document_windows`]): a name or an address wrapped over two lines can be copied whole (with
+//! (`document_windows`): a name or an address wrapped over two lines can be copied whole (with
 //! a space for the break) and a quote still cannot run on through the document; for
 //! `grounded(in = ..)`, the value's own text. A string's length bound is intersected with its
-//! substrings only while that stays cheap for llguidance ([`EXACT_LENGTH_BUDGET`]); a longer
-//! text is offered as overlapping pieces of at most the bound ([`substring_alternatives`]), so
+//! substrings only while that stays cheap for llguidance (`EXACT_LENGTH_BUDGET`); a longer
+//! text is offered as overlapping pieces of at most the bound (`substring_alternatives`), so
 //! compiling stays linear in the document (one line of 200,000 characters included). The
 //! validator ([`GroundText::find_str`]) accepts exactly the values a window offers. A grounded number
 //! becomes the alternation of the numbers its text writes ([`numbers_in`](crate::ground::numbers_in)),
@@ -989,6 +989,40 @@ impl<'g, 's> Renderer<'g, 's> {
     /// The JSON Schema of a value of `shape` grounded in `text` where a schema can say it
     /// ([`Grammar::static_grounded_schema`]); `None` when no value of the shape can be written
     /// there.
+    /// A string field with a [`Form`](crate::Form): the `enum` of the whole expressions
+    /// of that form its text writes (null added when the field is nullable), as the Lark
+    /// renderer offers them. `None` (the plain schema) for other shapes or when the text
+    /// writes none and the field cannot be null.
+    fn form_schema(&self, form: crate::Form, shape: &Shape, text: Text<'_>) -> Option<Value> {
+        let (inner, nullable) = shape.strip_nullable();
+        let Shape::String {
+            min_len, max_len, ..
+        } = inner
+        else {
+            return None;
+        };
+        let raw = match text {
+            Text::Empty => "",
+            Text::Document | Text::Lines => self.grounds.document().raw(),
+            Text::Of(t) => t.raw(),
+        };
+        let mut values: Vec<Value> = Vec::new();
+        for e in crate::read::expressions(form, raw) {
+            let n = e.chars().count() as u64;
+            if max_len.is_some_and(|m| n > m) || n < min_len.unwrap_or(0) {
+                continue;
+            }
+            let v = Value::String(e);
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        }
+        if nullable {
+            values.push(Value::Null);
+        }
+        (!values.is_empty()).then(|| json!({"enum": values}))
+    }
+
     fn schema_of(
         &self,
         shape: &Shape,
@@ -1049,9 +1083,12 @@ impl<'g, 's> Renderer<'g, 's> {
                         Some(Grounding::Line) => Some(Text::Lines),
                         Some(_) => Some(Text::Document),
                     };
-                    let value = self
-                        .schema_of(&f.shape, field_text, depth + 1, defs)
-                        .unwrap_or_else(|| shape_schema(&f.shape, &self.grammar.objects, defs));
+                    let value = match (f.form, field_text) {
+                        (Some(form), Some(t)) => self.form_schema(form, &f.shape, t),
+                        _ => None,
+                    }
+                    .or_else(|| self.schema_of(&f.shape, field_text, depth + 1, defs))
+                    .unwrap_or_else(|| shape_schema(&f.shape, &self.grammar.objects, defs));
                     properties.insert(f.name.clone(), value);
                 }
                 let required: Vec<Value> = object

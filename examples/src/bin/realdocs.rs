@@ -18,7 +18,7 @@ use contract_backends::local::{LocalBackend, LocalOptions};
 use contract_core::extract::{Backend, BackendError, Request, Response};
 use contract_core::ground::{check_reply, Grounds};
 use contract_core::read::{Conventions, DateOrder};
-use contract_core::select::{Passages, Selection};
+use contract_core::select::{Judge, Passages, Selection};
 use contract_core::{Constraint, Contract, Decoding, Extraction, Extractor, Source};
 use examples::realdocs::{
     nda_pairs, nda_truth_pairs, read_rows, score_receipt, Counts, Nda, Receipt, Row, Split,
@@ -78,6 +78,10 @@ struct Args {
     /// How documents are cut into passages: `sentences` (the default), `lines`, `windows:N:K`.
     #[arg(long, default_value = "sentences")]
     passages: String,
+    /// How passages are judged: `values` (the library's default: the values a field could
+    /// take, scored over the whole document) or `question` (yes/no about each passage).
+    #[arg(long, default_value = "values")]
+    judge: String,
 }
 
 /// The selection the flags ask for.
@@ -96,11 +100,20 @@ fn selection(args: &Args) -> Result<Selection, String> {
                     lines: n.parse().map_err(|e| format!("--passages {w}: {e}"))?,
                     overlap: k.parse().map_err(|e| format!("--passages {w}: {e}"))?,
                 },
-                _ => return Err(format!("--passages {w}: expected sentences, lines, pages or windows:N:K")),
+                _ => {
+                    return Err(format!(
+                        "--passages {w}: expected sentences, lines, pages or windows:N:K"
+                    ))
+                }
             }
         }
     };
-    Ok(Selection::default().passages(passages))
+    let judge = match args.judge.as_str() {
+        "values" => Judge::Values,
+        "question" => Judge::Question,
+        j => return Err(format!("--judge {j}: expected values or question")),
+    };
+    Ok(Selection::default().passages(passages).judge(judge))
 }
 
 /// The backend with a plain JSON-schema mask instead of the contract's grammar (`--mode plain`).
@@ -200,8 +213,8 @@ fn run(args: Args) -> Result<(), String> {
         let summary = match args.mode {
             Mode::Library => runtime.block_on(receipts(
                 &Extractor::new(&backend)
-                        .conventions(day_first)
-                        .selection(selection(&args)?),
+                    .conventions(day_first)
+                    .selection(selection(&args)?),
                 &rows,
                 &mut write,
             ))?,
@@ -222,8 +235,8 @@ fn run(args: Args) -> Result<(), String> {
         let summary = match args.mode {
             Mode::Library => runtime.block_on(ndas(
                 &Extractor::new(&backend)
-                        .conventions(month_first)
-                        .selection(selection(&args)?),
+                    .conventions(month_first)
+                    .selection(selection(&args)?),
                 &rows,
                 &mut write,
             ))?,
@@ -252,11 +265,18 @@ fn outside<C: Contract>(ex: &Extraction<C>, doc: &str) -> usize {
     check_reply(C::contract_spec(), json, &raw, &Grounds::new(&source)).len()
 }
 
+/// Forward calls of one extraction: its generations and its judging.
 fn calls<C>(ex: &Extraction<C>) -> u64 {
+    let judge = ex
+        .selection
+        .as_ref()
+        .and_then(|s| s.judge_forward_calls)
+        .map_or(0, u64::from);
     ex.attempts
         .iter()
         .map(|a| u64::from(a.forward_calls.unwrap_or(0)))
-        .sum()
+        .sum::<u64>()
+        + judge
 }
 
 async fn receipts<B: Backend + Sync>(

@@ -1,0 +1,207 @@
+//! Evidence selection by values ([`Judge::Values`]): what is enumerated for each field, which
+//! group is filled by its best value without generating, which one is generated from the
+//! passage its best value is written in, and the next value when the contract refuses one.
+//! The scores come from a scripted scorer (the real model's figures are in
+//! `docs/benchmarks.md`); `realdocs` measures the same pipeline with a real model.
+
+use contract_backends::ScriptedBackend;
+use contract_core::extract::Extractor;
+use contract_core::select::{field_groups, value_candidates, Judge, Outcome, Selection};
+use contract_core::{Amount, CheckResult, Contract, DateValue, Source, Violation, ViolationKind};
+use serde::{Deserialize, Serialize};
+
+const RECEIPT: &str = "TAN WOON YANN
+INDAH GIFT & HOME DECO
+27,JALAN DEDAP 13,
+TEL:07-3507405
+19/10/2018 20:49:59 #01
+ST-PRIVILEGE CARD
+1
+10.00
+TOTAL AMT................. RM
+60.30
+CASH.................... RM
+70.30
+THANK YOU ! PLEASE COME AGAIN !";
+
+/// A receipt, as a user writes it.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(check = not_the_cashier)]
+struct Receipt {
+    /// The name of the shop that issued the receipt.
+    #[contract(grounded)]
+    company: Option<String>,
+    /// The date of the purchase.
+    #[contract(grounded)]
+    date: Option<DateValue>,
+    /// The total amount paid.
+    #[contract(grounded)]
+    total: Option<Amount>,
+}
+
+/// A check that reads the value: the first line is the cashier, not the shop.
+fn not_the_cashier(r: &Receipt) -> CheckResult {
+    if r.company.as_deref() == Some("TAN WOON YANN") {
+        return Err(Violation::new(
+            "/company",
+            ViolationKind::Custom,
+            "that is the cashier's name",
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn each_field_enumerates_what_the_document_writes_of_its_kind() {
+    let spec = Receipt::contract_spec();
+    let source = Source::from_text(RECEIPT);
+    let groups = field_groups(spec, &Default::default());
+    let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["company", "date", "total"]);
+    let of =
+        |g: usize| value_candidates(spec, &groups[g], &source, 120, 400).expect("values to score");
+    // A grounded string: the document's lines, each its JSON string, the whole answer.
+    let company = of(0);
+    assert_eq!(company.prefix, r#"{"company": "#);
+    assert!(company
+        .values
+        .contains(&r#""INDAH GIFT & HOME DECO""#.to_owned()));
+    assert_eq!(company.values.len(), 13);
+    assert!(company.direct);
+    assert_eq!(company.null.as_deref(), Some(r#"{"company": null"#));
+    // A date: only whole date expressions, inside the value type's `original`.
+    let date = of(1);
+    assert_eq!(date.prefix, r#"{"date": {"original": "#);
+    assert_eq!(date.values, [r#""19/10/2018""#]);
+    assert_eq!(date.places[0][0].0, 5);
+    assert!(date.direct, "a date's only copied part is `original`");
+    // An amount: the numbers written, each ended as the model would go on (`, "currency"`),
+    // generated with the rest of the amount (not direct).
+    let total = of(2);
+    assert_eq!(total.prefix, r#"{"total": {"value": "#);
+    assert!(
+        total.values.contains(&"60.3,".to_owned()),
+        "{:?}",
+        total.values
+    );
+    assert!(
+        !total.values.iter().any(|v| v.starts_with("07")),
+        "{:?}",
+        total.values
+    );
+    assert!(!total.direct);
+    // Prose lines longer than the bound are not candidate values.
+    assert!(value_candidates(spec, &groups[0], &source, 10, 400).is_none());
+    // Nor are more values than the cap.
+    assert!(value_candidates(spec, &groups[0], &source, 120, 5).is_none());
+}
+
+/// A scorer that likes the shop's name, any date, and the total's number; the cashier's name
+/// is liked best of all (and refused by the contract's check).
+fn scorer(_prompt: &str, answer: &str) -> f64 {
+    if answer.ends_with("\"TAN WOON YANN\"") {
+        -1.0
+    } else if answer.ends_with("\"INDAH GIFT & HOME DECO\"") {
+        -2.0
+    } else if answer.starts_with(r#"{"date": "#) && answer.contains("19/10/2018") {
+        -1.0
+    } else if answer.ends_with(" 60.3,") {
+        -0.5
+    } else if answer.ends_with("null") {
+        -4.0
+    } else {
+        -9.0
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn values_fill_their_groups_and_the_rest_is_copied_from_the_best_passage() {
+    let reply = r#"{"total": {"value": 60.3, "currency": null, "unit": null}}"#;
+    let backend = ScriptedBackend::new([reply]).with_scorer(scorer);
+    let x = Extractor::<Receipt, _>::new(&backend)
+        .extract(RECEIPT)
+        .await;
+    let value = x.value.as_ref().expect("a value");
+    // The check refused the likeliest company; the next value was taken.
+    assert_eq!(value.company.as_deref(), Some("INDAH GIFT & HOME DECO"));
+    assert_eq!(
+        value.date.as_ref().map(|d| d.iso.as_str()),
+        Some("2018-10-19")
+    );
+    let total = value.total.as_ref().expect("a total");
+    assert_eq!(total.value, 60.3);
+    // The currency is not on the line shown; its code is the one the receipt writes (RM).
+    assert_eq!(total.code.as_deref(), Some("MYR"));
+    // One generation only, for the amount, shown only the line its best number is on.
+    let requests = backend.requests();
+    assert_eq!(requests.len(), 1);
+    let shown = requests[0].source.as_ref().expect("an excerpt");
+    let shown_lines: Vec<usize> = (1..=shown.line_count())
+        .filter(|&n| shown.line(n).is_some_and(|l| !l.trim().is_empty()))
+        .collect();
+    assert_eq!(shown_lines, [10]);
+    // One scoring request per group, each over the whole document.
+    let scored = backend.score_requests();
+    assert_eq!(scored.len(), 3);
+    assert!(scored.iter().all(|r| r.prompts[0]
+        .0
+        .last()
+        .is_some_and(|m| m.content.contains("THANK YOU"))));
+    let record = x.selection.as_ref().expect("selection ran");
+    assert!(record.groups.iter().all(|g| g.judge == Judge::Values));
+    assert!(record.groups.iter().all(|g| g.outcome == Outcome::Filled));
+    let company = &record.groups[0];
+    assert_eq!(company.tries.len(), 2, "the refused value, then the next");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_question_judge_is_asked_when_values_are_not_wanted_or_the_document_is_long() {
+    // Judge::Question: every group asks its yes/no question of the passages, none of the
+    // scoring answers is a value.
+    let backend = ScriptedBackend::new(Vec::<String>::new()).with_scorer(scorer);
+    let x = Extractor::<Receipt, _>::new(&backend)
+        .selection(Selection::default().judge(Judge::Question))
+        .max_attempts(1)
+        .extract(RECEIPT)
+        .await;
+    let record = x.selection.as_ref().expect("selection ran");
+    assert!(record.groups.iter().all(|g| g.judge == Judge::Question));
+    assert!(backend.score_requests().iter().all(|r| r
+        .answers
+        .iter()
+        .all(|a| ["yes", "Yes", "no", "No"].contains(&a.as_str()))));
+    // A document longer than the values judge shows whole: the question judge.
+    let backend = ScriptedBackend::new(Vec::<String>::new()).with_scorer(scorer);
+    let x = Extractor::<Receipt, _>::new(&backend)
+        .selection(Selection::default().max_shown_chars(100))
+        .max_attempts(1)
+        .extract(RECEIPT)
+        .await;
+    let record = x.selection.as_ref().expect("selection ran");
+    assert!(record.groups.iter().all(|g| g.judge == Judge::Question));
+}
+
+/// The values judge never offers a value the document does not write: every scored answer's
+/// value is in the receipt.
+#[test]
+fn every_scored_value_is_written_in_the_document() {
+    let spec = Receipt::contract_spec();
+    let source = Source::from_text(RECEIPT);
+    for g in field_groups(spec, &Default::default()) {
+        let c = value_candidates(spec, &g, &source, 120, 400).expect("values");
+        for (v, places) in c.values.iter().zip(&c.places) {
+            let text = v.trim_end_matches([',', '}']).trim_matches('"');
+            for (line, _) in places {
+                let written = source.line(*line).expect("a line");
+                let digits = written.replace(',', "");
+                let number = text.parse::<f64>().ok();
+                assert!(
+                    written.contains(text)
+                        || number.is_some_and(|n| digits.contains(&format!("{n:.2}"))
+                            || digits.contains(&format!("{n}"))),
+                    "{text} is not on line {line}: {written}"
+                );
+            }
+        }
+    }
+}
