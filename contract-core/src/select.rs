@@ -101,8 +101,8 @@ pub enum Judge {
     /// scored as the field's answer under the extraction prompt over the whole document, and
     /// `null` with it; a passage ranks by its best value, its margin that value's
     /// log-likelihood minus `null`'s. A group of one field whose value is that whole
-    /// copy (a grounded string, a date's `original`) takes the values themselves, best first,
-    /// without generating. Every other group is judged by [`Judge::Question`].
+    /// copy (a date's `original`, a number) takes the values themselves, best first, without
+    /// generating; a grounded string is copied by the model from its best line's passage. Every other group is judged by [`Judge::Question`].
     Values,
     /// A yes/no question about each passage alone ([`judge_prompt`]).
     Question,
@@ -736,8 +736,8 @@ pub struct ValueCandidates {
     /// How many bytes of each entry of `values` are the value (the rest is its end).
     pub value_len: Vec<usize>,
     /// Whether the value is the group's whole answer (one field; the value is the field, or
-    /// the only field the model fills inside it): the group is filled by the best value itself,
-    /// closed by `closing`.
+    /// the only field the model fills inside it; a form's expression or a number, not a line):
+    /// the group is filled by the best value itself, closed by `closing`.
     pub direct: bool,
     /// What closes the answer after a value (`}}` for `{"date": {"original": ".."`).
     pub closing: String,
@@ -889,7 +889,10 @@ pub fn value_candidates(
         values,
         places,
         value_len,
-        direct: only && last_field,
+        // A line is where a grounded string is written, not the string itself (a name with
+        // its registration number after it, a state inside a sentence): the model copies the
+        // value from the line's passage. A form's whole expression, or a number, is the value.
+        direct: only && last_field && leaf != Leaf::Line,
         closing,
     })
 }

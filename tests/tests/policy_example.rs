@@ -43,7 +43,8 @@ async fn the_policy_end_to_end() {
             .value
             .unit
             .as_deref(),
-        Some("million per claim")
+        Some("million"),
+        "the unit is the scale word as written (`per claim` is not a scale)"
     );
     assert_eq!(
         value.effective_date.as_ref().unwrap().value.iso,

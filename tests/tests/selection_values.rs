@@ -1,6 +1,6 @@
 //! Evidence selection by values ([`Judge::Values`]): what is enumerated for each field, which
 //! group is filled by its best value without generating, which one is generated from the
-//! passage its best value is written in, and the next value when the contract refuses one.
+//! passage its best value is written in, and the next passage when the contract refuses one.
 //! The scores come from a scripted scorer (the real model's figures are in
 //! `docs/benchmarks.md`); `realdocs` measures the same pipeline with a real model.
 
@@ -60,14 +60,15 @@ fn each_field_enumerates_what_the_document_writes_of_its_kind() {
     assert_eq!(names, ["company", "date", "total"]);
     let of =
         |g: usize| value_candidates(spec, &groups[g], &source, 120, 400).expect("values to score");
-    // A grounded string: the document's lines, each its JSON string, the whole answer.
+    // A grounded string: the document's lines, each its JSON string; a line is where the value
+    // is written (the model copies the value from it), not the answer itself.
     let company = of(0);
     assert_eq!(company.prefix, r#"{"company": "#);
     assert!(company
         .values
         .contains(&r#""INDAH GIFT & HOME DECO""#.to_owned()));
     assert_eq!(company.values.len(), 13);
-    assert!(company.direct);
+    assert!(!company.direct);
     assert_eq!(company.null.as_deref(), Some(r#"{"company": null"#));
     // A date: only whole date expressions, inside the value type's `original`.
     let date = of(1);
@@ -116,13 +117,18 @@ fn scorer(_prompt: &str, answer: &str) -> f64 {
 
 #[tokio::test(flavor = "current_thread")]
 async fn values_fill_their_groups_and_the_rest_is_copied_from_the_best_passage() {
-    let reply = r#"{"total": {"value": 60.3, "currency": null, "unit": null}}"#;
-    let backend = ScriptedBackend::new([reply]).with_scorer(scorer);
+    // The company group asks first (shown its best line, the cashier's), then the total; the
+    // check refuses the cashier and the company group asks again, shown its next line.
+    let replies = [
+        r#"{"company": "TAN WOON YANN"}"#,
+        r#"{"total": {"value": 60.3, "currency": null, "unit": null}}"#,
+        r#"{"company": "INDAH GIFT & HOME DECO"}"#,
+    ];
+    let backend = ScriptedBackend::new(replies).with_scorer(scorer);
     let x = Extractor::<Receipt, _>::new(&backend)
         .extract(RECEIPT)
         .await;
     let value = x.value.as_ref().expect("a value");
-    // The check refused the likeliest company; the next value was taken.
     assert_eq!(value.company.as_deref(), Some("INDAH GIFT & HOME DECO"));
     assert_eq!(
         value.date.as_ref().map(|d| d.iso.as_str()),
@@ -132,14 +138,19 @@ async fn values_fill_their_groups_and_the_rest_is_copied_from_the_best_passage()
     assert_eq!(total.value, 60.3);
     // The currency is not on the line shown; its code is the one the receipt writes (RM).
     assert_eq!(total.code.as_deref(), Some("MYR"));
-    // One generation only, for the amount, shown only the line its best number is on.
+    // No generation for the date; the amount is shown only the line its best number is on; the
+    // company its best line, then its next.
     let requests = backend.requests();
-    assert_eq!(requests.len(), 1);
-    let shown = requests[0].source.as_ref().expect("an excerpt");
-    let shown_lines: Vec<usize> = (1..=shown.line_count())
-        .filter(|&n| shown.line(n).is_some_and(|l| !l.trim().is_empty()))
-        .collect();
-    assert_eq!(shown_lines, [10]);
+    assert_eq!(requests.len(), 3);
+    let shown_lines = |i: usize| -> Vec<usize> {
+        let shown = requests[i].source.as_ref().expect("an excerpt");
+        (1..=shown.line_count())
+            .filter(|&n| shown.line(n).is_some_and(|l| !l.trim().is_empty()))
+            .collect()
+    };
+    assert_eq!(shown_lines(0), [1]);
+    assert_eq!(shown_lines(1), [10]);
+    assert_eq!(shown_lines(2), [2]);
     // One scoring request per group, each over the whole document.
     let scored = backend.score_requests();
     assert_eq!(scored.len(), 3);
@@ -151,7 +162,7 @@ async fn values_fill_their_groups_and_the_rest_is_copied_from_the_best_passage()
     assert!(record.groups.iter().all(|g| g.judge == Judge::Values));
     assert!(record.groups.iter().all(|g| g.outcome == Outcome::Filled));
     let company = &record.groups[0];
-    assert_eq!(company.tries.len(), 2, "the refused value, then the next");
+    assert_eq!(company.tries.len(), 2, "the refused line, then the next");
 }
 
 #[tokio::test(flavor = "current_thread")]

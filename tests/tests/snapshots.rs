@@ -151,7 +151,7 @@ fn policy() {
             "limit_per_claim": null,
             "effective_date": "2024-01-01",
             "expiry_date": "2024-12-31",
-            "signed": {"iso": "2023-12-15", "original": "15 December 2023"}
+            "signed": {"original": "15 December 2023"}
         })],
         &[json!({
             "policy_number": "PX-1",
