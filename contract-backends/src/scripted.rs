@@ -7,10 +7,6 @@ use contract_core::extract::{
     Backend, BackendError, Request, Response, ScoreRequest, ScoreResponse,
 };
 
-/// The judge of a [`ScriptedBackend`]: the margin (`log P(yes) - log P(no)`) it gives the text
-/// of a scoring prompt's last message.
-pub type ScriptedJudge = Arc<dyn Fn(&str) -> f64 + Send + Sync>;
-
 /// The scorer of a [`ScriptedBackend`]: the log-probability it gives an answer (second
 /// argument) to a scoring prompt whose last message is the first.
 pub type ScriptedScorer = Arc<dyn Fn(&str, &str) -> f64 + Send + Sync>;

@@ -733,8 +733,6 @@ pub struct ValueCandidates {
     pub places: Vec<Vec<(usize, Range<usize>)>>,
     /// The answer `{"field": null`, when the field may be null.
     pub null: Option<String>,
-    /// How many bytes of each entry of `values` are the value (the rest is its end).
-    pub value_len: Vec<usize>,
     /// Whether the value is the group's whole answer (one field; the value is the field, or
     /// the only field the model fills inside it; a form's expression or a number, not a line):
     /// the group is filled by the best value itself, closed by `closing`.
@@ -836,12 +834,10 @@ pub fn value_candidates(
     }
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut values: Vec<String> = Vec::new();
-    let mut value_len: Vec<usize> = Vec::new();
     let mut places: Vec<Vec<(usize, Range<usize>)>> = Vec::new();
-    let mut add = |text: String, len: usize, place: (usize, Range<usize>)| {
+    let mut add = |text: String, place: (usize, Range<usize>)| {
         let i = *index.entry(text.clone()).or_insert_with(|| {
             values.push(text);
-            value_len.push(len);
             places.push(Vec::new());
             values.len() - 1
         });
@@ -854,23 +850,20 @@ pub fn value_candidates(
                 let trimmed = line.trim();
                 let start = line.len() - line.trim_start().len();
                 let json = serde_json::to_string(trimmed).unwrap_or_default();
-                let len = json.len();
-                add(json, len, (*n, start..start + trimmed.len()));
+                add(json, (*n, start..start + trimmed.len()));
             }
             Leaf::Form(form) => {
                 for r in crate::read::find(form, line) {
                     if let Some(text) = line.get(r.clone()) {
                         let json = serde_json::to_string(text).unwrap_or_default();
-                        let len = json.len();
-                        add(json, len, (*n, r));
+                        add(json, (*n, r));
                     }
                 }
             }
             Leaf::Number => {
                 for d in crate::ground::numbers_in(line, numerals) {
                     let literal = d.to_json_literal();
-                    let len = literal.len();
-                    add(format!("{literal}{number_end}"), len, (*n, 0..line.len()));
+                    add(format!("{literal}{number_end}"), (*n, 0..line.len()));
                 }
             }
         }
@@ -888,7 +881,6 @@ pub fn value_candidates(
         prefix,
         values,
         places,
-        value_len,
         // A line is where a grounded string is written, not the string itself (a name with
         // its registration number after it, a state inside a sentence): the model copies the
         // value from the line's passage. A form's whole expression, or a number, is the value.
@@ -969,7 +961,9 @@ impl ValueCandidates {
                 }
             }
             if self.direct {
-                let value = &self.values[v][..self.value_len[v]];
+                // The value without the end a number is scored with (a JSON string ends with
+                // its quote, a number literal with a digit: neither with `,` or `}`).
+                let value = self.values[v].trim_end_matches([',', '}']);
                 let text = format!("{}{value}{}", self.prefix, self.closing);
                 if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&text) {
                     let mut lines: Vec<usize> = places.iter().map(|(l, _)| *l).collect();
