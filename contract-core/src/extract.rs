@@ -20,6 +20,8 @@ use std::sync::OnceLock;
 
 use serde_json::Map;
 
+pub use crate::chunk::Overflow;
+use crate::chunk::{merge_chunks, plan_chunks, Chunk, ChunkPart, ChunkRecord};
 use crate::context::{Adjust, DocContext};
 use crate::contract::ContractSpec;
 use crate::grammar::Grammar;
@@ -511,6 +513,11 @@ pub struct Extraction<C> {
     /// backend that cannot score answers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selection_skipped: Option<Skipped>,
+    /// How a document longer than the budget was read in chunks, when it was
+    /// ([`Overflow::Chunks`]): each chunk's lines and outcome, each list's merge and
+    /// completeness, the fields chunks disagreed on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<ChunkRecord>,
 }
 
 impl<C> Extraction<C> {
@@ -541,6 +548,7 @@ pub struct Extractor<C, B> {
     backend: B,
     max_attempts: usize,
     budget: Option<(Arc<dyn Tokenizer + Send + Sync>, Budget)>,
+    overflow: Overflow,
     max_tokens: Option<u32>,
     sampling: Sampling,
     options: ParseOptions,
@@ -577,6 +585,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             backend,
             max_attempts: 2,
             budget: None,
+            overflow: Overflow::default(),
             max_tokens: None,
             sampling: Sampling::default(),
             options: ParseOptions::default(),
@@ -631,9 +640,19 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         self
     }
 
-    /// Fits every prompt into `budget` tokens of `tokenizer`; only the document is cut.
+    /// Fits every prompt into `budget` tokens of `tokenizer`. A document too long for it is
+    /// read in overlapping chunks and the replies merged (the default [`Overflow`]), or cut to
+    /// the head that fits ([`Overflow::Cut`]); never silently.
     pub fn budget(mut self, tokenizer: Arc<dyn Tokenizer + Send + Sync>, budget: Budget) -> Self {
         self.budget = Some((tokenizer, budget));
+        self
+    }
+
+    /// What is done with a document longer than the [budget](Extractor::budget) (default:
+    /// [`Overflow::Chunks`] with 4 lines of overlap; see [`crate::chunk`]). The record's
+    /// [`Extraction::chunks`] tells how it was read.
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
         self
     }
 
@@ -693,7 +712,21 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 Err(reason) => skipped = Some(Skipped { reason }),
             }
         }
-        let grounds = (grounded && self.grounding).then(|| Grounds::new(&source));
+        if let (Some((tok, budget)), Overflow::Chunks { overlap_lines }) =
+            (&self.budget, self.overflow)
+        {
+            let whole = self
+                .parts
+                .fit_messages(document, &[], *budget, tok.as_ref());
+            if whole.is_ok_and(|f| f.trimmed) {
+                let mut out = self
+                    .extract_chunked(document, &source, tok.as_ref(), *budget, overlap_lines)
+                    .await;
+                out.selection_skipped = skipped;
+                out.timings.total_ms = ms(started);
+                return out;
+            }
+        }
         let cx = DocContext::of(&source).adjusted(self.adjust.clone());
 
         let mut out = Extraction::empty(spec);
@@ -703,6 +736,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         for _ in 0..self.max_attempts {
             let t0 = Instant::now();
             let mut attempt = Attempt::empty();
+            // The text the prompt shows: the whole source, or the head kept under the budget
+            // (grounded values are held to it, so none comes from text the model never saw).
+            let mut shown = source.clone();
 
             let messages = match &self.budget {
                 None => {
@@ -717,6 +753,11 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                         attempt.prompt_tokens = Some(f.prompt_tokens);
                         attempt.dropped_tokens = f.dropped_tokens;
                         attempt.dropped_lines = f.dropped_lines;
+                        if f.trimmed {
+                            shown = Source::from_text(document)
+                                .with_numerals(source.numerals())
+                                .excerpt(&f.shown);
+                        }
                         f.messages
                     }),
             };
@@ -735,8 +776,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 messages,
                 max_tokens: self.max_tokens,
                 sampling: self.sampling,
-                source: Some(source.clone()),
+                source: Some(shown.clone()),
             };
+            let grounds = (grounded && self.grounding).then(|| Grounds::new(&shown));
             let response = match self.backend.complete(&request).await {
                 Ok(r) => r,
                 Err(error) => {
@@ -833,6 +875,7 @@ impl<C> Extraction<C> {
             error: None,
             selection: None,
             selection_skipped: None,
+            chunks: None,
         }
     }
 }
@@ -998,31 +1041,62 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     /// reply is fed back on the same passage up to [`Extractor::max_attempts`] attempts (a
     /// server without a mask can copy a value wrong).
     async fn try_group(&self, plan: &GroupPlan, shown: &[&Passage], source: &Source) -> GroupTry {
-        let excerpt = source.excerpt(&select::shown(shown));
-        let lines: Vec<[usize; 2]> = shown
+        let mut tried = self
+            .try_shown(
+                &plan.spec,
+                &plan.constraint,
+                &plan.parts,
+                &select::shown(shown),
+                source,
+            )
+            .await;
+        for attempt in &mut tried.attempts {
+            attempt.group = Some(plan.group.name.clone());
+        }
+        tried
+    }
+
+    /// One try of the part `spec` of the contract over the parts `keep` of `source` (as
+    /// [`Source::excerpt`] takes them) shown alone: asked for under a mask grounded in them, the
+    /// reply read and checked against them, a refused reply fed back up to
+    /// [`Extractor::max_attempts`] attempts while the prompt with the feedback fits the budget.
+    async fn try_shown(
+        &self,
+        spec: &ContractSpec,
+        constraint: &Arc<Constraint>,
+        parts: &PromptParts,
+        keep: &[(std::ops::Range<usize>, Option<std::ops::Range<usize>>)],
+        source: &Source,
+    ) -> GroupTry {
+        let excerpt = source.excerpt(keep);
+        let lines: Vec<[usize; 2]> = keep
             .iter()
-            .map(|p| {
-                [
-                    p.lines.start,
-                    p.lines.end.saturating_sub(1).max(p.lines.start),
-                ]
-            })
+            .map(|(r, _)| [r.start, r.end.saturating_sub(1).max(r.start)])
             .collect();
-        let mut messages = plan.parts.messages_for_excerpt(&excerpt);
+        let mut messages = parts.messages_for_excerpt(&excerpt);
         let mut attempts = Vec::new();
         loop {
             let request = Request {
-                constraint: plan.constraint.clone(),
+                constraint: constraint.clone(),
                 messages: messages.clone(),
                 max_tokens: self.max_tokens,
                 sampling: self.sampling,
                 source: Some(excerpt.clone()),
             };
             let (mut attempt, value, level, backend_error) =
-                self.try_once(plan, &request, &excerpt).await;
-            attempt.group = Some(plan.group.name.clone());
+                self.try_once(spec, &request, &excerpt).await;
             attempt.lines = lines.clone();
-            let done = value.is_some() || backend_error || attempts.len() + 1 >= self.max_attempts;
+            let mut done =
+                value.is_some() || backend_error || attempts.len() + 1 >= self.max_attempts;
+            if !done {
+                if let Some(raw) = &attempt.raw {
+                    let mut next = messages.clone();
+                    next.push(Message::assistant(raw.clone()));
+                    next.push(Message::user(feedback_message(&attempt.violations)));
+                    // A retry whose prompt would not fit the budget is not sent.
+                    done = !self.fits_budget(&next);
+                }
+            }
             if !done {
                 if let Some(raw) = &attempt.raw {
                     messages.push(Message::assistant(raw.clone()));
@@ -1041,10 +1115,139 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         }
     }
 
+    /// Whether `messages` fit the budget (always, without one).
+    fn fits_budget(&self, messages: &Messages) -> bool {
+        let Some((tok, budget)) = &self.budget else {
+            return true;
+        };
+        let text: Vec<&str> = messages.0.iter().map(|m| m.content.as_str()).collect();
+        let tokens = tok.encode(&text.join("\n")).len()
+            + budget.fixed
+            + budget.per_message * messages.0.len();
+        tokens <= budget.max_tokens
+    }
+
+    /// A document longer than the budget read in chunks ([`crate::chunk`]): each chunk asked
+    /// for the whole contract under a mask grounded in it alone (a local backend decodes
+    /// several at once), the replies merged, the merged value read and checked against the
+    /// document.
+    async fn extract_chunked(
+        &self,
+        document: &str,
+        source: &Source,
+        tok: &(dyn Tokenizer + Send + Sync),
+        budget: Budget,
+        overlap_lines: usize,
+    ) -> Extraction<C> {
+        /// Chunks decoded at once.
+        const AT_ONCE: usize = 8;
+        let spec = C::contract_spec();
+        let mut out = Extraction::empty(spec);
+        let doc = Source::from_text(document).with_numerals(source.numerals());
+        // With retries, a quarter of the budget is left for a retry's reply and feedback.
+        let planned = if self.max_attempts > 1 {
+            Budget {
+                max_tokens: budget.max_tokens - budget.max_tokens / 4,
+                ..budget
+            }
+        } else {
+            budget
+        };
+        let chunks: Vec<Chunk> = match plan_chunks(&self.parts, &doc, planned, tok, overlap_lines)
+        {
+            Ok(c) => c,
+            Err(error) => {
+                let mut attempt = Attempt::empty();
+                attempt.error = Some(AttemptError::Budget { error });
+                out.error = attempt.error.clone();
+                out.attempts.push(attempt);
+                return out;
+            }
+        };
+        let keeps: Vec<[_; 1]> = chunks.iter().map(|c| [c.keep()]).collect();
+        // In waves (a local backend decodes a wave as one batch); a sliding window over a
+        // stream would be tighter, but its future is not `Send` (a higher-ranked closure).
+        let mut tries: Vec<GroupTry> = Vec::with_capacity(chunks.len());
+        for wave in keeps.chunks(AT_ONCE) {
+            let results = futures_util::future::join_all(
+                wave.iter()
+                    .map(|keep| self.try_shown(spec, &self.constraint, &self.parts, keep, &doc)),
+            )
+            .await;
+            tries.extend(results);
+        }
+        let values: Vec<Option<Map<String, Value>>> =
+            tries.iter().map(|t| t.value.clone()).collect();
+        let (merged, lists, conflicts) = merge_chunks(spec, &doc, &chunks, &values);
+        let mut parts = Vec::with_capacity(chunks.len());
+        let mut backend_failed = None;
+        let mut level = Level::Strict;
+        for (chunk, tried) in chunks.iter().zip(tries) {
+            parts.push(ChunkPart {
+                lines: chunk.first_last(),
+                chars: chunk.chars.clone().map(|c| [c.start, c.end]),
+                filled: tried.value.is_some(),
+                attempts: tried.attempts.len(),
+            });
+            if tried.value.is_some() {
+                level = level.max(tried.level);
+            }
+            for attempt in tried.attempts {
+                if let Some(e) = &attempt.error {
+                    backend_failed = Some(e.clone());
+                }
+                if out.prompt_tokens.is_none() {
+                    out.prompt_tokens = attempt.prompt_tokens;
+                }
+                out.timings.attempts_ms.push(attempt.ms);
+                out.attempts.push(attempt);
+            }
+        }
+        let filled = parts.iter().filter(|p| p.filled).count();
+        out.level = if filled == 0 { Level::Invalid } else { level };
+        if filled == 0 {
+            out.error = backend_failed;
+            out.violations = out
+                .attempts
+                .last()
+                .map(|a| a.violations.clone())
+                .unwrap_or_default();
+        } else {
+            let cx = DocContext::of(source).adjusted(self.adjust.clone());
+            let mut violations = Violations::new();
+            if self.grounding && has_grounding(spec) {
+                let raw = merged.to_string();
+                violations
+                    .0
+                    .extend(check_reply(spec, &merged, &raw, &Grounds::new(&doc)).0);
+            }
+            match C::from_value_in(&merged, &cx) {
+                Ok(value) if violations.is_empty() => out.value = Some(value),
+                Ok(_) => {}
+                Err(v) => violations.0.extend(v.0),
+            }
+            out.violations = violations;
+            out.json = Some(merged);
+        }
+        out.repairs = out
+            .attempts
+            .iter()
+            .filter(|a| a.violations.is_empty())
+            .flat_map(|a| a.repairs.iter().cloned())
+            .collect();
+        out.chunks = Some(ChunkRecord {
+            overlap_lines,
+            chunks: parts,
+            lists,
+            conflicts,
+        });
+        out
+    }
+
     /// One request of a group's try: the reply read and checked against the excerpt.
     async fn try_once(
         &self,
-        plan: &GroupPlan,
+        spec: &ContractSpec,
         request: &Request,
         excerpt: &Source,
     ) -> (Attempt, Option<Map<String, Value>>, Level, bool) {
@@ -1070,10 +1273,10 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 None
             }
             (Some(json), _) => {
-                check_value(&plan.spec, json, "", &mut violations);
+                check_value(spec, json, "", &mut violations);
                 if self.grounding {
                     violations.0.extend(
-                        check_reply(&plan.spec, json, &response.text, &Grounds::new(excerpt)).0,
+                        check_reply(spec, json, &response.text, &Grounds::new(excerpt)).0,
                     );
                 }
                 match json {
@@ -1134,10 +1337,14 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         // document; the others by a question about each passage.
         let shown_whole = self.selection.judge == Judge::Values
             && source.text().chars().count() <= self.selection.max_shown_chars;
+        // Under a budget, only a document whose whole prompt fits it is shown whole.
+        let fits_whole = |parts: &PromptParts| {
+            self.budget.is_none() || self.fits_budget(&parts.messages_for_excerpt(source))
+        };
         let candidates: Vec<Option<ValueCandidates>> = plans
             .iter()
             .map(|plan| {
-                shown_whole
+                (shown_whole && fits_whole(&plan.parts))
                     .then(|| {
                         value_candidates(
                             &plan.spec,

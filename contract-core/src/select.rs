@@ -1138,7 +1138,7 @@ pub fn merge_lists(parts: &[Map<String, Value>], fields: &[String]) -> Map<Strin
 
 /// What two list items are compared by: a string's words, case folded; any other value's JSON
 /// text with every string so normalised (an evidenced item by its value alone).
-fn item_key(v: &Value) -> String {
+pub(crate) fn item_key(v: &Value) -> String {
     let v = match v {
         Value::Object(m) if m.contains_key("value") && m.contains_key("evidence") => &m["value"],
         other => other,

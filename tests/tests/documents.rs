@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use contract_backends::batch::failure_reason;
 use contract_backends::ScriptedBackend;
-use contract_core::extract::{AttemptError, Extraction, Extractor};
+use contract_core::extract::{AttemptError, Extraction, Extractor, Overflow};
 use contract_core::prompt::{
     Budget, BudgetError, Tokenizer, DOCUMENT_CLOSE, DOCUMENT_OPEN, REPLY_JSON_ONLY,
 };
@@ -144,7 +144,7 @@ async fn every_document_gets_a_record() {
             let backend = ScriptedBackend::new([VALID]);
             let mut ex = Extractor::<Guidance, _>::new(&backend);
             if budgeted {
-                ex = ex.budget(lossy(), budget());
+                ex = ex.budget(lossy(), budget()).overflow(Overflow::Cut);
             }
             let x = ex.extract(&doc).await;
             assert!(x.value.is_some(), "{label}: {:?}", x.error);
@@ -178,7 +178,7 @@ async fn every_document_gets_a_record() {
             let backend = ScriptedBackend::new(["not json", "{\"quarter\": 9"]);
             let mut ex = Extractor::<Guidance, _>::new(&backend).max_attempts(2);
             if budgeted {
-                ex = ex.budget(lossy(), budget());
+                ex = ex.budget(lossy(), budget()).overflow(Overflow::Cut);
             }
             let x = ex.extract(&doc).await;
             assert!(x.value.is_none(), "{label}");
@@ -222,6 +222,7 @@ async fn a_marker_document_cut_by_a_budget_keeps_one_closing_line() {
         let backend = ScriptedBackend::new([VALID]);
         let x = Extractor::<Guidance, _>::new(&backend)
             .budget(lossy(), Budget::new(max))
+            .overflow(Overflow::Cut)
             .extract(&doc)
             .await;
         let Some(request) = backend.requests().pop() else {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use contract_backends::ScriptedBackend;
-use contract_core::extract::{AttemptError, BackendError, Extractor, Response};
+use contract_core::extract::{AttemptError, BackendError, Extractor, Overflow, Response};
 use contract_core::parse::{Level, RepairKind};
 use contract_core::prompt::{Budget, BudgetError, Role, Tokenizer};
 use contract_core::{Contract, ViolationKind};
@@ -309,6 +309,7 @@ async fn a_budget_is_applied_and_recorded() {
     let tok: Arc<dyn Tokenizer + Send + Sync> = Arc::new(Words::default());
     let x = Extractor::<Guidance, _>::new(&backend)
         .budget(tok.clone(), budget)
+        .overflow(Overflow::Cut)
         .extract(&long_doc)
         .await;
     assert_eq!(x.value, Some(expected()));

@@ -17,7 +17,7 @@ use candle_core::Device;
 use contract_core::extract::{
     Backend, BackendError, FinishReason, Request, Response, Sampling, ScoreRequest, ScoreResponse,
 };
-use contract_core::prompt::{Message, Messages, Role};
+use contract_core::prompt::{Budget, Message, Messages, Role};
 
 use super::chat::ChatTemplate;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
@@ -895,6 +895,28 @@ impl LocalBackend {
     /// Drops the cached prompt prefix.
     pub fn clear_prefix_cache(&self) {
         self.state().prefix = None;
+    }
+
+    /// A [`Budget`] of `max_tokens` prompt tokens for this model: the chat template's tokens
+    /// (around each message, and once per prompt with the generation prompt) measured by
+    /// rendering short conversations, so an [`Extractor::budget`](contract_core::Extractor::budget)
+    /// with this model's [tokenizer](Self::tokenizer) counts what the model will be given.
+    /// Use the model's context length less the reply's tokens, e.g. `budget(2048 - 256)`.
+    pub fn budget(&self, max_tokens: usize) -> Result<Budget, LocalError> {
+        let tok = &self.inner.tokenizer;
+        let words = |t: &str| contract_core::prompt::Tokenizer::encode(tok.as_ref(), t).len();
+        let (s, u) = ("You read.", "A document.");
+        let two = self
+            .prompt_tokens(&[Message::system(s), Message::user(u)])?
+            .len();
+        let three = self
+            .prompt_tokens(&[Message::system(s), Message::user(u), Message::user(u)])?
+            .len();
+        let per_message = three.saturating_sub(two + words(u));
+        // The budget counts the system and user texts joined by one separator.
+        let joined = words(&format!("{s}\n{u}"));
+        let fixed = two.saturating_sub(joined + 2 * per_message);
+        Ok(Budget::new(max_tokens).with_template(per_message, fixed))
     }
 
     /// The prompt tokens of `messages` (chat template applied, generation prompt added).

@@ -341,6 +341,9 @@ pub struct FittedMessages {
     pub dropped_lines: usize,
     /// Whether the document was cut.
     pub trimmed: bool,
+    /// What of the document the prompt shows, as [`Source::excerpt`](crate::Source::excerpt)
+    /// takes it: the lines kept whole, then the beginning of a line cut in its middle.
+    pub shown: Vec<(std::ops::Range<usize>, Option<std::ops::Range<usize>>)>,
 }
 
 impl PromptParts {
@@ -461,6 +464,7 @@ impl PromptParts {
             first?
         };
         let mut kept_doc = numbered.get(..cut.kept[3]).unwrap_or(&numbered).to_owned();
+        let shown = shown_part(document, &kept_doc);
         if line_end {
             kept_doc.push('\n');
         }
@@ -476,8 +480,37 @@ impl PromptParts {
             dropped_tokens: cut.dropped_tokens,
             dropped_lines: cut.dropped_lines,
             trimmed: cut.trimmed,
+            shown,
         })
     }
+}
+
+/// The lines of `document` a numbered head `kept` (a prefix of its [`number_lines`]) shows:
+/// those it holds whole, and the beginning of the one it cuts (as many chars as it keeps: the
+/// numbering writes every char of a line as one char).
+fn shown_part(
+    document: &str,
+    kept: &str,
+) -> Vec<(std::ops::Range<usize>, Option<std::ops::Range<usize>>)> {
+    let whole = kept.matches('\n').count();
+    let mut shown = Vec::new();
+    if whole > 0 {
+        shown.push((1..whole + 1, None));
+    }
+    let partial = &kept[kept.rfind('\n').map_or(0, |i| i + 1)..];
+    let chars = partial
+        .find("| ")
+        .map_or(0, |i| partial[i + 2..].chars().count());
+    if chars > 0 {
+        if let Some(line) = document.lines().nth(whole) {
+            let bytes = line
+                .char_indices()
+                .nth(chars)
+                .map_or(line.len(), |(i, _)| i);
+            shown.push((whole + 1..whole + 2, Some(0..bytes)));
+        }
+    }
+    shown
 }
 
 /// Moves a cut inside a line's number (`  12| `) back to the start of that line.
