@@ -719,12 +719,14 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 .parts
                 .fit_messages(document, &[], *budget, tok.as_ref());
             if whole.is_ok_and(|f| f.trimmed) {
-                let mut out = self
+                if let Some(mut out) = self
                     .extract_chunked(document, &source, tok.as_ref(), *budget, overlap_lines)
-                    .await;
-                out.selection_skipped = skipped;
-                out.timings.total_ms = ms(started);
-                return out;
+                    .await
+                {
+                    out.selection_skipped = skipped;
+                    out.timings.total_ms = ms(started);
+                    return out;
+                }
             }
         }
         let cx = DocContext::of(&source).adjusted(self.adjust.clone());
@@ -1130,7 +1132,8 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     /// A document longer than the budget read in chunks ([`crate::chunk`]): each chunk asked
     /// for the whole contract under a mask grounded in it alone (a local backend decodes
     /// several at once), the replies merged, the merged value read and checked against the
-    /// document.
+    /// document. `None` when the document has no chunk to read (only blank lines): the
+    /// caller cuts it instead.
     async fn extract_chunked(
         &self,
         document: &str,
@@ -1138,7 +1141,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         tok: &(dyn Tokenizer + Send + Sync),
         budget: Budget,
         overlap_lines: usize,
-    ) -> Extraction<C> {
+    ) -> Option<Extraction<C>> {
         /// Chunks decoded at once.
         const AT_ONCE: usize = 8;
         let spec = C::contract_spec();
@@ -1161,9 +1164,12 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 attempt.error = Some(AttemptError::Budget { error });
                 out.error = attempt.error.clone();
                 out.attempts.push(attempt);
-                return out;
+                return Some(out);
             }
         };
+        if chunks.is_empty() {
+            return None;
+        }
         let keeps: Vec<[_; 1]> = chunks.iter().map(|c| [c.keep()]).collect();
         // In waves (a local backend decodes a wave as one batch); a sliding window over a
         // stream would be tighter, but its future is not `Send` (a higher-ranked closure).
@@ -1241,7 +1247,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             lists,
             conflicts,
         });
-        out
+        Some(out)
     }
 
     /// One request of a group's try: the reply read and checked against the excerpt.

@@ -331,3 +331,15 @@ async fn cut_keeps_the_head_and_grounds_in_it_only() {
             .count()
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_long_blank_document_still_gets_a_record() {
+    let doc = "\n".repeat(5_000);
+    let reader = Reader::new(Fault::None);
+    let x = extractor(&reader).extract(&doc).await;
+    assert!(x.chunks.is_none());
+    assert_eq!(x.attempts.len(), 1);
+    assert!(x.dropped_lines > 0);
+    let roster = x.value.as_ref().expect("a value");
+    assert!(roster.members.is_empty() && roster.city.is_none());
+}
