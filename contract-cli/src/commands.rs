@@ -26,7 +26,10 @@ pub fn check(
     } else {
         read_docs(sources)?
     };
-    let texts: HashMap<&str, &str> = docs.iter().map(|d| (d.id.as_str(), d.text.as_str())).collect();
+    let texts: HashMap<&str, &str> = docs
+        .iter()
+        .map(|d| (d.id.as_str(), d.text.as_str()))
+        .collect();
     let replies = read_rows(input)?;
     let mut out: Box<dyn Write> = match output {
         Some(p) => Box::new(std::io::BufWriter::new(
@@ -42,7 +45,10 @@ pub fn check(
             (Value::Null, Value::Null) => {
                 return Err(CliError::input(
                     input,
-                    format!("row {} (`{id}`) has neither `reply` (a string) nor `value`", i + 1),
+                    format!(
+                        "row {} (`{id}`) has neither `reply` (a string) nor `value`",
+                        i + 1
+                    ),
                 ))
             }
             (Value::Null, v) => v.to_string(),
@@ -63,7 +69,10 @@ pub fn check(
         writeln!(out, "{row}").map_err(|e| CliError::Output(e.to_string()))?;
     }
     out.flush().map_err(|e| CliError::Output(e.to_string()))?;
-    eprintln!("{} replies: {valid} fill the contract, {invalid} do not", replies.len());
+    eprintln!(
+        "{} replies: {valid} fill the contract, {invalid} do not",
+        replies.len()
+    );
     Ok(if invalid > 0 { code::INVALID } else { code::OK })
 }
 
@@ -89,7 +98,10 @@ pub fn show(schema: &Path, as_json: bool) -> Result<u8, CliError> {
         return Ok(code::OK);
     }
     println!("# {}\n", contract.name());
-    println!("## Signature (what the model reads)\n\n{}\n", contract.signature());
+    println!(
+        "## Signature (what the model reads)\n\n{}\n",
+        contract.signature()
+    );
     match &strict {
         Ok(s) => {
             println!(

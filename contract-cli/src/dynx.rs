@@ -6,8 +6,10 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
+use contract_core::extract::Decoding;
 use contract_core::extract::{Backend, Request, Sampling};
-use contract_core::ground::{check_reply, Grounds};
+use contract_core::grammar::Grammar;
+use contract_core::ground::{check_reply, has_grounding, Grounds};
 use contract_core::parse::{recover_with, Level, ParseOptions};
 use contract_core::prompt::{feedback_message, Message, PromptParts, REPLY_JSON_ONLY};
 use contract_core::{Constraint, ContractSpec, DynContract, Source};
@@ -51,19 +53,34 @@ impl DynExtractor {
     /// the violations fed back), `max_tokens` a reply.
     pub fn new(contract: DynContract, max_attempts: usize, max_tokens: Option<u32>) -> Self {
         let spec = crate::schema::root_spec(&contract);
-        let constraint = Arc::new(Constraint::from_dyn(&contract));
+        let mut constraint = Constraint::from_dyn(&contract);
+        // A schema whose fields are grounded decodes as a derived contract does: the mask
+        // copies each grounded value from the document. Only a schema without `$ref`s: the
+        // grammar follows a derived contract's nesting, not a schema's definitions.
+        if Self::grounded_decoding(&contract, &spec) {
+            constraint =
+                constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
+        }
         let parts = PromptParts {
             system: system_message(&contract),
-            question: format!("Fill `{}` from the document above. {REPLY_JSON_ONLY}", contract.name()),
+            question: format!(
+                "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
+                contract.name()
+            ),
         };
         DynExtractor {
             contract: Arc::new(contract),
             spec,
-            constraint,
+            constraint: Arc::new(constraint),
             parts,
             max_attempts: max_attempts.max(1),
             max_tokens,
         }
+    }
+
+    /// Whether replies decode under the grounded grammar (see [`DynExtractor::new`]).
+    pub fn grounded_decoding(contract: &DynContract, spec: &ContractSpec) -> bool {
+        contract.document().nodes.len() == 1 && spec.object().is_some() && has_grounding(spec)
     }
 
     /// Reads `raw` through the ladder and checks it: the schema (`x-rules` included) and, when
@@ -95,7 +112,11 @@ impl DynExtractor {
             level: rec.level,
             json: rec.json,
             violations,
-            repairs: rec.repairs.iter().map(|r| r.kind.as_str().to_owned()).collect(),
+            repairs: rec
+                .repairs
+                .iter()
+                .map(|r| r.kind.as_str().to_owned())
+                .collect(),
         }
     }
 
@@ -333,6 +354,8 @@ mod tests {
         assert_eq!(row["value"], json!({"company": "Acme Corp", "total": 12.5}));
         let first = &row["attempts"][0]["violations"][0];
         assert_eq!(first["kind"], "not_in_source", "{row:#}");
+        // The grounded fields decode under the grounded grammar, as a derived contract's do.
+        assert!(backend.requests()[0].constraint.grammar().is_some());
         let second_prompt = &backend.requests()[1].messages;
         assert!(second_prompt
             .iter()
@@ -366,8 +389,14 @@ mod tests {
             1,
             None,
         );
-        let row = block_on(ex.extract(&ScriptedBackend::new([r#"{"a": null}"#]), "x", "t"));
+        let backend = ScriptedBackend::new([r#"{"a": null}"#]);
+        let row = block_on(ex.extract(&backend, "x", "t"));
         assert_eq!(row["outcome"], "empty", "{row:#}");
+        // Nothing grounded: the schema's own grammar.
+        assert!(matches!(
+            backend.requests()[0].constraint.decoding,
+            Some(Decoding::JsonSchema(_))
+        ));
         assert_eq!(row["ok"], true);
     }
 }

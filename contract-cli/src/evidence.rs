@@ -214,7 +214,10 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [("/company", "Acme  Corp", true), ("/revenue", "1,250.0", false)]
+            [
+                ("/company", "Acme  Corp", true),
+                ("/revenue", "1,250.0", false)
+            ]
         );
         assert_eq!(missing, ["/city"]);
     }

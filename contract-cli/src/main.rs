@@ -173,7 +173,9 @@ fn main() -> ExitCode {
         Command::Extract(a) => extract(a),
         Command::Check(a) => commands::check(&a.schema, &a.input, &a.source, a.output.as_deref()),
         Command::Show(a) => commands::show(&a.schema, a.json),
-        Command::Review(a) => commands::review(&a.rows, &a.docs, &a.html, &a.title).map(|()| error::code::OK),
+        Command::Review(a) => {
+            commands::review(&a.rows, &a.docs, &a.html, &a.title).map(|()| error::code::OK)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -210,7 +212,12 @@ fn extract(a: ExtractArgs) -> Result<u8, CliError> {
             Duration::from_millis(a.delay_ms),
         )?,
     };
-    eprintln!("{} documents, {} on {}", docs.len(), contract.name(), model.describe());
+    eprintln!(
+        "{} documents, {} on {}",
+        docs.len(),
+        contract.name(),
+        model.describe()
+    );
     let title = contract.name().to_owned();
     let ex = dynx::DynExtractor::new(contract, a.attempts, Some(a.max_tokens));
     let options = runner::RunOptions {

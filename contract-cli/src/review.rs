@@ -94,7 +94,10 @@ fn field_of(path: &str) -> String {
 /// The page data of `rows` over `docs`: every row (its document text when `docs` has it), then
 /// every document without a row (outcome `missing`).
 pub fn page(title: &str, rows: &[Value], docs: &[Doc]) -> Page {
-    let texts: HashMap<&str, &str> = docs.iter().map(|d| (d.id.as_str(), d.text.as_str())).collect();
+    let texts: HashMap<&str, &str> = docs
+        .iter()
+        .map(|d| (d.id.as_str(), d.text.as_str()))
+        .collect();
     let mut fields: BTreeMap<String, usize> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut color = |f: String| -> usize {
@@ -122,7 +125,11 @@ pub fn page(title: &str, rows: &[Value], docs: &[Doc]) -> Page {
                     continue;
                 };
                 // Rows are input too: offsets outside the text or inside a char are dropped.
-                if start >= end || end > text.len() || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+                if start >= end
+                    || end > text.len()
+                    || !text.is_char_boundary(start)
+                    || !text.is_char_boundary(end)
+                {
                     continue;
                 }
                 let path = ev["path"].as_str().unwrap_or_default().to_owned();
@@ -138,13 +145,22 @@ pub fn page(title: &str, rows: &[Value], docs: &[Doc]) -> Page {
             }
         }
         let segments = text.map(|t| segments(t, &values)).unwrap_or_default();
-        let shown = if row["value"].is_null() { &row["json"] } else { &row["value"] };
+        let shown = if row["value"].is_null() {
+            &row["json"]
+        } else {
+            &row["value"]
+        };
         let not_in_source = row["not_in_source"]
             .as_array()
             .map(|l| {
                 l.iter()
                     .filter_map(Value::as_str)
-                    .map(|p| (p.to_owned(), shown.pointer(p).cloned().unwrap_or(Value::Null)))
+                    .map(|p| {
+                        (
+                            p.to_owned(),
+                            shown.pointer(p).cloned().unwrap_or(Value::Null),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -430,7 +446,10 @@ mod tests {
     #[test]
     fn script_json_cannot_close_the_script() {
         let s = script_json(&json!({"t": "</script><img src=x onerror=alert(1)>&\u{2028}"}));
-        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'), "{s}");
+        assert!(
+            !s.contains('<') && !s.contains('>') && !s.contains('&'),
+            "{s}"
+        );
         let back: Value = serde_json::from_str(&s).unwrap_or_default();
         assert_eq!(back["t"], "</script><img src=x onerror=alert(1)>&\u{2028}");
     }
@@ -450,10 +469,16 @@ mod tests {
         let segs = segments(text, &[v(3, 12), v(8, 12)]);
         let joined: String = segs.iter().map(|s| s.0.as_str()).collect();
         assert_eq!(joined, text);
-        let got: Vec<(&str, Vec<usize>)> = segs.iter().map(|s| (s.0.as_str(), s.1.clone())).collect();
+        let got: Vec<(&str, Vec<usize>)> =
+            segs.iter().map(|s| (s.0.as_str(), s.1.clone())).collect();
         assert_eq!(
             got,
-            [("ab ", vec![]), ("Acme ", vec![0]), ("Corp", vec![0, 1]), (" 12 z", vec![])]
+            [
+                ("ab ", vec![]),
+                ("Acme ", vec![0]),
+                ("Corp", vec![0, 1]),
+                (" 12 z", vec![])
+            ]
         );
     }
 }

@@ -92,7 +92,13 @@ fn open_output(options: &RunOptions) -> Result<(Output, HashSet<String>), CliErr
             ));
         }
         let file = File::create(path).map_err(err)?;
-        return Ok((Output { path: path.to_path_buf(), file }, HashSet::new()));
+        return Ok((
+            Output {
+                path: path.to_path_buf(),
+                file,
+            },
+            HashSet::new(),
+        ));
     }
     let mut file = OpenOptions::new()
         .read(true)
@@ -112,7 +118,13 @@ fn open_output(options: &RunOptions) -> Result<(Output, HashSet<String>), CliErr
         file.set_len(keep as u64).map_err(err)?;
     }
     file.seek(SeekFrom::End(0)).map_err(err)?;
-    Ok((Output { path: path.to_path_buf(), file }, done))
+    Ok((
+        Output {
+            path: path.to_path_buf(),
+            file,
+        },
+        done,
+    ))
 }
 
 /// The length of the whole rows of `bytes` and their ids. Only the last line may be torn (no
@@ -124,22 +136,28 @@ fn whole_rows(path: &Path, bytes: &[u8]) -> Result<(usize, HashSet<String>), Cli
     let mut line_no = 0;
     while start < bytes.len() {
         line_no += 1;
-        let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n').map(|i| start + i) else {
+        let Some(nl) = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| start + i)
+        else {
             return Ok((start, done)); // torn: no newline
         };
         let line = &bytes[start..nl];
-        let parsed = std::str::from_utf8(line).map_err(|e| e.to_string()).and_then(|s| {
-            if s.trim().is_empty() {
-                return Ok(None);
-            }
-            match serde_json::from_str::<Value>(s) {
-                Ok(v) => match v.get("id") {
-                    Some(Value::String(id)) => Ok(Some(id.clone())),
-                    _ => Err("the row has no string `id`".to_owned()),
-                },
-                Err(e) => Err(e.to_string()),
-            }
-        });
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                if s.trim().is_empty() {
+                    return Ok(None);
+                }
+                match serde_json::from_str::<Value>(s) {
+                    Ok(v) => match v.get("id") {
+                        Some(Value::String(id)) => Ok(Some(id.clone())),
+                        _ => Err("the row has no string `id`".to_owned()),
+                    },
+                    Err(e) => Err(e.to_string()),
+                }
+            });
         match parsed {
             Ok(id) => done.extend(id),
             Err(_) if nl + 1 >= bytes.len() => return Ok((start, done)),

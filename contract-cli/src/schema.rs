@@ -31,9 +31,8 @@ pub fn load(path: &Path) -> Result<DynContract, CliError> {
 pub fn load_for_extraction(path: &Path) -> Result<DynContract, CliError> {
     let contract = load(path)?;
     let root = contract.document().root();
-    let object = root.object.is_some()
-        || root.types.contains(&JsonType::Object)
-        || root.reference.is_some();
+    let object =
+        root.object.is_some() || root.types.contains(&JsonType::Object) || root.reference.is_some();
     if !object {
         return Err(CliError::Schema(format!(
             "{}: the root schema at `/` must describe an object (`\"type\": \"object\"` with \

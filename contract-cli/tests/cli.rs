@@ -17,9 +17,18 @@ fn every_document_gets_one_row_with_its_outcome() {
     let dir = scratch("every_row");
     let out = dir.join("rows.jsonl");
     let run = contract(&[
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &data("invoices.jsonl"),
-        "--output", path(&out), "--backend", "scripted", "--replies",
-        &data("invoice-replies.jsonl"), "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &data("invoices.jsonl"),
+        "--output",
+        path(&out),
+        "--backend",
+        "scripted",
+        "--replies",
+        &data("invoice-replies.jsonl"),
+        "--quiet",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
@@ -30,23 +39,42 @@ fn every_document_gets_one_row_with_its_outcome() {
     // the second reply kept.
     assert_eq!(outcome("inv-2"), "valid");
     assert_eq!(rows["inv-2"]["retried"], true);
-    assert_eq!(rows["inv-2"]["attempts"][0]["violations"][0]["path"], "/seller");
-    assert_eq!(rows["inv-2"]["attempts"][0]["violations"][0]["kind"], "not_in_source");
+    assert_eq!(
+        rows["inv-2"]["attempts"][0]["violations"][0]["path"],
+        "/seller"
+    );
+    assert_eq!(
+        rows["inv-2"]["attempts"][0]["violations"][0]["kind"],
+        "not_in_source"
+    );
     assert_eq!(rows["inv-2"]["value"]["seller"], "Globex Ltd");
     assert_eq!(outcome("inv-3"), "valid");
     assert_eq!(outcome("inv-4"), "empty");
     assert_eq!(outcome("inv-5"), "valid");
-    assert_eq!(rows["inv-5"]["value"]["seller"], "Umbrella <b>Health</b> GmbH");
+    assert_eq!(
+        rows["inv-5"]["value"]["seller"],
+        "Umbrella <b>Health</b> GmbH"
+    );
     // Each value's evidence lies where the document writes it.
     let docs = docs_by_id(&data("invoices.jsonl"));
     for (id, row) in &rows {
         for ev in row["evidence"].as_array().into_iter().flatten() {
-            let (s, e) = (ev["start"].as_u64().unwrap_or(0) as usize, ev["end"].as_u64().unwrap_or(0) as usize);
+            let (s, e) = (
+                ev["start"].as_u64().unwrap_or(0) as usize,
+                ev["end"].as_u64().unwrap_or(0) as usize,
+            );
             assert_eq!(docs[id].get(s..e), ev["written"].as_str(), "{id}: {ev}");
         }
     }
-    let total = &rows["inv-1"]["evidence"].as_array().cloned().unwrap_or_default();
-    let total = total.iter().find(|e| e["path"] == "/total").cloned().unwrap_or_default();
+    let total = &rows["inv-1"]["evidence"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let total = total
+        .iter()
+        .find(|e| e["path"] == "/total")
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(total["written"], "1,250.00", "{total}");
 }
 
@@ -54,12 +82,25 @@ fn every_document_gets_one_row_with_its_outcome() {
 fn a_document_without_a_reply_still_gets_a_row_with_the_reason() {
     let dir = scratch("no_reply");
     let replies = dir.join("replies.jsonl");
-    fs::write(&replies, "{\"id\": \"inv-1\", \"replies\": [\"not json at all\", \"still not\"]}\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    fs::write(
+        &replies,
+        "{\"id\": \"inv-1\", \"replies\": [\"not json at all\", \"still not\"]}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let out = dir.join("rows.jsonl");
     let run = contract(&[
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &data("invoices.jsonl"),
-        "--output", path(&out), "--backend", "scripted", "--replies", path(&replies), "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &data("invoices.jsonl"),
+        "--output",
+        path(&out),
+        "--backend",
+        "scripted",
+        "--replies",
+        path(&replies),
+        "--quiet",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
@@ -81,7 +122,10 @@ fn many_docs(dir: &Path, n: usize) -> (String, String) {
     let mut r = String::new();
     for i in 0..n {
         let seller = format!("Seller {i} SA");
-        d.push_str(&json!({"id": format!("d{i:03}"), "text": format!("{seller}\nTotal: {i}.50 EUR")}).to_string());
+        d.push_str(
+            &json!({"id": format!("d{i:03}"), "text": format!("{seller}\nTotal: {i}.50 EUR")})
+                .to_string(),
+        );
         d.push('\n');
         let reply = json!({"seller": seller, "invoice_number": null, "date": null, "total": i as f64 + 0.5, "currency": "EUR"});
         r.push_str(&json!({"id": format!("d{i:03}"), "replies": [reply.to_string()]}).to_string());
@@ -98,19 +142,44 @@ fn killed_mid_batch_then_resumed_every_document_exactly_once() {
     let (docs, replies) = many_docs(&dir, 40);
     let out = dir.join("rows.jsonl");
     let args = [
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &docs, "--output",
-        path(&out), "--backend", "scripted", "--replies", &replies, "--delay-ms", "40",
-        "--concurrency", "3", "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &docs,
+        "--output",
+        path(&out),
+        "--backend",
+        "scripted",
+        "--replies",
+        &replies,
+        "--delay-ms",
+        "40",
+        "--concurrency",
+        "3",
+        "--quiet",
     ];
-    let mut child = Command::new(BIN).args(args).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Command::new(BIN)
+        .args(args)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     wait_for_rows(&out, 6);
     child.kill().unwrap_or_else(|e| panic!("{e}")); // SIGKILL
     let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
     assert!(!status.success());
     let before = fs::read(&out).unwrap_or_default();
-    let whole = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let done_before = before[..whole].split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
-    assert!(done_before >= 6 && done_before < 40, "killed mid-batch: {done_before} rows");
+    let whole = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let done_before = before[..whole]
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    assert!(
+        (6..40).contains(&done_before),
+        "killed mid-batch: {done_before} rows"
+    );
     // A kill in the middle of a write leaves a torn line; make sure there is one.
     let mut torn = before[..whole].to_vec();
     torn.extend_from_slice(br#"{"id":"d039","outcome":"valid","value":{"sel"#);
@@ -128,17 +197,28 @@ fn killed_mid_batch_then_resumed_every_document_exactly_once() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("torn"), "{}", run.stderr);
     let after = fs::read(&out).unwrap_or_default();
-    assert!(after.starts_with(&before[..whole]), "rows written before the kill are kept as they were");
+    assert!(
+        after.starts_with(&before[..whole]),
+        "rows written before the kill are kept as they were"
+    );
     let text = String::from_utf8(after).unwrap_or_default();
     let mut count: HashMap<String, usize> = HashMap::new();
     for line in text.lines() {
-        let row: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("torn row {line:?}: {e}"));
-        *count.entry(row["id"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
+        let row: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("torn row {line:?}: {e}"));
+        *count
+            .entry(row["id"].as_str().unwrap_or_default().to_owned())
+            .or_default() += 1;
         assert_eq!(row["outcome"], "valid", "{row}");
     }
     assert_eq!(count.len(), 40, "every document");
     assert!(count.values().all(|&n| n == 1), "exactly once: {count:?}");
-    assert!(run.stderr.contains(&format!("{done_before} documents already have a row")), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("{done_before} documents already have a row")),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -147,9 +227,22 @@ fn ctrl_c_finishes_the_documents_in_flight() {
     let (docs, replies) = many_docs(&dir, 30);
     let out = dir.join("rows.jsonl");
     let args = [
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &docs, "--output",
-        path(&out), "--backend", "scripted", "--replies", &replies, "--delay-ms", "60",
-        "--concurrency", "2", "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &docs,
+        "--output",
+        path(&out),
+        "--backend",
+        "scripted",
+        "--replies",
+        &replies,
+        "--delay-ms",
+        "60",
+        "--concurrency",
+        "2",
+        "--quiet",
     ];
     let child = Command::new(BIN)
         .args(args)
@@ -176,7 +269,10 @@ fn ctrl_c_finishes_the_documents_in_flight() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
     assert_eq!(rows.len(), 30);
-    assert_eq!(fs::read_to_string(&out).unwrap_or_default().lines().count(), 30);
+    assert_eq!(
+        fs::read_to_string(&out).unwrap_or_default().lines().count(),
+        30
+    );
 }
 
 #[test]
@@ -185,25 +281,54 @@ fn a_hostile_schema_is_refused_by_name_and_pointer_and_loses_nothing() {
     let out = dir.join("rows.jsonl");
     fs::write(&out, "{\"id\":\"inv-1\",\"ok\":true}\n").unwrap_or_else(|e| panic!("{e}"));
     let cases = [
-        (json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}), vec!["$ref", "/properties/a"]),
-        (json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": "ten"}}}), vec!["/properties/n"]),
-        (json!({"type": "object", "x-rules": ["a <=> b"]}), vec!["a <=> b"]),
-        (json!({"type": "array", "items": {"type": "string"}}), vec!["must describe an object"]),
+        (
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}),
+            vec!["$ref", "/properties/a"],
+        ),
+        (
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": "ten"}}}),
+            vec!["/properties/n"],
+        ),
+        (
+            json!({"type": "object", "x-rules": ["a <=> b"]}),
+            vec!["a <=> b"],
+        ),
+        (
+            json!({"type": "array", "items": {"type": "string"}}),
+            vec!["must describe an object"],
+        ),
         (json!(false), vec!["false"]),
     ];
     for (schema, needles) in cases {
         let file = dir.join("schema.json");
         fs::write(&file, schema.to_string()).unwrap_or_else(|e| panic!("{e}"));
         let run = contract(&[
-            "extract", "--schema", path(&file), "--input", &data("invoices.jsonl"), "--output",
-            path(&out), "--resume", "--backend", "scripted", "--replies",
-            &data("invoice-replies.jsonl"), "--quiet",
+            "extract",
+            "--schema",
+            path(&file),
+            "--input",
+            &data("invoices.jsonl"),
+            "--output",
+            path(&out),
+            "--resume",
+            "--backend",
+            "scripted",
+            "--replies",
+            &data("invoice-replies.jsonl"),
+            "--quiet",
         ]);
         assert_eq!(run.code, 3, "{schema}: {}", run.stderr);
         for n in needles {
-            assert!(run.stderr.contains(n), "{schema}: `{n}` not in {}", run.stderr);
+            assert!(
+                run.stderr.contains(n),
+                "{schema}: `{n}` not in {}",
+                run.stderr
+            );
         }
-        assert_eq!(fs::read_to_string(&out).unwrap_or_default(), "{\"id\":\"inv-1\",\"ok\":true}\n");
+        assert_eq!(
+            fs::read_to_string(&out).unwrap_or_default(),
+            "{\"id\":\"inv-1\",\"ok\":true}\n"
+        );
     }
     fs::write(dir.join("broken.json"), "{\"type\": \"object\",").unwrap_or_else(|e| panic!("{e}"));
     let run = contract(&["show", "--schema", path(&dir.join("broken.json"))]);
@@ -227,21 +352,45 @@ fn a_hostile_input_line_is_refused_by_line_and_loses_nothing() {
     for (input, needle) in cases {
         fs::write(&docs, input).unwrap_or_else(|e| panic!("{e}"));
         let run = contract(&[
-            "extract", "--schema", &data("invoice.schema.json"), "--input", path(&docs),
-            "--output", path(&out), "--resume", "--backend", "scripted", "--replies",
-            &data("invoice-replies.jsonl"), "--quiet",
+            "extract",
+            "--schema",
+            &data("invoice.schema.json"),
+            "--input",
+            path(&docs),
+            "--output",
+            path(&out),
+            "--resume",
+            "--backend",
+            "scripted",
+            "--replies",
+            &data("invoice-replies.jsonl"),
+            "--quiet",
         ]);
         assert_eq!(run.code, 4, "{input:?}: {}", run.stderr);
-        assert!(run.stderr.contains(needle), "{input:?}: `{needle}` not in {}", run.stderr);
+        assert!(
+            run.stderr.contains(needle),
+            "{input:?}: `{needle}` not in {}",
+            run.stderr
+        );
         assert_eq!(fs::read_to_string(&out).unwrap_or_default(), kept);
     }
     // Invalid UTF-8 in a text file.
     let bin = dir.join("doc.txt");
     fs::write(&bin, b"abc\xff\xfe").unwrap_or_else(|e| panic!("{e}"));
     let run = contract(&[
-        "extract", "--schema", &data("invoice.schema.json"), "--input", path(&bin), "--output",
-        path(&out), "--resume", "--backend", "scripted", "--replies",
-        &data("invoice-replies.jsonl"), "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        path(&bin),
+        "--output",
+        path(&out),
+        "--resume",
+        "--backend",
+        "scripted",
+        "--replies",
+        &data("invoice-replies.jsonl"),
+        "--quiet",
     ]);
     assert_eq!(run.code, 4, "{}", run.stderr);
     assert!(run.stderr.contains("UTF-8"), "{}", run.stderr);
@@ -260,9 +409,20 @@ fn text_files_folders_and_globs_are_documents() {
     let out = dir.join("rows.jsonl");
     let glob = format!("{}/*.txt", path(&folder));
     let run = contract(&[
-        "extract", "--schema", &data("invoice.schema.json"), "--input", path(&folder.join("sub")),
-        &glob, path(&folder.join("c.md")), "--output", path(&out), "--backend", "scripted",
-        "--replies", path(&replies), "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        path(&folder.join("sub")),
+        &glob,
+        path(&folder.join("c.md")),
+        "--output",
+        path(&out),
+        "--backend",
+        "scripted",
+        "--replies",
+        path(&replies),
+        "--quiet",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut ids: Vec<String> = rows_by_id(&out).into_keys().collect();
@@ -276,12 +436,29 @@ fn a_missing_model_says_how_to_get_one() {
     let dir = scratch("missing_model");
     let out = dir.join("rows.jsonl");
     let run = contract(&[
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &data("invoices.jsonl"),
-        "--output", path(&out), "--model", "/nonexistent/model.gguf", "--quiet",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &data("invoices.jsonl"),
+        "--output",
+        path(&out),
+        "--model",
+        "/nonexistent/model.gguf",
+        "--quiet",
     ]);
     assert_eq!(run.code, 5, "{}", run.stderr);
-    for needle in ["/nonexistent/model.gguf", "smollm2-135m", "--model", "--backend openai"] {
-        assert!(run.stderr.contains(needle), "`{needle}` not in {}", run.stderr);
+    for needle in [
+        "/nonexistent/model.gguf",
+        "smollm2-135m",
+        "--model",
+        "--backend openai",
+    ] {
+        assert!(
+            run.stderr.contains(needle),
+            "`{needle}` not in {}",
+            run.stderr
+        );
     }
     assert!(!out.exists() || fs::read_to_string(&out).unwrap_or_default().is_empty());
 }
@@ -296,11 +473,22 @@ fn check_reads_replies_through_the_ladder_and_the_validator() {
         json!({"id": "inv-3", "value": {"seller": "Initech Inc.", "invoice_number": "4410", "date": "June 30, 2024", "total": 2400, "currency": "USD"}}),
         json!({"id": "inv-4", "reply": "{\"seller\": null, \"invoice_number\": null, \"date\": null, \"total\": null, \"currency\": null,"}),
     ];
-    fs::write(&replies, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(
+        &replies,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let out = dir.join("checked.jsonl");
     let run = contract(&[
-        "check", "--schema", &data("invoice.schema.json"), "--input", path(&replies), "--source",
-        &data("invoices.jsonl"), "--output", path(&out),
+        "check",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        path(&replies),
+        "--source",
+        &data("invoices.jsonl"),
+        "--output",
+        path(&out),
     ]);
     assert_eq!(run.code, 1, "one reply is invalid: {}", run.stderr);
     let rows = rows_by_id(&out);
@@ -310,7 +498,12 @@ fn check_reads_replies_through_the_ladder_and_the_validator() {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|v| (v["path"].as_str().unwrap_or_default(), v["kind"].as_str().unwrap_or_default()))
+        .map(|v| {
+            (
+                v["path"].as_str().unwrap_or_default(),
+                v["kind"].as_str().unwrap_or_default(),
+            )
+        })
         .collect();
     assert!(kinds.contains(&("/total", "out_of_range")), "{kinds:?}");
     assert!(kinds.contains(&("/seller", "not_in_source")), "{kinds:?}");
@@ -335,14 +528,33 @@ fn show_prints_the_signature_the_strict_schema_and_the_gaps() {
     .unwrap_or_else(|e| panic!("{e}"));
     let run = contract(&["show", "--schema", path(&schema)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("{\"tags\": [string (2+ chars), ...] (unique)}"), "{}", run.stdout);
-    assert!(run.stdout.contains("`uniqueItems` at `/properties/tags`"), "{}", run.stdout);
-    assert!(run.stdout.contains("\"strict\": true") || run.stdout.contains("additionalProperties"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("{\"tags\": [string (2+ chars), ...] (unique)}"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("`uniqueItems` at `/properties/tags`"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("\"strict\": true") || run.stdout.contains("additionalProperties"),
+        "{}",
+        run.stdout
+    );
     let run = contract(&["show", "--schema", &data("invoice.schema.json"), "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let v: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    let v: Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
     assert_eq!(v["name"], "Invoice");
-    assert!(v["moved"].as_array().is_some_and(|m| m.iter().any(|x| x["keyword"] == "x-grounded")), "{v:#}");
+    assert!(
+        v["moved"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|x| x["keyword"] == "x-grounded")),
+        "{v:#}"
+    );
     assert!(v["gaps"].is_array());
 }
 

@@ -21,15 +21,32 @@ fn pages() -> (String, String, std::path::PathBuf) {
     let out = dir.join("rows.jsonl");
     let html = dir.join("extract.html");
     let run = contract(&[
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &data("invoices.jsonl"),
-        "--output", path(&out), "--backend", "scripted", "--replies",
-        &data("invoice-replies.jsonl"), "--quiet", "--html", path(&html),
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &data("invoices.jsonl"),
+        "--output",
+        path(&out),
+        "--backend",
+        "scripted",
+        "--replies",
+        &data("invoice-replies.jsonl"),
+        "--quiet",
+        "--html",
+        path(&html),
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let review = dir.join("review.html");
     let run = contract(&[
-        "review", path(&out), "--docs", &data("invoices.jsonl"), "--html", path(&review),
-        "--title", "Invoice",
+        "review",
+        path(&out),
+        "--docs",
+        &data("invoices.jsonl"),
+        "--html",
+        path(&review),
+        "--title",
+        "Invoice",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let a = fs::read_to_string(&html).unwrap_or_default();
@@ -40,21 +57,39 @@ fn pages() -> (String, String, std::path::PathBuf) {
 #[test]
 fn the_page_is_well_formed_self_contained_and_escapes_documents() {
     let (from_extract, from_review, _) = pages();
-    assert_eq!(from_extract, from_review, "`extract --html` writes the page `review` writes");
+    assert_eq!(
+        from_extract, from_review,
+        "`extract --html` writes the page `review` writes"
+    );
     let page = Html::parse_document(&from_review);
-    assert!(page.errors.is_empty(), "HTML parse errors: {:?}", page.errors);
+    assert!(
+        page.errors.is_empty(),
+        "HTML parse errors: {:?}",
+        page.errors
+    );
     // Self-contained: nothing loaded from anywhere.
-    assert_eq!(select(&page, "link, img, iframe, object, embed, [src], [href]"), 0);
-    assert_eq!(select(&page, "script"), 2, "the data and the page's own script");
+    assert_eq!(
+        select(&page, "link, img, iframe, object, embed, [src], [href]"),
+        0
+    );
+    assert_eq!(
+        select(&page, "script"),
+        2,
+        "the data and the page's own script"
+    );
     assert_eq!(select(&page, "style"), 1);
     // inv-5 holds `</script><img src=x onerror=alert(1)>` and `<b>`: still one data script,
     // no element from a document.
     assert_eq!(select(&page, "b"), 0);
     let data_sel = Selector::parse("script#data").unwrap_or_else(|e| panic!("{e:?}"));
-    let script = page.select(&data_sel).next().unwrap_or_else(|| panic!("no data script"));
+    let script = page
+        .select(&data_sel)
+        .next()
+        .unwrap_or_else(|| panic!("no data script"));
     let raw: String = script.text().collect();
     assert!(!raw.contains('<'), "`<` escaped in the data");
-    let embedded: Value = serde_json::from_str(&raw).unwrap_or_else(|e| panic!("data is JSON: {e}"));
+    let embedded: Value =
+        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("data is JSON: {e}"));
     let docs = docs_by_id(&data("invoices.jsonl"));
     let shown: HashMap<String, String> = embedded["docs"]
         .as_array()
@@ -104,7 +139,12 @@ fn one_highlight_per_grounded_value_at_its_offsets() {
         let mut spans: HashMap<usize, (usize, usize)> = HashMap::new();
         for s in d["segments"].as_array().into_iter().flatten() {
             let piece = s[0].as_str().unwrap_or_default();
-            for i in s[1].as_array().into_iter().flatten().filter_map(Value::as_u64) {
+            for i in s[1]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_u64)
+            {
                 let e = spans.entry(i as usize).or_insert((at, at));
                 assert_eq!(e.1, at, "{id}: value {i} highlighted in one run");
                 e.1 = at + piece.len();
@@ -112,11 +152,28 @@ fn one_highlight_per_grounded_value_at_its_offsets() {
             at += piece.len();
         }
         for (i, v) in values.iter().enumerate() {
-            let (s, e) = spans.get(&i).copied().unwrap_or_else(|| panic!("{id}: value {i} has no highlight"));
-            assert_eq!((s as u64, e as u64), (v["start"].as_u64().unwrap_or(0), v["end"].as_u64().unwrap_or(0)), "{id}: {v}");
-            assert_eq!(Some(v["written"].as_str().unwrap_or_default()), text.get(s..e), "{id}: {v}");
+            let (s, e) = spans
+                .get(&i)
+                .copied()
+                .unwrap_or_else(|| panic!("{id}: value {i} has no highlight"));
+            assert_eq!(
+                (s as u64, e as u64),
+                (
+                    v["start"].as_u64().unwrap_or(0),
+                    v["end"].as_u64().unwrap_or(0)
+                ),
+                "{id}: {v}"
+            );
+            assert_eq!(
+                Some(v["written"].as_str().unwrap_or_default()),
+                text.get(s..e),
+                "{id}: {v}"
+            );
             if let Some(sv) = v["value"].as_str() {
-                assert_eq!(text[s..e].split_whitespace().collect::<Vec<_>>(), sv.split_whitespace().collect::<Vec<_>>());
+                assert_eq!(
+                    text[s..e].split_whitespace().collect::<Vec<_>>(),
+                    sv.split_whitespace().collect::<Vec<_>>()
+                );
             }
         }
     }
@@ -150,8 +207,12 @@ fn thousands_of_documents_make_one_page_that_parses() {
     fs::write(dir.join("rows.jsonl"), rows).unwrap_or_else(|e| panic!("{e}"));
     let html = dir.join("review.html");
     let run = contract(&[
-        "review", path(&dir.join("rows.jsonl")), "--docs", path(&dir.join("docs.jsonl")),
-        "--html", path(&html),
+        "review",
+        path(&dir.join("rows.jsonl")),
+        "--docs",
+        path(&dir.join("docs.jsonl")),
+        "--html",
+        path(&html),
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("torn"), "{}", run.stderr);
@@ -165,7 +226,9 @@ fn thousands_of_documents_make_one_page_that_parses() {
     let all = embedded["docs"].as_array().cloned().unwrap_or_default();
     assert_eq!(all.len(), 3000);
     // Offsets outside the text (rows are input too) are dropped, the good ones kept.
-    assert!(all.iter().all(|d| d["values"].as_array().map(Vec::len) == Some(1)));
+    assert!(all
+        .iter()
+        .all(|d| d["values"].as_array().map(Vec::len) == Some(1)));
     // Pages of 50 are built by the script, not 3000 articles up front.
     assert!(text.contains("var PAGE = 50"));
     assert_eq!(select(&page, "article"), 0);

@@ -27,15 +27,32 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
     let out = dir.join("rows.jsonl");
     let model = model();
     let args = [
-        "extract", "--schema", &data("invoice.schema.json"), "--input", &data("invoices.jsonl"),
-        "--output", path(&out), "--model", &model, "--concurrency", "1", "--max-tokens", "160",
+        "extract",
+        "--schema",
+        &data("invoice.schema.json"),
+        "--input",
+        &data("invoices.jsonl"),
+        "--output",
+        path(&out),
+        "--model",
+        &model,
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "160",
         "--quiet",
     ];
     // Killed with SIGKILL once the first row is written, then resumed.
-    let mut child = Command::new(BIN).args(args).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Command::new(BIN)
+        .args(args)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     wait_for_rows(&out, 1);
     child.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = child.wait();
+    let before = std::fs::read_to_string(&out).unwrap_or_default();
+    let whole = before.matches('\n').count();
+    assert!(whole < 5, "killed mid-batch ({whole} of 5 rows)");
     let mut resume = args.to_vec();
     resume.push("--resume");
     let run = contract(&resume);
@@ -60,7 +77,10 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
             for field in ["seller", "invoice_number", "date"] {
                 if let Some(s) = row["value"][field].as_str() {
                     let norm = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-                    assert!(norm(&docs[id]).contains(&norm(s)), "{id}: {field} {s:?} is not in the document");
+                    assert!(
+                        norm(&docs[id]).contains(&norm(s)),
+                        "{id}: {field} {s:?} is not in the document"
+                    );
                 }
             }
         } else {

@@ -34,7 +34,9 @@ pub fn contract(args: &[&str]) -> Run {
 
 /// An empty folder of this test's own.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("contract-cli").join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("contract-cli")
+        .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     dir
@@ -51,7 +53,8 @@ pub fn data(name: &str) -> String {
 
 /// `p` as a `&str`.
 pub fn path(p: &Path) -> &str {
-    p.to_str().unwrap_or_else(|| panic!("not UTF-8: {}", p.display()))
+    p.to_str()
+        .unwrap_or_else(|| panic!("not UTF-8: {}", p.display()))
 }
 
 /// The rows of a JSON lines file by id; every line must be a whole row with a new id.
@@ -60,7 +63,10 @@ pub fn rows_by_id(file: &Path) -> HashMap<String, Value> {
     let mut rows = HashMap::new();
     for line in text.lines() {
         let row: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
-        let id = row["id"].as_str().unwrap_or_else(|| panic!("no id: {line}")).to_owned();
+        let id = row["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id: {line}"))
+            .to_owned();
         assert!(rows.insert(id.clone(), row).is_none(), "`{id}` twice");
     }
     rows
@@ -91,7 +97,11 @@ pub fn wait_for_rows(file: &Path, n: usize) {
         if lines >= n {
             return;
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "no {n} rows in {}", file.display());
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no {n} rows in {}",
+            file.display()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
