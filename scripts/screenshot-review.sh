@@ -43,11 +43,12 @@ page="$(cd "$(dirname "$page")" && pwd)/$(basename "$page")"
 mkdir -p "$(dirname "$png")"
 png_abs="$(cd "$(dirname "$png")" && pwd)/$(basename "$png")"
 
-profile="$(mktemp -d)"
-flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run
+# One profile folder, reused: Chromium's helpers may still write to it after it exits.
+profile="${TMPDIR:-/tmp}/contract-review-chromium"
+mkdir -p "$profile"
+flags=(--headless=new --no-sandbox --disable-gpu --hide-scrollbars --no-first-run
        --user-data-dir="$profile" --proxy-server=127.0.0.1:9 --proxy-bypass-list='<-loopback>'
-       --virtual-time-budget=2000 --window-size="$width,$height")
+       --window-size="$width,$height")
 "$browser" "${flags[@]}" --screenshot="$png_abs" "file://$page" >/dev/null 2>&1
 marks="$("$browser" "${flags[@]}" --dump-dom "file://$page" 2>/dev/null | grep -o '<mark ' | wc -l)"
-rm -rf "$profile"
 echo "screenshot: $png_abs ($width x $height); highlights drawn on the first page: $marks"

@@ -130,20 +130,21 @@ pub fn scripted(path: &Path, delay: Duration) -> Result<Model, CliError> {
     let mut replies = HashMap::new();
     for row in crate::inputs::read_rows(path)? {
         let id = row["id"].as_str().unwrap_or_default().to_owned();
-        let list: Vec<String> =
-            match (&row["replies"], &row["reply"]) {
-                (Value::Array(a), _) => a
-                    .iter()
-                    .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_owned))
-                    .collect(),
-                (_, Value::String(s)) => vec![s.clone()],
-                _ => return Err(CliError::input(
+        let list: Vec<String> = match (&row["replies"], &row["reply"]) {
+            (Value::Array(a), _) => a
+                .iter()
+                .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_owned))
+                .collect(),
+            (_, Value::String(s)) => vec![s.clone()],
+            _ => {
+                return Err(CliError::input(
                     path,
                     format!(
                         "the row of `{id}` has neither `replies` (a list) nor `reply` (a string)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         replies.insert(id, list);
     }
     Ok(Model::Scripted { replies, delay })

@@ -58,6 +58,8 @@ pub struct DocView {
     pub error: Option<String>,
     /// The violations (`{path, kind, message}`).
     pub violations: Vec<Value>,
+    /// The attempts before the reported one: `{level, violations, error}` each.
+    pub earlier: Vec<Value>,
     /// Values the document does not write: `[path, value]`.
     pub not_in_source: Vec<(String, Value)>,
     /// The value (or the invalid reply's JSON), pretty-printed.
@@ -173,6 +175,15 @@ pub fn page(title: &str, rows: &[Value], docs: &[Doc]) -> Page {
             attempts: row["attempts"].as_array().map_or(0, Vec::len),
             error: row["error"].as_str().map(str::to_owned),
             violations: row["violations"].as_array().cloned().unwrap_or_default(),
+            earlier: row["attempts"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .take(a.len().saturating_sub(1))
+                        .map(|t| json!({"level": t["level"], "violations": t["violations"], "error": t["error"]}))
+                        .collect()
+                })
+                .unwrap_or_default(),
             not_in_source,
             json: if shown.is_null() {
                 String::new()
@@ -195,6 +206,7 @@ pub fn page(title: &str, rows: &[Value], docs: &[Doc]) -> Page {
                 attempts: 0,
                 error: Some("no row for this document".into()),
                 violations: Vec::new(),
+                earlier: Vec::new(),
                 not_in_source: Vec::new(),
                 json: String::new(),
                 segments: vec![Segment(d.text.clone(), Vec::new())],
@@ -329,6 +341,7 @@ pre.text { white-space: pre-wrap; word-break: break-word; margin: 0; font: 13px/
 pre.json { margin: 0; font: 12px/1.5 ui-monospace, monospace; background: var(--bg); padding: 8px; border-radius: 6px; overflow: auto; max-height: 300px; }
 mark { border-radius: 3px; padding: 0 1px; cursor: help; border-bottom: 2px solid rgba(0,0,0,.35); }
 mark.nested { outline: 2px dashed rgba(0,0,0,.4); }
+mark.loose { border-bottom: 2px dotted rgba(0,0,0,.35); }
 ul.flags { margin: 6px 0 0; padding-left: 18px; font-size: 12px; }
 ul.flags li.nis { color: #b54708; } ul.flags li.vio { color: #b42318; }
 .side h3 { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); margin: 8px 0 4px; }
@@ -365,6 +378,7 @@ const JS: &str = r#"
   Object.keys(levels).sort().forEach(function (lv) { var o = el("option", null, lv); o.value = lv; sel.appendChild(o); });
   var legend = document.getElementById("legend");
   data.fields.forEach(function (f, i) { legend.appendChild(el("span", color(i), f)); });
+  if (data.fields.length) legend.appendChild(el("span", "meta", "solid underline: grounded in the schema; dotted: found in the text, not grounded; hover a value for its normalised form"));
   ["level", "retried", "flagged", "search"].forEach(function (id) {
     document.getElementById(id).addEventListener(id === "search" ? "input" : "change", apply);
   });
@@ -405,7 +419,7 @@ const JS: &str = r#"
     d.segments.forEach(function (s) {
       if (!s[1].length) { pre.appendChild(document.createTextNode(s[0])); return; }
       var v = d.values[s[1][s[1].length - 1]];
-      var m = el("mark", color(v.color) + (s[1].length > 1 ? " nested" : ""), s[0]);
+      var m = el("mark", color(v.color) + (s[1].length > 1 ? " nested" : "") + (v.grounded ? "" : " loose"), s[0]);
       m.title = s[1].map(function (i) {
         var x = d.values[i];
         return x.path + " = " + JSON.stringify(x.value) + "\nwritten: " + x.written + (x.grounded ? "\n(grounded)" : "");
@@ -424,6 +438,17 @@ const JS: &str = r#"
       flags.appendChild(el("li", "vio", "\u2716 " + (v.path || "/") + ": " + v.message + " (" + v.kind + ")"));
     });
     if (flags.childNodes.length) { side.appendChild(el("h3", null, "flags")); side.appendChild(flags); }
+    if (d.earlier.length) {
+      side.appendChild(el("h3", null, "earlier attempts"));
+      var ea = el("ul", "flags");
+      d.earlier.forEach(function (t, i) {
+        var what = t.error ? String(t.error) : (t.violations || []).map(function (v) {
+          return (v.path || "/") + ": " + v.message + " (" + v.kind + ")";
+        }).join("; ");
+        ea.appendChild(el("li", "vio", "attempt " + (i + 1) + (t.level ? " (" + t.level + ")" : "") + ": " + what));
+      });
+      side.appendChild(ea);
+    }
     if (d.json) { side.appendChild(el("h3", null, d.outcome === "invalid" ? "reply" : "value")); side.appendChild(el("pre", "json", d.json)); }
     a.appendChild(side);
     return a;
