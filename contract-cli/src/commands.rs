@@ -66,9 +66,17 @@ pub fn check(
             invalid += 1;
         }
         let row = ex.row(id, text, Some(&reading), None);
-        writeln!(out, "{row}").map_err(|e| CliError::Output(e.to_string()))?;
+        match writeln!(out, "{row}") {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code::OK),
+            r => r.map_err(|e| CliError::Output(e.to_string()))?,
+        }
     }
-    out.flush().map_err(|e| CliError::Output(e.to_string()))?;
+    match out.flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(CliError::Output(e.to_string()))
+        }
+        _ => {}
+    }
     eprintln!(
         "{} replies: {valid} fill the contract, {invalid} do not",
         replies.len()
@@ -78,6 +86,7 @@ pub fn check(
 
 /// `contract show`.
 pub fn show(schema: &Path, as_json: bool) -> Result<u8, CliError> {
+    use std::fmt::Write as _;
     let contract = crate::schema::load(schema)?;
     let strict = contract.strict_schema();
     if as_json {
@@ -94,43 +103,72 @@ pub fn show(schema: &Path, as_json: bool) -> Result<u8, CliError> {
             "docs": contract.docs_markdown(),
             "gaps": contract.gaps(),
         });
-        println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+        emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&all).unwrap_or_default()
+        ))?;
         return Ok(code::OK);
     }
-    println!("# {}\n", contract.name());
-    println!(
+    let mut s = String::new();
+    let _ = writeln!(s, "# {}\n", contract.name());
+    let _ = writeln!(
+        s,
         "## Signature (what the model reads)\n\n{}\n",
         contract.signature()
     );
     match &strict {
-        Ok(s) => {
-            println!(
+        Ok(st) => {
+            let _ = writeln!(
+                s,
                 "## Strict schema (OpenAI structured outputs)\n\n{}\n",
-                serde_json::to_string_pretty(&s.schema).unwrap_or_default()
+                serde_json::to_string_pretty(&st.schema).unwrap_or_default()
             );
-            if s.moved.is_empty() {
-                println!("Nothing moved: the strict schema carries every keyword.\n");
+            if st.moved.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "Nothing moved: the strict schema carries every keyword.\n"
+                );
             } else {
-                println!("What the strict subset could not carry, and where it went:\n");
-                for m in &s.moved {
+                let _ = writeln!(
+                    s,
+                    "What the strict subset could not carry, and where it went:\n"
+                );
+                for m in &st.moved {
                     let path = if m.path.is_empty() { "/" } else { &m.path };
-                    println!("- `{}` at `{path}` ({}): {}", m.keyword, m.value, m.into);
+                    let _ = writeln!(s, "- `{}` at `{path}` ({}): {}", m.keyword, m.value, m.into);
                 }
-                println!();
+                s.push('\n');
             }
         }
-        Err(e) => println!("## Strict schema\n\nnone: {e}\n"),
-    }
-    println!("## Fields\n\n{}", contract.docs_markdown().trim_end());
-    println!("\n## Gaps\n");
-    if contract.gaps().is_empty() {
-        println!("None: every keyword reaches the signature, the token mask and the validator.");
-    } else {
-        for g in contract.gaps() {
-            println!("- {g}");
+        Err(e) => {
+            let _ = writeln!(s, "## Strict schema\n\nnone: {e}\n");
         }
     }
+    let _ = writeln!(s, "## Fields\n\n{}", contract.docs_markdown().trim_end());
+    let _ = writeln!(s, "\n## Gaps\n");
+    if contract.gaps().is_empty() {
+        let _ = writeln!(
+            s,
+            "None: every keyword reaches the signature, the token mask and the validator."
+        );
+    } else {
+        for g in contract.gaps() {
+            let _ = writeln!(s, "- {g}");
+        }
+    }
+    emit(&s)?;
     Ok(code::OK)
+}
+
+/// Writes `text` to standard output; a reader that stopped reading (`| head`) is not an error.
+fn emit(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Output(format!("standard output: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `contract review`.

@@ -568,3 +568,19 @@ fn help_documents_the_exit_codes() {
     let run = contract(&["extract", "--schema"]);
     assert_eq!(run.code, 2);
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    let mut child = Command::new(BIN)
+        .args(["show", "--schema", &data("invoice.schema.json")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The reader goes away before the child writes (as `| head -1` does after its line).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
