@@ -62,7 +62,7 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
         &std::fs::read_to_string(data("invoice.schema.json")).unwrap_or_default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let contract = DynContract::from_schema(schema).unwrap_or_else(|e| panic!("{e}"));
+    let invoice = DynContract::from_schema(schema).unwrap_or_else(|e| panic!("{e}"));
     let docs = docs_by_id(&data("invoices.jsonl"));
     let rows = rows_by_id(&out); // panics on a torn row or an id twice
     assert_eq!(rows.len(), docs.len(), "every document exactly once");
@@ -71,7 +71,7 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
         let outcome = row["outcome"].as_str().unwrap_or_default().to_owned();
         *outcomes.entry(outcome.clone()).or_default() += 1;
         if row["ok"] == true {
-            contract
+            invoice
                 .validate(&row["value"])
                 .unwrap_or_else(|v| panic!("{id}: a kept value breaks the schema: {v}"));
             for field in ["seller", "invoice_number", "date"] {
@@ -91,4 +91,48 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
         }
     }
     eprintln!("SmolLM2 outcomes: {outcomes:?}");
+
+    // The review page of the model's rows: well-formed, each grounded value highlighted where
+    // the document writes it.
+    let html = dir.join("review.html");
+    let run = contract(&[
+        "review",
+        path(&out),
+        "--docs",
+        &data("invoices.jsonl"),
+        "--html",
+        path(&html),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let page = scraper::Html::parse_document(&std::fs::read_to_string(&html).unwrap_or_default());
+    assert!(page.errors.is_empty(), "{:?}", page.errors);
+    let sel = scraper::Selector::parse("script#data").unwrap_or_else(|e| panic!("{e:?}"));
+    let raw: String = page.select(&sel).flat_map(|s| s.text()).collect();
+    let embedded: Value = serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{e}"));
+    for d in embedded["docs"].as_array().into_iter().flatten() {
+        let id = d["id"].as_str().unwrap_or_default();
+        for v in d["values"].as_array().into_iter().flatten() {
+            let (s, e) = (
+                v["start"].as_u64().unwrap_or(0) as usize,
+                v["end"].as_u64().unwrap_or(0) as usize,
+            );
+            assert_eq!(docs[id].get(s..e), v["written"].as_str(), "{id}: {v}");
+        }
+        if rows[id]["ok"] == true {
+            for field in ["seller", "invoice_number", "date", "total"] {
+                let present = !rows[id]["value"][field].is_null();
+                let lit = d["values"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|v| v["path"] == format!("/{field}") && v["grounded"] == true)
+                    .count();
+                assert_eq!(
+                    lit,
+                    usize::from(present),
+                    "{id}/{field}: one highlight per grounded value"
+                );
+            }
+        }
+    }
 }
