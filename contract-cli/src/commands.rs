@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use contract_core::Source;
 use serde_json::{json, Value};
 
 use crate::dynx::DynExtractor;
@@ -58,8 +57,7 @@ pub fn check(
         if !sources.is_empty() && text.is_none() {
             eprintln!("warning: `{id}` is not among the --source documents: its values are not checked against one");
         }
-        let source = text.map(Source::from_text);
-        let reading = ex.read(&raw, source.as_ref());
+        let reading = ex.read(&raw, text);
         if reading.is_valid() {
             valid += 1;
         } else {

@@ -84,8 +84,10 @@ impl DynExtractor {
     }
 
     /// Reads `raw` through the ladder and checks it: the schema (`x-rules` included) and, when
-    /// `source` is given, the grounded values against it.
-    pub fn read(&self, raw: &str, source: Option<&Source>) -> Reading {
+    /// the document `text` is given, the grounded values against it: the library's check for
+    /// the root's fields (`x-grounded` `source`, `line`, `in`), and for a grounded value deeper
+    /// in (a list item, a nested object, a `$ref`) that the document writes it.
+    pub fn read(&self, raw: &str, text: Option<&str>) -> Reading {
         let rec = recover_with(raw, ParseOptions::default());
         let mut violations = Violations::new();
         match &rec.json {
@@ -93,9 +95,25 @@ impl DynExtractor {
                 if let Err(v) = self.contract.validate(json) {
                     violations.0.extend(v.0);
                 }
-                if let Some(source) = source {
-                    let off = check_reply(&self.spec, json, raw, &Grounds::new(source));
+                if let Some(text) = text {
+                    let source = Source::from_text(text);
+                    let off = check_reply(&self.spec, json, raw, &Grounds::new(&source));
+                    let flagged: HashSet<String> = off.iter().map(|v| v.path.clone()).collect();
                     violations.0.extend(off.0);
+                    let grounded = grounded_paths(self.contract.schema(), json);
+                    let (_, missing) = locate(text, json, &grounded);
+                    for path in missing {
+                        if grounded.contains(&path) && !flagged.contains(&path) {
+                            let value = json.pointer(&path).cloned().unwrap_or(Value::Null);
+                            violations.0.push(Violation::new(
+                                path,
+                                ViolationKind::NotInSource,
+                                format!(
+                                    "{value} is not in the document: copy it exactly as written"
+                                ),
+                            ));
+                        }
+                    }
                 }
             }
             None => {
@@ -154,7 +172,7 @@ impl DynExtractor {
                     break;
                 }
                 Ok(response) => {
-                    let reading = self.read(&response.text, Some(&source));
+                    let reading = self.read(&response.text, Some(text));
                     tries.push(json!({
                         "raw": response.text,
                         "level": reading.level.as_str(),
@@ -398,5 +416,62 @@ mod tests {
             Some(Decoding::JsonSchema(_))
         ));
         assert_eq!(row["ok"], true);
+    }
+}
+
+#[cfg(test)]
+mod grounding_reach {
+    use super::*;
+
+    fn not_in_source(schema: Value, reply: &str) -> Vec<String> {
+        let ex = DynExtractor::new(
+            DynContract::from_schema(schema).unwrap_or_else(|e| panic!("{e}")),
+            1,
+            None,
+        );
+        ex.read(reply, Some("Ann  Smith paid 12.00 EUR"))
+            .violations
+            .iter()
+            .filter(|v| v.kind == ViolationKind::NotInSource)
+            .map(|v| v.path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn grounded_values_are_checked_at_every_depth() {
+        let cases = [
+            json!({"type": "object", "properties": {"who": {"type": "string", "x-grounded": "source"}}}),
+            json!({"type": "object", "properties": {"party": {"type": "object", "properties": {
+                "who": {"type": "string", "x-grounded": "source"}}}}}),
+            json!({"type": "object", "properties": {"who": {"type": "array", "items": {
+                "type": "string", "x-grounded": "source"}}}}),
+            json!({"type": "object", "properties": {"who": {"$ref": "#/$defs/n"}},
+                   "$defs": {"n": {"type": "string", "x-grounded": "source"}}}),
+        ];
+        let replies = [
+            (r#"{"who": "Bob"}"#, r#"{"who": "Ann Smith"}"#, "/who"),
+            (
+                r#"{"party": {"who": "Bob"}}"#,
+                r#"{"party": {"who": "Ann Smith"}}"#,
+                "/party/who",
+            ),
+            (
+                r#"{"who": ["Ann Smith", "Bob"]}"#,
+                r#"{"who": ["Ann Smith", "EUR"]}"#,
+                "/who/1",
+            ),
+            (r#"{"who": "Bob"}"#, r#"{"who": "Ann Smith"}"#, "/who"),
+        ];
+        for (schema, (bad, good, path)) in cases.into_iter().zip(replies) {
+            assert_eq!(not_in_source(schema.clone(), bad), [path], "{schema}");
+            assert!(not_in_source(schema.clone(), good).is_empty(), "{schema}");
+        }
+        // A number is grounded where the document writes the same number.
+        let total = json!({"type": "object", "properties": {"t": {"type": "number", "x-grounded": "source"}}});
+        assert!(not_in_source(total.clone(), r#"{"t": 12}"#).is_empty());
+        assert_eq!(not_in_source(total, r#"{"t": 13}"#), ["/t"]);
+        // Ungrounded values are not held to the document.
+        let free = json!({"type": "object", "properties": {"who": {"type": "string"}}});
+        assert!(not_in_source(free, r#"{"who": "Bob"}"#).is_empty());
     }
 }

@@ -16,8 +16,9 @@ fn select(doc: &Html, css: &str) -> usize {
 }
 
 /// Extracts the example invoices (scripted) with `--html`, and the same page with `review`.
-fn pages() -> (String, String, std::path::PathBuf) {
-    let dir = scratch("review");
+/// `name`: the test's own scratch folder (the tests run at once).
+fn pages(name: &str) -> (String, String, std::path::PathBuf) {
+    let dir = scratch(name);
     let out = dir.join("rows.jsonl");
     let html = dir.join("extract.html");
     let run = contract(&[
@@ -56,7 +57,7 @@ fn pages() -> (String, String, std::path::PathBuf) {
 
 #[test]
 fn the_page_is_well_formed_self_contained_and_escapes_documents() {
-    let (from_extract, from_review, _) = pages();
+    let (from_extract, from_review, _) = pages("review_well_formed");
     assert_eq!(
         from_extract, from_review,
         "`extract --html` writes the page `review` writes"
@@ -113,7 +114,7 @@ fn the_page_is_well_formed_self_contained_and_escapes_documents() {
 
 #[test]
 fn one_highlight_per_grounded_value_at_its_offsets() {
-    let (_, html, out) = pages();
+    let (_, html, out) = pages("review_highlights");
     let page = Html::parse_document(&html);
     let data_sel = Selector::parse("script#data").unwrap_or_else(|e| panic!("{e:?}"));
     let raw: String = page.select(&data_sel).flat_map(|s| s.text()).collect();
