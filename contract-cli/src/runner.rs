@@ -182,7 +182,7 @@ fn progress_bar(options: &RunOptions, len: usize) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
     let style = ProgressStyle::with_template(
-        "extract [{elapsed_precise}] {wide_bar} {pos}/{len} {per_sec} eta {eta} {msg}",
+        "extract [{elapsed_precise}] {wide_bar} {pos}/{len} {msg} eta {eta}",
     )
     .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
@@ -249,7 +249,12 @@ where
                     summary.failed += 1;
                 }
                 bar.inc(1);
-                bar.set_message(format!("ok {} failed {}", summary.ok, summary.failed));
+                let rate = (summary.ok + summary.failed) as f64
+                    / started.elapsed().as_secs_f64().max(1e-9);
+                bar.set_message(format!(
+                    "{rate:.1} docs/s, ok {} failed {}",
+                    summary.ok, summary.failed
+                ));
             }
         }
     }
