@@ -234,3 +234,71 @@ fn thousands_of_documents_make_one_page_that_parses() {
     assert!(text.contains("var PAGE = 50"));
     assert_eq!(select(&page, "article"), 0);
 }
+
+/// Chromium, when this machine has it (`CHROMIUM`, else `chromium` on the PATH).
+fn chromium() -> Option<String> {
+    if let Ok(c) = std::env::var("CHROMIUM") {
+        return Some(c);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file())
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// The page as a browser draws it: the script's highlights are `<mark>`s over exactly the
+/// highlighted segments, and a document's markup stays text. Skipped (with a note) where no
+/// Chromium is installed; `scripts/screenshot-review.sh` runs the same browser by hand.
+#[test]
+fn in_chromium_the_script_draws_the_highlights_and_no_document_markup() {
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no Chromium (apt-get install chromium, or set CHROMIUM)");
+        return;
+    };
+    let (_, html, _) = pages("review_chromium");
+    let dir = scratch("review_chromium_page");
+    let file = dir.join("page.html");
+    fs::write(&file, &html).unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(&browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--proxy-server=127.0.0.1:9",
+            &format!("--user-data-dir={}", path(&dir.join("profile"))),
+            "--dump-dom",
+            &format!("file://{}", path(&file)),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{browser}: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = Html::parse_document(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(select(&dom, "article"), 5, "one article per document");
+    assert_eq!(select(&dom, "article img, article b, article script"), 0);
+    let page = Html::parse_document(&html);
+    let data_sel = Selector::parse("script#data").unwrap_or_else(|e| panic!("{e:?}"));
+    let raw: String = page.select(&data_sel).flat_map(|s| s.text()).collect();
+    let embedded: Value = serde_json::from_str(&raw).unwrap_or_else(|e| panic!("{e}"));
+    let expected: Vec<String> = embedded["docs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|d| d["segments"].as_array().cloned().unwrap_or_default())
+        .filter(|s| s[1].as_array().is_some_and(|v| !v.is_empty()))
+        .map(|s| s[0].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let mark = Selector::parse("article mark").unwrap_or_else(|e| panic!("{e:?}"));
+    let drawn: Vec<String> = dom.select(&mark).map(|m| m.text().collect()).collect();
+    assert_eq!(drawn, expected);
+    assert!(drawn.len() >= 16);
+    let pre = Selector::parse("article pre.text").unwrap_or_else(|e| panic!("{e:?}"));
+    let texts: Vec<String> = dom.select(&pre).map(|p| p.text().collect()).collect();
+    assert!(texts
+        .iter()
+        .any(|t| t.contains("</script><img src=x onerror=alert(1)>")));
+}
