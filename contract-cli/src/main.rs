@@ -83,6 +83,10 @@ struct ExtractArgs {
     /// Replace an existing output.
     #[arg(long)]
     overwrite: bool,
+    /// With --resume: run again the documents whose row is an `error` (no reply: a server
+    /// down, a timeout), replacing their rows.
+    #[arg(long, requires = "resume")]
+    retry_errors: bool,
     /// Also write the review page of the whole output here.
     #[arg(long)]
     html: Option<PathBuf>,
@@ -224,6 +228,7 @@ fn extract(a: ExtractArgs) -> Result<u8, CliError> {
         output: a.output.clone(),
         resume: a.resume,
         overwrite: a.overwrite,
+        retry_errors: a.retry_errors,
         concurrency: a.concurrency,
         progress: !a.quiet,
     };
@@ -238,6 +243,12 @@ fn extract(a: ExtractArgs) -> Result<u8, CliError> {
         "{} documents: {} with a value, {} without (see their `error`), {} already done; {:.1} s",
         summary.total, summary.ok, summary.failed, summary.skipped, summary.seconds
     );
+    if let (n, Some(first)) = &summary.errors {
+        eprintln!(
+            "{n} documents got no reply (outcome `error`); the first: {first}\n  \
+             once that is fixed, `--resume --retry-errors` runs them again"
+        );
+    }
     if let Some(html) = &a.html {
         commands::write_review(&a.output, &docs, html, &title)?;
     }

@@ -28,6 +28,9 @@ pub struct RunOptions {
     pub resume: bool,
     /// Replace an existing `output` (without it, an existing non-empty output is refused).
     pub overwrite: bool,
+    /// With `resume`: run again the documents whose row is an `error` (no reply: a server down,
+    /// a timeout), their old rows taken out of the output first.
+    pub retry_errors: bool,
     /// Documents in flight at once.
     pub concurrency: usize,
     /// Draw the progress bar (on a terminal).
@@ -49,6 +52,8 @@ pub struct Summary {
     pub interrupted: bool,
     /// Wall time.
     pub seconds: f64,
+    /// The reason of the first `error` row of this run, and how many there were.
+    pub errors: (usize, Option<String>),
 }
 
 impl Summary {
@@ -117,6 +122,27 @@ fn open_output(options: &RunOptions) -> Result<(Output, HashSet<String>), CliErr
         );
         file.set_len(keep as u64).map_err(err)?;
     }
+    let mut done = done;
+    if options.retry_errors {
+        let (kept, retried) = without_errors(&bytes[..keep.min(bytes.len())]);
+        if !retried.is_empty() {
+            // The rows without errors go to a new file that replaces the output in one rename,
+            // so a kill here leaves the old output or the new one, never a mix.
+            let tmp = path.with_extension("retry-errors.tmp");
+            std::fs::write(&tmp, &kept)
+                .and_then(|()| File::open(&tmp)?.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .map_err(|e| CliError::output(&tmp, e))?;
+            file = OpenOptions::new().append(true).open(path).map_err(err)?;
+            eprintln!(
+                "resume: {} documents with an error row run again",
+                retried.len()
+            );
+            for id in &retried {
+                done.remove(id);
+            }
+        }
+    }
     file.seek(SeekFrom::End(0)).map_err(err)?;
     Ok((
         Output {
@@ -174,6 +200,30 @@ fn whole_rows(path: &Path, bytes: &[u8]) -> Result<(usize, HashSet<String>), Cli
         start = nl + 1;
     }
     Ok((start, done))
+}
+
+/// The whole rows of `bytes` less those whose `outcome` is `error`, and the ids of those.
+fn without_errors(bytes: &[u8]) -> (Vec<u8>, HashSet<String>) {
+    let mut kept = Vec::with_capacity(bytes.len());
+    let mut dropped = HashSet::new();
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        let row: Option<Value> = serde_json::from_slice(line).ok();
+        match row {
+            Some(r) if r["outcome"] == "error" => {
+                dropped.insert(r["id"].as_str().unwrap_or_default().to_owned());
+            }
+            _ => kept.extend_from_slice(line),
+        }
+    }
+    // A document with an error row and another row (an edited file) keeps the other.
+    for line in kept.split(|&b| b == b'\n') {
+        if let Ok(r) = serde_json::from_slice::<Value>(line) {
+            if let Some(id) = r["id"].as_str() {
+                dropped.remove(id);
+            }
+        }
+    }
+    (kept, dropped)
 }
 
 fn progress_bar(options: &RunOptions, len: usize) -> ProgressBar {
@@ -243,6 +293,12 @@ where
             Some((doc, row)) = in_flight.next() => {
                 let row = with_id(&doc.id, row);
                 output.write(&row)?;
+                if row["outcome"] == "error" {
+                    summary.errors.0 += 1;
+                    if summary.errors.1.is_none() {
+                        summary.errors.1 = row["error"].as_str().map(str::to_owned);
+                    }
+                }
                 if row.get("ok") == Some(&Value::Bool(true)) {
                     summary.ok += 1;
                 } else {

@@ -584,3 +584,66 @@ fn a_reader_that_stops_early_is_not_an_error() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+#[test]
+fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
+    let dir = scratch("retry_errors");
+    let out = dir.join("rows.jsonl");
+    let some = dir.join("some.jsonl");
+    // inv-3 and inv-5 get no reply: the server was down for them.
+    let all = fs::read_to_string(data("invoice-replies.jsonl")).unwrap_or_default();
+    let partial: String = all
+        .lines()
+        .filter(|l| !l.contains("\"inv-3\"") && !l.contains("\"inv-5\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&some, partial).unwrap_or_else(|e| panic!("{e}"));
+    let base = |replies: &str| {
+        vec![
+            "extract".to_owned(),
+            "--schema".into(),
+            data("invoice.schema.json"),
+            "--input".into(),
+            data("invoices.jsonl"),
+            "--output".into(),
+            path(&out).into(),
+            "--backend".into(),
+            "scripted".into(),
+            "--replies".into(),
+            replies.to_owned(),
+            "--quiet".into(),
+        ]
+    };
+    let args = base(path(&some));
+    let run = contract(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("2 documents got no reply"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--retry-errors"), "{}", run.stderr);
+    assert_eq!(rows_by_id(&out)["inv-3"]["outcome"], "error");
+    // A plain resume keeps the error rows (they are rows).
+    let mut resume = base(&data("invoice-replies.jsonl"));
+    resume.push("--resume".into());
+    let run = contract(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(rows_by_id(&out)["inv-3"]["outcome"], "error");
+    // With --retry-errors they run again, each document still once.
+    resume.push("--retry-errors".into());
+    let run = contract(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows = rows_by_id(&out); // panics on an id twice
+    assert_eq!(rows.len(), 5);
+    assert_eq!(rows["inv-3"]["outcome"], "valid");
+    assert_eq!(rows["inv-5"]["outcome"], "valid");
+    assert!(!dir.join("rows.retry-errors.tmp").exists());
+    // --retry-errors needs --resume.
+    let mut bad = base(&data("invoice-replies.jsonl"));
+    bad.push("--retry-errors".into());
+    assert_eq!(
+        contract(&bad.iter().map(String::as_str).collect::<Vec<_>>()).code,
+        2
+    );
+}
