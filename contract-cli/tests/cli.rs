@@ -163,7 +163,7 @@ fn killed_mid_batch_then_resumed_every_document_exactly_once() {
         .args(args)
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    wait_for_rows(&out, 6);
+    wait_for_rows(&mut child, &out, 6);
     child.kill().unwrap_or_else(|e| panic!("{e}")); // SIGKILL
     let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
     assert!(!status.success());
@@ -244,12 +244,12 @@ fn ctrl_c_finishes_the_documents_in_flight() {
         "2",
         "--quiet",
     ];
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(args)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    wait_for_rows(&out, 2);
+    wait_for_rows(&mut child, &out, 2);
     let sent = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

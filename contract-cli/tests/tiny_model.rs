@@ -47,7 +47,7 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
         .args(args)
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    wait_for_rows(&out, 1);
+    wait_for_rows(&mut child, &out, 1);
     child.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = child.wait();
     let before = std::fs::read_to_string(&out).unwrap_or_default();

@@ -86,9 +86,9 @@ pub fn docs_by_id(file: &str) -> HashMap<String, String> {
         .collect()
 }
 
-/// Waits until `file` has at least `n` whole lines (a liveness guard of 120 s, not a timing:
-/// the run it watches takes well under a second a row).
-pub fn wait_for_rows(file: &Path, n: usize) {
+/// Waits until `file` has at least `n` whole lines, while `child` runs (a child that ends first
+/// fails the test; so does a hang of 600 s, a guard, not a timing: a row takes seconds).
+pub fn wait_for_rows(child: &mut std::process::Child, file: &Path, n: usize) {
     let start = Instant::now();
     loop {
         let lines = std::fs::read(file)
@@ -97,8 +97,14 @@ pub fn wait_for_rows(file: &Path, n: usize) {
         if lines >= n {
             return;
         }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "the run ended ({status}) before {n} rows in {}",
+                file.display()
+            );
+        }
         assert!(
-            start.elapsed() < Duration::from_secs(120),
+            start.elapsed() < Duration::from_secs(600),
             "no {n} rows in {}",
             file.display()
         );
