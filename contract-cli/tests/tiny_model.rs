@@ -42,6 +42,21 @@ fn smollm2_fills_the_invoice_contract_or_says_why_for_every_document() {
         "160",
         "--quiet",
     ];
+    // A hostile input line stops the run before the model loads, and loses nothing.
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": [1], \"text\": 2}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut hostile = args.to_vec();
+    hostile[4] = path(&bad);
+    let run = contract(&hostile);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.jsonl:2"), "{}", run.stderr);
+    assert!(!run.stderr.contains("loading"), "{}", run.stderr);
+    assert!(!out.exists(), "nothing written");
+
     // Killed with SIGKILL once the first row is written, then resumed.
     let mut child = Command::new(BIN)
         .args(args)
