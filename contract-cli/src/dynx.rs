@@ -1,0 +1,477 @@
+//! Extraction with a runtime contract: the prompt, the attempts with the violations fed back,
+//! the ladder, the validator and the grounding checks, and the row each document gets.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use contract_core::extract::Decoding;
+use contract_core::extract::{Backend, Request, Sampling};
+use contract_core::grammar::Grammar;
+use contract_core::ground::{check_reply, has_grounding, Grounds};
+use contract_core::parse::{recover_with, Level, ParseOptions};
+use contract_core::prompt::{feedback_message, Message, PromptParts, REPLY_JSON_ONLY};
+use contract_core::{Constraint, ContractSpec, DynContract, Source};
+use contract_core::{Violation, ViolationKind, Violations};
+use serde_json::{json, Map, Value};
+
+use crate::evidence::{grounded_paths, locate};
+
+/// A reply read through the ladder and checked against the contract.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// How the reply was read.
+    pub level: Level,
+    /// The recovered JSON, values as written.
+    pub json: Option<Value>,
+    /// Everything it breaks: the schema, the rules, and the grounding (when a source is known).
+    pub violations: Violations,
+    /// The syntax repairs the ladder made.
+    pub repairs: Vec<String>,
+}
+
+impl Reading {
+    /// Whether the reply fills the contract.
+    pub fn is_valid(&self) -> bool {
+        self.json.is_some() && self.violations.is_empty()
+    }
+}
+
+/// Extracts one runtime contract from documents.
+pub struct DynExtractor {
+    contract: Arc<DynContract>,
+    spec: ContractSpec,
+    constraint: Arc<Constraint>,
+    parts: PromptParts,
+    max_attempts: usize,
+    max_tokens: Option<u32>,
+}
+
+impl DynExtractor {
+    /// An extractor of `contract`: up to `max_attempts` attempts (the first, then retries with
+    /// the violations fed back), `max_tokens` a reply.
+    pub fn new(contract: DynContract, max_attempts: usize, max_tokens: Option<u32>) -> Self {
+        let spec = crate::schema::root_spec(&contract);
+        let mut constraint = Constraint::from_dyn(&contract);
+        // A schema whose fields are grounded decodes as a derived contract does: the mask
+        // copies each grounded value from the document. Only a schema without `$ref`s: the
+        // grammar follows a derived contract's nesting, not a schema's definitions.
+        if Self::grounded_decoding(&contract, &spec) {
+            constraint =
+                constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
+        }
+        let parts = PromptParts {
+            system: system_message(&contract),
+            question: format!(
+                "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
+                contract.name()
+            ),
+        };
+        DynExtractor {
+            contract: Arc::new(contract),
+            spec,
+            constraint: Arc::new(constraint),
+            parts,
+            max_attempts: max_attempts.max(1),
+            max_tokens,
+        }
+    }
+
+    /// Whether replies decode under the grounded grammar (see [`DynExtractor::new`]).
+    pub fn grounded_decoding(contract: &DynContract, spec: &ContractSpec) -> bool {
+        contract.document().nodes.len() == 1 && spec.object().is_some() && has_grounding(spec)
+    }
+
+    /// Reads `raw` through the ladder and checks it: the schema (`x-rules` included) and, when
+    /// the document `text` is given, the grounded values against it: the library's check for
+    /// the root's fields (`x-grounded` `source`, `line`, `in`), and for a grounded value deeper
+    /// in (a list item, a nested object, a `$ref`) that the document writes it.
+    pub fn read(&self, raw: &str, text: Option<&str>) -> Reading {
+        let rec = recover_with(raw, ParseOptions::default());
+        let mut violations = Violations::new();
+        match &rec.json {
+            Some(json) => {
+                if let Err(v) = self.contract.validate(json) {
+                    violations.0.extend(v.0);
+                }
+                if let Some(text) = text {
+                    let source = Source::from_text(text);
+                    let off = check_reply(&self.spec, json, raw, &Grounds::new(&source));
+                    let flagged: HashSet<String> = off.iter().map(|v| v.path.clone()).collect();
+                    violations.0.extend(off.0);
+                    let grounded = grounded_paths(self.contract.schema(), json);
+                    let (_, missing) = locate(text, json, &grounded);
+                    for path in missing {
+                        if grounded.contains(&path) && !flagged.contains(&path) {
+                            let value = json.pointer(&path).cloned().unwrap_or(Value::Null);
+                            violations.0.push(Violation::new(
+                                path,
+                                ViolationKind::NotInSource,
+                                format!(
+                                    "{value} is not in the document: copy it exactly as written"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            None => {
+                let message = rec.invalid.as_ref().map_or_else(
+                    || "no JSON object in the reply".to_owned(),
+                    |i| format!("{}: {}", i.reason.as_str(), i.message),
+                );
+                violations
+                    .0
+                    .push(Violation::new("", ViolationKind::JsonInvalid, message));
+            }
+        }
+        Reading {
+            level: rec.level,
+            json: rec.json,
+            violations,
+            repairs: rec
+                .repairs
+                .iter()
+                .map(|r| r.kind.as_str().to_owned())
+                .collect(),
+        }
+    }
+
+    /// Extracts the contract from document `text` (id `id`) with `backend`: always a row, never
+    /// an error (a backend failure is the row's `error`).
+    pub async fn extract<B: Backend>(&self, backend: &B, id: &str, text: &str) -> Value {
+        let started = Instant::now();
+        let source = Source::from_text(text);
+        let mut feedback: Vec<Message> = Vec::new();
+        let mut tries = Vec::new();
+        let mut last: Option<Reading> = None;
+        let mut error: Option<(String, String)> = None;
+        for _ in 0..self.max_attempts {
+            let t0 = Instant::now();
+            let mut messages = self.parts.messages(text);
+            messages.0.extend(feedback.iter().cloned());
+            let request = Request {
+                constraint: self.constraint.clone(),
+                messages,
+                max_tokens: self.max_tokens,
+                sampling: Sampling {
+                    temperature: Some(0.0),
+                    ..Sampling::default()
+                },
+                source: Some(source.clone()),
+            };
+            match backend.complete(&request).await {
+                Err(e) => {
+                    tries.push(json!({
+                        "error": e.to_string(),
+                        "error_kind": e.kind(),
+                        "ms": ms(t0),
+                    }));
+                    error = Some((e.kind().to_owned(), e.to_string()));
+                    break;
+                }
+                Ok(response) => {
+                    let reading = self.read(&response.text, Some(text));
+                    tries.push(json!({
+                        "raw": response.text,
+                        "level": reading.level.as_str(),
+                        "violations": violations_json(&reading.violations),
+                        "repairs": reading.repairs,
+                        "finish_reason": response.finish_reason,
+                        "completion_tokens": response.completion_tokens,
+                        "ms": ms(t0),
+                    }));
+                    error = None;
+                    let valid = reading.is_valid();
+                    if !valid {
+                        feedback.push(Message::assistant(response.text));
+                        feedback.push(Message::user(feedback_message(&reading.violations)));
+                    }
+                    last = Some(reading);
+                    if valid {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut row = self.row(id, Some(text), last.as_ref(), error);
+        if let Value::Object(map) = &mut row {
+            map.insert("retried".into(), Value::Bool(tries.len() > 1));
+            map.insert("attempts".into(), Value::Array(tries));
+            map.insert("ms".into(), json!(ms(started)));
+        }
+        row
+    }
+
+    /// The row of document `id`: its outcome, value, level, violations, where each value is
+    /// written in `text` (when known) and the values it does not write.
+    pub fn row(
+        &self,
+        id: &str,
+        text: Option<&str>,
+        reading: Option<&Reading>,
+        error: Option<(String, String)>,
+    ) -> Value {
+        let valid = reading.is_some_and(Reading::is_valid);
+        let value = reading
+            .filter(|_| valid)
+            .and_then(|r| r.json.clone())
+            .unwrap_or(Value::Null);
+        let outcome = match (reading, valid) {
+            (None, _) => "error",
+            (Some(_), false) => "invalid",
+            (Some(_), true) if is_empty(&value) => "empty",
+            (Some(_), true) => "valid",
+        };
+        let shown = reading.and_then(|r| r.json.as_ref());
+        let (evidence, not_in_source) = match (text, shown) {
+            (Some(text), Some(json)) => {
+                let grounded: HashSet<String> = grounded_paths(self.contract.schema(), json);
+                let (found, missing) = locate(text, json, &grounded);
+                (json!(found), json!(missing))
+            }
+            _ => (json!([]), json!([])),
+        };
+        let (error_kind, error_message) = match (&error, reading) {
+            (Some((kind, message)), _) => (json!(kind), json!(message)),
+            (None, Some(r)) if !valid => (
+                json!("invalid"),
+                json!(format!(
+                    "the reply does not fill the contract (read as {}): {}",
+                    r.level.as_str(),
+                    r.violations
+                )),
+            ),
+            _ => (Value::Null, Value::Null),
+        };
+        let mut map = Map::new();
+        map.insert("id".into(), json!(id));
+        map.insert("outcome".into(), json!(outcome));
+        map.insert("ok".into(), json!(valid));
+        map.insert("value".into(), value);
+        map.insert(
+            "level".into(),
+            json!(reading.map_or(Level::Invalid, |r| r.level).as_str()),
+        );
+        map.insert("json".into(), shown.cloned().unwrap_or(Value::Null));
+        map.insert(
+            "violations".into(),
+            reading.map_or(json!([]), |r| violations_json(&r.violations)),
+        );
+        map.insert("not_in_source".into(), not_in_source);
+        map.insert("evidence".into(), evidence);
+        map.insert("error".into(), error_message);
+        map.insert("error_kind".into(), error_kind);
+        Value::Object(map)
+    }
+}
+
+/// Whether `value` holds nothing: every leaf `null`, every list and object empty.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(m) => m.values().all(is_empty),
+        Value::Array(a) => a.iter().all(is_empty),
+        _ => false,
+    }
+}
+
+/// Violations as JSON: `[{"path", "kind", "message"}]`.
+pub fn violations_json(violations: &Violations) -> Value {
+    Value::Array(
+        violations
+            .iter()
+            .map(|v| json!({"path": v.path, "kind": v.kind.as_str(), "message": v.message}))
+            .collect(),
+    )
+}
+
+fn ms(t0: Instant) -> f64 {
+    (t0.elapsed().as_secs_f64() * 1e5).round() / 100.0
+}
+
+/// The instructions for a runtime contract, in the words the library uses for a derived one:
+/// the task, the signature, a line per described field, the conventions.
+pub fn system_message(contract: &DynContract) -> String {
+    let mut s = String::from(
+        "You fill a contract: you read a document and copy the values a contract asks for into \
+         one JSON object.\n\n",
+    );
+    let _ = write!(s, "Task: fill `{}`", contract.name());
+    let root = contract.document().root();
+    match root.description.as_deref().map(str::trim) {
+        Some(d) if !d.is_empty() => {
+            let _ = writeln!(s, ": {d}");
+        }
+        _ => s.push_str(".\n"),
+    }
+    s.push_str("\nThe contract (`\"key\"?` marks a key that may be left out):\n");
+    s.push_str(contract.signature().trim_end());
+    if let Some(object) = &root.object {
+        let mut notes = String::new();
+        for f in &object.properties {
+            if let Some(d) = f.description().map(str::trim).filter(|d| !d.is_empty()) {
+                let d = d.split_whitespace().collect::<Vec<_>>().join(" ");
+                let _ = writeln!(notes, "- {}: {d}", f.name);
+            }
+        }
+        if !notes.is_empty() {
+            s.push_str("\n\nFields:\n");
+            s.push_str(notes.trim_end());
+        }
+    }
+    s.push_str(
+        "\n\nConventions:\n\
+         - Copy values as the document writes them; never convert a value.\n\
+         - When the document does not state a value, write null; never guess.\n\
+         - Write numbers as plain JSON numbers: digits and a decimal point, without thousands \
+         separators or currency signs.\n\n",
+    );
+    s.push_str(REPLY_JSON_ONLY);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contract_backends::ScriptedBackend;
+
+    fn contract() -> DynContract {
+        DynContract::from_schema(json!({
+            "title": "Invoice",
+            "type": "object",
+            "properties": {
+                "company": {"type": "string", "x-grounded": "source", "description": "Who bills."},
+                "total": {"type": ["number", "null"], "minimum": 0}
+            },
+            "required": ["company", "total"],
+            "additionalProperties": false
+        }))
+        .unwrap_or_else(|e| panic!("schema: {e}"))
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"))
+            .block_on(f)
+    }
+
+    #[test]
+    fn a_refused_reply_is_fed_back_and_the_retry_kept() {
+        let ex = DynExtractor::new(contract(), 2, None);
+        let backend = ScriptedBackend::new([
+            r#"{"company": "Globex", "total": 5}"#,
+            r#"{"company": "Acme Corp", "total": 12.5}"#,
+        ]);
+        let text = "Invoice from Acme Corp\nTotal due: 12.50 EUR";
+        let row = block_on(ex.extract(&backend, "d1", text));
+        assert_eq!(row["outcome"], "valid", "{row:#}");
+        assert_eq!(row["retried"], true);
+        assert_eq!(row["value"], json!({"company": "Acme Corp", "total": 12.5}));
+        let first = &row["attempts"][0]["violations"][0];
+        assert_eq!(first["kind"], "not_in_source", "{row:#}");
+        // The grounded fields decode under the grounded grammar, as a derived contract's do.
+        assert!(backend.requests()[0].constraint.grammar().is_some());
+        let second_prompt = &backend.requests()[1].messages;
+        assert!(second_prompt
+            .iter()
+            .any(|m| m.content.contains("did not fill the contract")));
+        let ev = row["evidence"].as_array().cloned().unwrap_or_default();
+        assert_eq!(ev.len(), 2, "{row:#}");
+        assert_eq!(ev[0]["written"], "Acme Corp");
+        assert_eq!(ev[0]["grounded"], true);
+        assert_eq!(ev[1]["written"], "12.50");
+    }
+
+    #[test]
+    fn a_backend_error_is_a_row_with_its_reason() {
+        let ex = DynExtractor::new(contract(), 2, None);
+        let backend = ScriptedBackend::new(Vec::<String>::new());
+        let row = block_on(ex.extract(&backend, "d1", "text"));
+        assert_eq!(row["outcome"], "error");
+        assert_eq!(row["error_kind"], "unavailable");
+        assert_eq!(row["value"], Value::Null);
+    }
+
+    #[test]
+    fn an_all_null_value_is_empty() {
+        let ex = DynExtractor::new(
+            DynContract::from_schema(json!({
+                "type": "object",
+                "properties": {"a": {"type": ["string", "null"]}},
+                "required": ["a"]
+            }))
+            .unwrap_or_else(|e| panic!("schema: {e}")),
+            1,
+            None,
+        );
+        let backend = ScriptedBackend::new([r#"{"a": null}"#]);
+        let row = block_on(ex.extract(&backend, "x", "t"));
+        assert_eq!(row["outcome"], "empty", "{row:#}");
+        // Nothing grounded: the schema's own grammar.
+        assert!(matches!(
+            backend.requests()[0].constraint.decoding,
+            Some(Decoding::JsonSchema(_))
+        ));
+        assert_eq!(row["ok"], true);
+    }
+}
+
+#[cfg(test)]
+mod grounding_reach {
+    use super::*;
+
+    fn not_in_source(schema: Value, reply: &str) -> Vec<String> {
+        let ex = DynExtractor::new(
+            DynContract::from_schema(schema).unwrap_or_else(|e| panic!("{e}")),
+            1,
+            None,
+        );
+        ex.read(reply, Some("Ann  Smith paid 12.00 EUR"))
+            .violations
+            .iter()
+            .filter(|v| v.kind == ViolationKind::NotInSource)
+            .map(|v| v.path.clone())
+            .collect()
+    }
+
+    #[test]
+    fn grounded_values_are_checked_at_every_depth() {
+        let cases = [
+            json!({"type": "object", "properties": {"who": {"type": "string", "x-grounded": "source"}}}),
+            json!({"type": "object", "properties": {"party": {"type": "object", "properties": {
+                "who": {"type": "string", "x-grounded": "source"}}}}}),
+            json!({"type": "object", "properties": {"who": {"type": "array", "items": {
+                "type": "string", "x-grounded": "source"}}}}),
+            json!({"type": "object", "properties": {"who": {"$ref": "#/$defs/n"}},
+                   "$defs": {"n": {"type": "string", "x-grounded": "source"}}}),
+        ];
+        let replies = [
+            (r#"{"who": "Bob"}"#, r#"{"who": "Ann Smith"}"#, "/who"),
+            (
+                r#"{"party": {"who": "Bob"}}"#,
+                r#"{"party": {"who": "Ann Smith"}}"#,
+                "/party/who",
+            ),
+            (
+                r#"{"who": ["Ann Smith", "Bob"]}"#,
+                r#"{"who": ["Ann Smith", "EUR"]}"#,
+                "/who/1",
+            ),
+            (r#"{"who": "Bob"}"#, r#"{"who": "Ann Smith"}"#, "/who"),
+        ];
+        for (schema, (bad, good, path)) in cases.into_iter().zip(replies) {
+            assert_eq!(not_in_source(schema.clone(), bad), [path], "{schema}");
+            assert!(not_in_source(schema.clone(), good).is_empty(), "{schema}");
+        }
+        // A number is grounded where the document writes the same number.
+        let total = json!({"type": "object", "properties": {"t": {"type": "number", "x-grounded": "source"}}});
+        assert!(not_in_source(total.clone(), r#"{"t": 12}"#).is_empty());
+        assert_eq!(not_in_source(total, r#"{"t": 13}"#), ["/t"]);
+        // Ungrounded values are not held to the document.
+        let free = json!({"type": "object", "properties": {"who": {"type": "string"}}});
+        assert!(not_in_source(free, r#"{"who": "Bob"}"#).is_empty());
+    }
+}
