@@ -106,9 +106,9 @@ async fn fast_and_reference_models_extract_the_same_values() {
 
 /// A receipt contract as a user writes it, on the real SmolLM2: evidence selection judges every
 /// group by its values (the real backend scores each value the receipt writes as the field's
-/// answer), fills the date with the one it scored best without generating, and copies the
-/// company and the amount from the lines their best values are on. Whatever the small
-/// model's accuracy, every value is one the receipt writes.
+/// answer), fills the date and the company with the ones it scored best without generating,
+/// and copies the amount from the line its best number is on. Whatever the small model's
+/// accuracy, every value is one the receipt writes.
 #[tokio::test(flavor = "current_thread")]
 async fn a_receipt_is_filled_from_the_values_the_real_model_scores() {
     use contract_core::select::{Judge, Outcome};
@@ -151,10 +151,13 @@ async fn a_receipt_is_filled_from_the_values_the_real_model_scores() {
         .as_ref()
         .unwrap_or_else(|| panic!("no value: {}", x.violations));
     let source = Source::from_text(RECEIPT);
-    // The company is copied from inside one line of the receipt.
+    // The company is a line of the receipt, a part of one after a label or before a code, or
+    // a line and the next (the layout's break written as a space).
     if let Some(company) = &value.company {
+        let lines: Vec<&str> = RECEIPT.lines().collect();
+        let wrapped = lines.windows(2).any(|w| format!("{} {}", w[0], w[1]) == *company);
         assert!(
-            RECEIPT.lines().any(|l| l.contains(company.as_str())),
+            wrapped || lines.iter().any(|l| l.contains(company.as_str())),
             "{company}"
         );
     }
@@ -171,8 +174,8 @@ async fn a_receipt_is_filled_from_the_values_the_real_model_scores() {
         "{} is not a number of the receipt",
         total.value
     );
-    // The date was filled without generating (the value scored best is the answer); the
-    // company and the amount were copied from their best lines.
+    // The date and the company were filled without generating (the value scored best is the
+    // answer); the amount was copied from its best line.
     let generated: Vec<&str> = x
         .attempts
         .iter()
@@ -180,7 +183,7 @@ async fn a_receipt_is_filled_from_the_values_the_real_model_scores() {
         .filter_map(|a| a.group.as_deref())
         .collect();
     assert!(
-        generated.iter().all(|g| ["company", "total"].contains(g)),
+        generated.iter().all(|g| *g == "total"),
         "{generated:?}"
     );
     assert!(x

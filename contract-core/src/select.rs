@@ -100,9 +100,12 @@ pub enum Judge {
     /// lines; not a `grounded(line)` quote of evidence) and the whole document fits [`Selection::max_shown_chars`], each such value is
     /// scored as the field's answer under the extraction prompt over the whole document, and
     /// `null` with it; a passage ranks by its best value, its margin that value's
-    /// log-likelihood minus `null`'s. A group of one field whose value is that whole
-    /// copy (a date's `original`, a number) takes the values themselves, best first, without
-    /// generating; a grounded string is copied by the model from its best line's passage. Every other group is judged by [`Judge::Question`].
+    /// log-likelihood minus `null`'s. A grounded string's values are the document's short
+    /// lines, each line's value after a label and before a bracketed code ([`line_values`]),
+    /// and each line joined to the next (a name the layout wrapped). A group of one field
+    /// whose value is that whole copy (a date's `original`, a number, a grounded string) takes
+    /// the values themselves, best first, without generating. Every other group is judged by
+    /// [`Judge::Question`].
     Values,
     /// A yes/no question about each passage alone ([`judge_prompt`]).
     Question,
@@ -784,8 +787,10 @@ fn lead_leaf(node: &Node, depth: usize) -> Option<(Vec<String>, Leaf, bool, bool
 /// The values [`Judge::Values`] scores for `group` (its first field) in `source`: `None` when
 /// that field is not copied from the document, is a list, takes values that cannot be
 /// enumerated (a grounded string in a document with lines longer than `max_line_chars`), is a
-/// whole line of evidence (`grounded(line)`), or the document writes none or more than `max_values`. A form's values are its whole expressions, a number's the numbers the
-/// document writes (read with its numeral conventions), a string's the document's lines.
+/// whole line of evidence (`grounded(line)`), or the document writes none or more than
+/// `max_values`. A form's values are its whole expressions, a number's the numbers the
+/// document writes (read with its numeral conventions), a string's the document's lines, their
+/// [`line_values`] and each line joined to the next.
 pub fn value_candidates(
     spec: &ContractSpec,
     group: &FieldGroup,
@@ -847,10 +852,26 @@ pub fn value_candidates(
     for (n, line) in &lines {
         match leaf {
             Leaf::Line => {
-                let trimmed = line.trim();
-                let start = line.len() - line.trim_start().len();
-                let json = serde_json::to_string(trimmed).unwrap_or_default();
-                add(json, (*n, start..start + trimmed.len()));
+                let own = line_values(line);
+                for r in &own {
+                    if let Some(text) = line.get(r.clone()) {
+                        let json = serde_json::to_string(text).unwrap_or_default();
+                        add(json, (*n, r.clone()));
+                    }
+                }
+                // A value the layout wrapped: the line, then the next one (whole, or before
+                // its code), written with a space where the line breaks.
+                let next = source.line(n + 1).filter(|l| !l.trim().is_empty());
+                if let (Some(first), Some(next)) = (own.first(), next) {
+                    let next_start = next.len() - next.trim_start().len();
+                    for r in line_values(next).into_iter().filter(|r| r.start == next_start) {
+                        let joined = format!("{} {}", &line[first.clone()], &next[r]);
+                        if joined.chars().count() <= max_line_chars {
+                            let json = serde_json::to_string(&joined).unwrap_or_default();
+                            add(json, (*n, first.clone()));
+                        }
+                    }
+                }
             }
             Leaf::Form(form) => {
                 for r in crate::read::find(form, line) {
@@ -881,12 +902,73 @@ pub fn value_candidates(
         prefix,
         values,
         places,
-        // A line is where a grounded string is written, not the string itself (a name with
-        // its registration number after it, a state inside a sentence): the model copies the
-        // value from the line's passage. A form's whole expression, or a number, is the value.
-        direct: only && last_field && leaf != Leaf::Line,
+        // A form's whole expression, a number, a short line or its value after a label or
+        // before a bracketed code is the value itself.
+        direct: only && last_field,
         closing,
     })
+}
+
+/// The values a short line offers a grounded string, as byte ranges of the line: the line
+/// (trimmed), the part after a label (`Company: ACME LTD`: up to four words before a colon that
+/// is not inside a time or a number), the part before a bracketed code at its end
+/// (`ACME SDN BHD (123456-X)`), and the part after the label and before the code.
+pub fn line_values(line: &str) -> Vec<Range<usize>> {
+    let trim = |r: Range<usize>| -> Option<Range<usize>> {
+        let text = line.get(r.clone())?;
+        let start = r.start + (text.len() - text.trim_start().len());
+        let end = r.start + text.trim_end().len();
+        (start < end && line[start..end].chars().any(char::is_alphanumeric)).then_some(start..end)
+    };
+    let Some(whole) = trim(0..line.len()) else {
+        return Vec::new();
+    };
+    let mut out = vec![whole.clone()];
+    let text = &line[whole.clone()];
+    // After a label: a colon after one to four words, not between digits (a time, a ratio).
+    let after_label = text.find(':').and_then(|at| {
+        let label = &text[..at];
+        let words = label.split_whitespace().count();
+        let digit_around = label.ends_with(|c: char| c.is_ascii_digit())
+            && text[at + 1..].starts_with(|c: char| c.is_ascii_digit());
+        ((1..=4).contains(&words) && !digit_around)
+            .then(|| trim(whole.start + at + 1..whole.end))
+            .flatten()
+    });
+    // Before a bracketed code at the end: `(...)`, `[...]` or `<...>` holding no letters-only
+    // word longer than three (a code or a number, not a name's part such as `(Malaysia)`).
+    let before_code = |r: &Range<usize>| -> Option<Range<usize>> {
+        let t = &line[r.clone()];
+        let close = t.chars().last()?;
+        let open = match close {
+            ')' => '(',
+            ']' => '[',
+            '>' => '<',
+            _ => return None,
+        };
+        let at = t.rfind(open)?;
+        let inner = &t[at + open.len_utf8()..t.len() - close.len_utf8()];
+        let code = inner.chars().any(|c| c.is_ascii_digit())
+            && !inner
+                .split(|c: char| !c.is_alphabetic())
+                .any(|w| w.chars().count() > 3);
+        code.then(|| trim(r.start..r.start + at)).flatten()
+    };
+    let mut push = |r: Range<usize>| {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    };
+    if let Some(r) = before_code(&whole) {
+        push(r);
+    }
+    if let Some(r) = after_label {
+        if let Some(inner) = before_code(&r) {
+            push(inner);
+        }
+        push(r);
+    }
+    out
 }
 
 fn json_key(key: &str) -> String {
@@ -1194,6 +1276,41 @@ mod tests {
             question = "Does this text list what was bought?"
         )]
         counts: Vec<u32>,
+    }
+
+    #[test]
+    fn a_line_offers_its_value_after_a_label_and_before_a_code() {
+        let values = |line: &str| -> Vec<String> {
+            line_values(line)
+                .into_iter()
+                .map(|r| line[r].to_owned())
+                .collect()
+        };
+        assert_eq!(
+            values("  SYL ROASTED DELIGHTS SDN. BHD. (1072218-K) "),
+            ["SYL ROASTED DELIGHTS SDN. BHD. (1072218-K)", "SYL ROASTED DELIGHTS SDN. BHD."]
+        );
+        assert_eq!(
+            values("Company: ACME TRADING (M) SDN BHD <484297-M>"),
+            [
+                "Company: ACME TRADING (M) SDN BHD <484297-M>",
+                "Company: ACME TRADING (M) SDN BHD",
+                "ACME TRADING (M) SDN BHD",
+                "ACME TRADING (M) SDN BHD <484297-M>"
+            ]
+        );
+        // A name's own brackets, a time, a long label, a bare code: the line alone.
+        assert_eq!(values("POPULAR BOOK CO. (M) SDN BHD"), ["POPULAR BOOK CO. (M) SDN BHD"]);
+        assert_eq!(values("UNIQLO (MALAYSIA) 2"), ["UNIQLO (MALAYSIA) 2"]);
+        assert_eq!(values("Time 20:49:59"), ["Time 20:49:59"]);
+        assert_eq!(
+            values("the parties agree as follows: nothing"),
+            ["the parties agree as follows: nothing"]
+        );
+        assert_eq!(values("(1072218-K)"), ["(1072218-K)"]);
+        assert_eq!(values("GST ID: 000115154944"), ["GST ID: 000115154944", "000115154944"]);
+        assert!(values("   ").is_empty());
+        assert!(values(" -- ").is_empty());
     }
 
     #[test]
