@@ -1342,7 +1342,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         // Groups whose values can be enumerated are judged by their values over the whole
         // document; the others by a question about each passage.
         let shown_whole = self.selection.judge == Judge::Values
-            && source.text().chars().count() <= self.selection.max_shown_chars;
+            && source.char_count() <= self.selection.max_shown_chars;
         // Under a budget, only a document whose whole prompt fits it is shown whole.
         let fits_whole = |parts: &PromptParts| {
             self.budget.is_none() || self.fits_budget(&parts.messages_for_excerpt(source))

@@ -1025,21 +1025,19 @@ impl ValueCandidates {
                             .as_ref()
                             .is_none_or(|c| c.start <= bytes.start && bytes.end <= c.end)
                 };
-                let mut any = false;
-                for (i, p) in passages.iter().enumerate() {
-                    if holds(p) {
-                        any = true;
-                        let e = margins.entry(i).or_insert(f64::NEG_INFINITY);
-                        *e = e.max(m);
-                    }
-                }
-                if !any {
-                    for (i, p) in passages.iter().enumerate() {
-                        if p.lines.contains(line) {
-                            let e = margins.entry(i).or_insert(f64::NEG_INFINITY);
-                            *e = e.max(m);
-                        }
-                    }
+                let mut raise = |i: usize| {
+                    let e = margins.entry(i).or_insert(f64::NEG_INFINITY);
+                    *e = e.max(m);
+                };
+                let holding: Vec<usize> = (0..passages.len())
+                    .filter(|&i| holds(&passages[i]))
+                    .collect();
+                if holding.is_empty() {
+                    (0..passages.len())
+                        .filter(|&i| passages[i].lines.contains(line))
+                        .for_each(&mut raise);
+                } else {
+                    holding.into_iter().for_each(&mut raise);
                 }
             }
             if self.direct {

@@ -138,6 +138,12 @@ impl Source {
         self.lines.join("\n")
     }
 
+    /// The characters of [`Source::text`], counted without building it.
+    pub fn char_count(&self) -> usize {
+        self.lines.iter().map(|l| l.chars().count()).sum::<usize>()
+            + self.lines.len().saturating_sub(1)
+    }
+
     /// The whole document numbered as the prompt numbers it (`   1| text`).
     pub fn numbered(&self) -> String {
         crate::prompt::number_lines(&self.text())
@@ -460,6 +466,14 @@ fn char_slice(text: &str, range: Range<usize>) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn char_count_is_the_texts() {
+        for text in ["", "a", "é\nb", "x\n\ny\x0cz\n", "line one\r\nline two"] {
+            let s = Source::from_text(text);
+            assert_eq!(s.char_count(), s.text().chars().count(), "{text:?}");
+        }
+    }
 
     fn span(start: u32, end: u32, quote: Option<&str>) -> Span {
         Span {
