@@ -219,7 +219,12 @@ impl LocalBackend {
 
     /// Totals over the generations of this backend and its clones so far.
     pub fn decode_stats(&self) -> DecodeStats {
-        *self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
+        *self.stats()
+    }
+
+    /// The totals, to add to.
+    pub(super) fn stats(&self) -> MutexGuard<'_, DecodeStats> {
+        self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn state(&self) -> MutexGuard<'_, State> {

@@ -107,18 +107,15 @@ pub(crate) struct Segment<'a, M: ?Sized = dyn CausalLm> {
 /// the same matrix products (the weights are read once for all, which is what a decode step on a
 /// CPU is bound by), each row's attention reads its own sequence's cache. Returns each segment's
 /// logits after its last token. The segments' models must share their weights
-/// ([`CausalLm::weights_id`]); a model of an engine that runs one sequence a call runs alone.
+/// ([`CausalLm::weights_id`]).
 pub(crate) fn run_batch(segs: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
     let Some(first) = segs.first() else {
         return Ok(Vec::new());
     };
     let Some(id) = first.model.weights_id() else {
-        return match segs {
-            [s] => Ok(vec![s.model.forward(s.tokens, s.pos, s.allowed)?]),
-            _ => Err(LocalError::State(
-                "this engine runs one sequence a forward call".into(),
-            )),
-        };
+        return Err(LocalError::State(
+            "this engine runs one sequence a forward call".into(),
+        ));
     };
     for s in segs.iter() {
         if s.tokens.is_empty() {

@@ -292,11 +292,7 @@ impl LocalBackend {
             mask_ms: gen.timing.mask.as_secs_f64() * 1e3,
             mask_overlapped_ms: gen.timing.mask_overlapped.as_secs_f64() * 1e3,
         };
-        self.inner
-            .stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(&output);
+        self.stats().add(&output);
         Ok(output)
     }
 }

@@ -316,24 +316,14 @@ impl Scoring {
                 one.forward_calls
             }
         };
-        let mut stats = backend
-            .inner
-            .stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        stats.score_forward_calls += u64::from(calls);
+        backend.stats().score_forward_calls += u64::from(calls);
         Ok(())
     }
 
     /// The scores, once [`Scoring::is_done`]; counted in the backend's
     /// [`DecodeStats::scorings`].
     pub(super) fn finish(self, backend: &LocalBackend) -> Result<BatchScores, LocalError> {
-        backend
-            .inner
-            .stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .scorings += 1;
+        backend.stats().scorings += 1;
         match self {
             Scoring::Batched {
                 scorer,

@@ -344,8 +344,7 @@ fn step(batch: &mut Vec<Active>) {
     drop(maskers);
     if fed.len() > 1 {
         if let Some(a) = batch.first() {
-            let stats = &a.job.backend.inner.stats;
-            let mut stats = stats.lock().unwrap_or_else(|e| e.into_inner());
+            let mut stats = a.job.backend.stats();
             stats.batched_calls += 1;
             stats.batched_requests += fed.len() as u64;
         }
