@@ -2,7 +2,6 @@
 //! ([`Engine::Candle`](super::Engine::Candle)), with the weights held as stored or converted at
 //! load ([`WeightFormat`]).
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::io::{Cursor, Read, Seek};
 
@@ -12,7 +11,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2};
 
 use super::arch::Arch;
-use super::causal_lm::{other_engine, CausalLm};
+use super::causal_lm::{same_engine, CausalLm};
 use super::LocalError;
 
 /// How candle-transformers' model ([`Engine::Candle`](super::Engine::Candle)) holds the weights in memory.
@@ -205,21 +204,10 @@ impl<W: CandleWeights> CausalLm for CandleModel<W> {
     }
 
     fn restore_from(&mut self, other: &dyn CausalLm) -> Result<(), LocalError> {
-        let other = other
-            .as_any()
-            .downcast_ref::<CandleModel<W>>()
-            .ok_or_else(other_engine)?;
+        let other = same_engine::<CandleModel<W>>(other)?;
         *self.weights = other.weights.copy().ok_or_else(|| {
             LocalError::State("this candle-transformers model cannot restore a snapshot".into())
         })?;
         Ok(())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -23,7 +23,6 @@
 //! 341 with 8 sequences a call and 374 with 32; the per-sequence attention (small kernels, each
 //! launched from the CPU, about 2.5 ms a sequence a call) is what a call's time grows with.
 
-use std::any::Any;
 use std::io::{Read, Seek};
 use std::sync::Arc;
 
@@ -32,7 +31,9 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::arch::Arch;
-use super::causal_lm::{only_logits, other_engine, other_load, CausalLm};
+use super::causal_lm::{
+    of_engine, only_logits, other_load, run_batch, same_engine, CausalLm, Segment, WeightsId,
+};
 use super::native::Config;
 use super::LocalError;
 
@@ -190,10 +191,6 @@ impl OpsModel {
         }
     }
 
-    pub(crate) fn weights(&self) -> &Arc<OpsWeights> {
-        &self.w
-    }
-
     /// Drops the cached positions from `len` on (a view of the same storage).
     fn truncate(&mut self, len: usize) -> Result<(), LocalError> {
         if len >= self.len {
@@ -210,33 +207,17 @@ impl OpsModel {
     }
 }
 
-/// One sequence of [`run_batch`]: its model, the tokens to append at `pos` (at most its cached
-/// length: later positions are dropped first) and the tokens allowed after the last one.
-pub(crate) struct OpsSegment<'a> {
-    pub model: &'a mut OpsModel,
-    pub tokens: &'a [u32],
-    pub pos: usize,
-    pub allowed: Option<&'a [u32]>,
-}
-
-/// Runs every segment in one pass over the weights (all of them from the same load) and
-/// returns each one's logits after its last token, on the CPU.
-pub(crate) fn run_batch(segments: &mut [OpsSegment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+/// This engine's pass over several sequences of one load ([`run_batch`]); the logits come back to
+/// the CPU.
+fn forward_pass(segments: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+    let mut segments = of_engine::<OpsModel>(segments)?;
     let Some(first) = segments.first() else {
         return Ok(Vec::new());
     };
     let w = Arc::clone(&first.model.w);
-    if segments.iter().any(|s| !Arc::ptr_eq(&s.model.w, &w)) {
-        return Err(LocalError::State(
-            "a batch mixes models of different loads".into(),
-        ));
-    }
     let cfg = &w.cfg;
     let vocab = w.embed.dim(0)?;
     for s in segments.iter() {
-        if s.tokens.is_empty() {
-            return Err(LocalError::State("forward with no tokens".into()));
-        }
         // An id past the embeddings would be read out of bounds on a GPU.
         if let Some(t) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(LocalError::State(format!(
@@ -398,13 +379,19 @@ impl CausalLm for OpsModel {
         pos: usize,
         allowed: Option<&[u32]>,
     ) -> Result<Vec<f32>, LocalError> {
-        let mut one = [OpsSegment {
+        only_logits(run_batch(&mut [Segment {
             model: self,
             tokens,
             pos,
             allowed,
-        }];
-        only_logits(run_batch(&mut one)?)
+        }])?)
+    }
+
+    fn weights_id(&self) -> Option<WeightsId> {
+        Some(WeightsId {
+            addr: Arc::as_ptr(&self.w) as usize,
+            pass: forward_pass,
+        })
     }
 
     fn reset(&mut self) {
@@ -425,23 +412,12 @@ impl CausalLm for OpsModel {
     }
 
     fn restore_from(&mut self, other: &dyn CausalLm) -> Result<(), LocalError> {
-        let other = other
-            .as_any()
-            .downcast_ref::<OpsModel>()
-            .ok_or_else(other_engine)?;
+        let other = same_engine::<OpsModel>(other)?;
         if !Arc::ptr_eq(&self.w, &other.w) {
             return Err(other_load());
         }
         self.cache.clone_from(&other.cache);
         self.len = other.len;
         Ok(())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

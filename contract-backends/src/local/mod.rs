@@ -16,10 +16,14 @@
 //! - [`mask`]: the contract's token mask (llguidance plus the cross-field value filter,
 //!   [`mask::rules`]).
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
-//! - [`backend`]: [`LocalBackend`], the decode loop, with an optional [`TokenMask`] applied at
-//!   every step and forced tokens fed in one forward call; requests that arrive together decode
-//!   in one batch; a request decoded alone on a GPU has its next step's mask computed on the
-//!   CPU while the forward call runs.
+//! - [`backend`]: [`LocalBackend`], its loading and its
+//!   [`Backend`](contract_core::extract::Backend) impl. Its parts are private modules beside it:
+//!   `options` ([`LocalOptions`]); `worker`, the worker thread and its continuous-batching
+//!   scheduler (requests that arrive together decode in one batch); `decode`, the decode loop,
+//!   with an optional [`TokenMask`] applied at every step and forced tokens fed in one forward
+//!   call (a request decoded alone on a GPU has its next step's mask computed on the CPU while
+//!   the forward call runs); `prefix`, the prefix cache; `scoring`, answers scored by the model's
+//!   likelihood, many prompts at once planned by `score`.
 
 mod arch;
 pub mod backend;
@@ -27,6 +31,7 @@ mod candle_models;
 mod candle_ops;
 mod causal_lm;
 pub mod chat;
+mod decode;
 pub mod device;
 pub mod fetch;
 pub mod gguf_tokenizer;
@@ -34,8 +39,12 @@ mod kernels;
 pub mod mask;
 pub mod model;
 pub mod native;
+mod options;
+mod prefix;
 pub mod sample;
 mod score;
+mod scoring;
+mod worker;
 
 use std::path::PathBuf;
 

@@ -12,9 +12,9 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::Device;
 use candle_transformers::models::quantized_llama;
 
-use super::candle_ops::{OpsModel, OpsSegment, OpsWeights};
-use super::causal_lm::CausalLm;
-use super::native::{run_batch, NativeModel, NativeOptions, NativeWeights, Segment};
+use super::candle_ops::{OpsModel, OpsWeights};
+use super::causal_lm::{run_batch, CausalLm, Segment};
+use super::native::{NativeModel, NativeOptions, NativeWeights};
 use super::LocalError;
 
 /// Which forward pass runs the model.
@@ -228,26 +228,21 @@ impl Model {
     /// The native engine's weights: the bytes they hold and the options they run with (`None`
     /// for candle-transformers' models).
     pub fn native_weights(&self) -> Option<(usize, NativeOptions)> {
-        let m = self.native()?;
-        Some((m.weights().bytes(), *m.weights().options()))
-    }
-
-    fn native(&self) -> Option<&NativeModel> {
-        self.lm.as_any().downcast_ref::<NativeModel>()
+        let w = self.lm.native_weights()?;
+        Some((w.bytes(), *w.options()))
     }
 
     /// How the weights are held, in words for a user: the engine and format, and for the native
     /// engine the stored formats it re-quantised to its kernels' format at load
     /// (`native forward pass, own kernels; re-quantised to Q8_0 at load ...: Q6K (12 matrices)`).
     pub fn weights_summary(&self) -> String {
-        let Some(m) = self.native() else {
+        let Some(w) = self.lm.native_weights() else {
             return match self.engine {
                 Engine::Candle(format) => format!("{format:?} (candle-transformers)"),
                 Engine::CandleOps => "AsStored (Candle's tensor operations, batched)".to_owned(),
                 other => format!("{other:?}"),
             };
         };
-        let w = m.weights();
         let (kernels, target) = if w.options().uses_own_kernel() {
             ("own kernels", "Q8_0".to_owned())
         } else {
@@ -408,8 +403,7 @@ impl Model {
     /// Whether [`Model::forward_batch`] runs this model's sequences in one pass over the weights
     /// ([`Engine::Native`], [`Engine::CandleOps`]) rather than one after the other.
     pub fn batches(&self) -> bool {
-        let lm = self.lm.as_any();
-        lm.is::<NativeModel>() || lm.is::<OpsModel>()
+        self.lm.weights_id().is_some()
     }
 
     /// Appends each item's tokens to its model's cache, as [`Model::forward_masked`] at the
@@ -436,19 +430,11 @@ impl Model {
                 });
             }
         }
-        // The weights' address, for the engines that batch: a batch is one load's sequences.
-        let weights = |m: &Model| {
-            let lm = m.lm.as_any();
-            if let Some(n) = lm.downcast_ref::<NativeModel>() {
-                Some(std::sync::Arc::as_ptr(n.weights()) as usize)
-            } else {
-                lm.downcast_ref::<OpsModel>()
-                    .map(|o| std::sync::Arc::as_ptr(o.weights()) as usize)
-            }
-        };
-        let first = items.first().and_then(|i| weights(i.model));
-        let together =
-            items.len() > 1 && first.is_some() && items.iter().all(|i| weights(i.model) == first);
+        // A batch is one load's sequences, of an engine that runs several at once.
+        let first = items.first().and_then(|i| i.model.lm.weights_id());
+        let together = items.len() > 1
+            && first.is_some()
+            && items.iter().all(|i| i.model.lm.weights_id() == first);
         if !together {
             return items
                 .iter_mut()
@@ -458,52 +444,22 @@ impl Model {
                 })
                 .collect();
         }
-        let logits = if items[0].model.lm.as_any().is::<OpsModel>() {
-            Self::ops_batch(items)?
-        } else {
-            Self::native_batch(items)?
-        };
+        let mut segments: Vec<Segment<'_>> = items
+            .iter_mut()
+            .map(|i| Segment {
+                pos: i.model.pos,
+                model: i.model.lm.as_mut(),
+                tokens: i.tokens,
+                allowed: i.allowed,
+            })
+            .collect();
+        let logits = run_batch(&mut segments)?;
+        drop(segments);
         for item in items.iter_mut() {
             item.model.pos += item.tokens.len();
             item.model.forward_calls += 1;
         }
         Ok(logits)
-    }
-
-    /// [`Model::forward_batch`]'s call for models of [`Engine::CandleOps`] (checked).
-    fn ops_batch(items: &mut [BatchItem<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
-        let mut segments = Vec::with_capacity(items.len());
-        for item in items.iter_mut() {
-            let pos = item.model.pos;
-            let Some(model) = item.model.lm.as_any_mut().downcast_mut::<OpsModel>() else {
-                return Err(LocalError::State("a batch mixes engines".into()));
-            };
-            segments.push(OpsSegment {
-                model,
-                tokens: item.tokens,
-                pos,
-                allowed: item.allowed,
-            });
-        }
-        super::candle_ops::run_batch(&mut segments)
-    }
-
-    /// [`Model::forward_batch`]'s call for models of [`Engine::Native`] (checked).
-    fn native_batch(items: &mut [BatchItem<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
-        let mut segments = Vec::with_capacity(items.len());
-        for item in items.iter_mut() {
-            let pos = item.model.pos;
-            let Some(model) = item.model.lm.as_any_mut().downcast_mut::<NativeModel>() else {
-                return Err(LocalError::State("a batch mixes engines".into()));
-            };
-            segments.push(Segment {
-                model,
-                tokens: item.tokens,
-                pos,
-                allowed: item.allowed,
-            });
-        }
-        run_batch(&mut segments)
     }
 }
 

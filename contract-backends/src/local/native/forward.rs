@@ -1,7 +1,6 @@
 //! The forward pass over the in-place KV cache: embedding, layers, final norm and the output
 //! matrix (only the allowed tokens' rows on a constrained step).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use half::f16;
@@ -9,7 +8,9 @@ use half::f16;
 use super::attention::{attention, CacheValue};
 use super::layers::{add, rms_norm, rope, rope_table};
 use super::weights::NativeWeights;
-use crate::local::causal_lm::{only_logits, other_engine, other_load, CausalLm};
+use crate::local::causal_lm::{
+    of_engine, only_logits, other_load, run_batch, same_engine, CausalLm, Segment, WeightsId,
+};
 use crate::local::LocalError;
 
 /// The cached keys and values of one layer: `[position][kv head][head dim]`, rotary applied;
@@ -107,10 +108,6 @@ impl NativeModel {
         }
     }
 
-    pub(crate) fn weights(&self) -> &Arc<NativeWeights> {
-        &self.w
-    }
-
     /// Copies `other`'s cache into this one (reusing the buffers); both must share the weights.
     fn restore_cache(&mut self, other: &NativeModel) -> Result<(), LocalError> {
         if !Arc::ptr_eq(&self.w, &other.w) {
@@ -131,58 +128,19 @@ impl NativeModel {
         }
         self.len = len.min(self.len);
     }
-
-    /// Runs `tokens` at positions `pos..`, `pos <= ` the cached length (later positions are
-    /// dropped first); the logits after the last token. With `allowed` (a bitset over token
-    /// ids), the others are -inf, and only the allowed ones are computed when they are few.
-    fn run(
-        &mut self,
-        tokens: &[u32],
-        pos: usize,
-        allowed: Option<&[u32]>,
-    ) -> Result<Vec<f32>, LocalError> {
-        let mut one = [Segment {
-            model: self,
-            tokens,
-            pos,
-            allowed,
-        }];
-        only_logits(run_batch(&mut one)?)
-    }
 }
 
-/// One sequence's part of a batched forward call ([`run_batch`]).
-pub(crate) struct Segment<'a> {
-    /// The sequence's model: its own KV cache, the weights shared with the batch's others.
-    pub(crate) model: &'a mut NativeModel,
-    /// Its tokens, at positions `pos..`.
-    pub(crate) tokens: &'a [u32],
-    /// Where they go (at most the cached length; later positions are dropped first).
-    pub(crate) pos: usize,
-    /// The tokens allowed after the last one (a bitset), as in [`CausalLm::forward`].
-    pub(crate) allowed: Option<&'a [u32]>,
-}
-
-/// Runs several sequences in one pass over the weights: every segment's tokens are rows of the
-/// same matrix products (the weights are read once for all, which is what a decode step on a CPU
-/// is bound by), each row's attention reads its own sequence's cache. Returns each segment's
-/// logits after its last token. A row's result does not depend on the other rows: every matrix
-/// kernel computes each activation row on its own, so a sequence decodes the same alone or in a
-/// batch.
-pub(crate) fn run_batch(segs: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+/// The native engine's pass over several sequences of one load ([`run_batch`]), each segment's
+/// tokens rows of the same matrix products. A row's result does not depend on the other rows:
+/// every matrix kernel computes each activation row on its own, so a sequence decodes the same
+/// alone or in a batch.
+fn forward_pass(segs: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
+    let mut segs = of_engine::<NativeModel>(segs)?;
     let Some(first) = segs.first() else {
         return Ok(Vec::new());
     };
     let w = Arc::clone(&first.model.w);
     for s in segs.iter_mut() {
-        if !Arc::ptr_eq(&s.model.w, &w) {
-            return Err(LocalError::State(
-                "a batched forward call needs models of the same weights".into(),
-            ));
-        }
-        if s.tokens.is_empty() {
-            return Err(LocalError::State("forward with no tokens".into()));
-        }
         if s.pos > s.model.len {
             return Err(LocalError::State(format!(
                 "forward at position {} but the cache holds {} tokens",
@@ -338,7 +296,23 @@ impl CausalLm for NativeModel {
         pos: usize,
         allowed: Option<&[u32]>,
     ) -> Result<Vec<f32>, LocalError> {
-        self.run(tokens, pos, allowed)
+        only_logits(run_batch(&mut [Segment {
+            model: self,
+            tokens,
+            pos,
+            allowed,
+        }])?)
+    }
+
+    fn weights_id(&self) -> Option<WeightsId> {
+        Some(WeightsId {
+            addr: Arc::as_ptr(&self.w) as usize,
+            pass: forward_pass,
+        })
+    }
+
+    fn native_weights(&self) -> Option<&NativeWeights> {
+        Some(&self.w)
     }
 
     fn reset(&mut self) {
@@ -359,18 +333,6 @@ impl CausalLm for NativeModel {
     }
 
     fn restore_from(&mut self, other: &dyn CausalLm) -> Result<(), LocalError> {
-        let other = other
-            .as_any()
-            .downcast_ref::<NativeModel>()
-            .ok_or_else(other_engine)?;
-        self.restore_cache(other)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
+        self.restore_cache(same_engine::<NativeModel>(other)?)
     }
 }

@@ -37,7 +37,7 @@ mod linear;
 mod weights;
 
 pub(crate) use config::Config;
-pub(crate) use forward::{run_batch, NativeModel, Segment};
+pub(crate) use forward::NativeModel;
 pub(crate) use weights::NativeWeights;
 
 /// How the native engine ([`Engine::Native`](super::Engine::Native)) holds its matrices; the
