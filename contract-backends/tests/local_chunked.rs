@@ -20,8 +20,18 @@ struct Attendance {
 
 fn record() -> String {
     let names = [
-        "Ana Lima", "Bruno Costa", "Carla Dias", "Diego Faria", "Elena Gomes", "Fabio Horta",
-        "Gina Ivo", "Hugo Jardim", "Ines Katz", "Joao Leal", "Karin Mota", "Luis Nunes",
+        "Ana Lima",
+        "Bruno Costa",
+        "Carla Dias",
+        "Diego Faria",
+        "Elena Gomes",
+        "Fabio Horta",
+        "Gina Ivo",
+        "Hugo Jardim",
+        "Ines Katz",
+        "Joao Leal",
+        "Karin Mota",
+        "Luis Nunes",
     ];
     let mut lines = vec!["Minutes of the harbour committee".to_owned()];
     for (i, name) in names.iter().enumerate() {

@@ -155,7 +155,9 @@ async fn a_receipt_is_filled_from_the_values_the_real_model_scores() {
     // a line and the next (the layout's break written as a space).
     if let Some(company) = &value.company {
         let lines: Vec<&str> = RECEIPT.lines().collect();
-        let wrapped = lines.windows(2).any(|w| format!("{} {}", w[0], w[1]) == *company);
+        let wrapped = lines
+            .windows(2)
+            .any(|w| format!("{} {}", w[0], w[1]) == *company);
         assert!(
             wrapped || lines.iter().any(|l| l.contains(company.as_str())),
             "{company}"
@@ -182,10 +184,7 @@ async fn a_receipt_is_filled_from_the_values_the_real_model_scores() {
         .filter(|a| a.forward_calls != Some(0))
         .filter_map(|a| a.group.as_deref())
         .collect();
-    assert!(
-        generated.iter().all(|g| *g == "total"),
-        "{generated:?}"
-    );
+    assert!(generated.iter().all(|g| *g == "total"), "{generated:?}");
     assert!(x
         .attempts
         .iter()

@@ -24,7 +24,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::contract::ContractSpec;
-use crate::prompt::{push_numbered_line, user_message, Budget, BudgetError, PromptParts, Tokenizer};
+use crate::prompt::{
+    push_numbered_line, user_message, Budget, BudgetError, PromptParts, Tokenizer,
+};
 use crate::source::{Completeness, Source};
 
 /// What the extractor does with a document whose prompt is longer than its budget
@@ -80,7 +82,12 @@ impl Chunk {
 /// The tokens of the prompt that shows `numbered` (a numbered document) with `parts`, measured
 /// as [`PromptParts::fit_messages`] measures it: system message, a separator, the user message,
 /// plus the template's overhead for two messages.
-fn prompt_tokens(parts: &PromptParts, numbered: &str, budget: Budget, tok: &dyn Tokenizer) -> usize {
+fn prompt_tokens(
+    parts: &PromptParts,
+    numbered: &str,
+    budget: Budget,
+    tok: &dyn Tokenizer,
+) -> usize {
     let mut text = String::with_capacity(parts.system.len() + numbered.len() + 256);
     text.push_str(&parts.system);
     text.push('\n');
@@ -144,9 +151,13 @@ pub fn plan_chunks(
                 start = covered;
                 continue;
             }
-            chunks.extend(line_pieces(source, start, &fits, || {
-                prompt_tokens(parts, "", budget, tok) + 1
-            }, budget)?);
+            chunks.extend(line_pieces(
+                source,
+                start,
+                &fits,
+                || prompt_tokens(parts, "", budget, tok) + 1,
+                budget,
+            )?);
             covered = start + 1;
             start = covered;
             continue;
@@ -440,11 +451,11 @@ fn item_last_line(item: &Value, source: &Source, chunk: &Chunk) -> Option<usize>
         .filter(|s| !s.trim().is_empty())
         .max_by_key(|s| s.len())?;
     let needle = crate::source::normalize(longest);
-    chunk
-        .lines
-        .clone()
-        .rev()
-        .find(|&l| source.line(l).is_some_and(|t| crate::source::normalize(t).contains(&needle)))
+    chunk.lines.clone().rev().find(|&l| {
+        source
+            .line(l)
+            .is_some_and(|t| crate::source::normalize(t).contains(&needle))
+    })
 }
 
 fn collect_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>, depth: usize) {
@@ -542,6 +553,9 @@ mod tests {
         assert_eq!(end, line.len());
         assert!(chunks.last().unwrap().lines.contains(&3));
         let err = plan_chunks(&parts(), &source, Budget::new(5), &Words, 2).unwrap_err();
-        assert!(matches!(err, BudgetError::FixedPartsTooLong { available: 5, .. }));
+        assert!(matches!(
+            err,
+            BudgetError::FixedPartsTooLong { available: 5, .. }
+        ));
     }
 }

@@ -1156,8 +1156,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         } else {
             budget
         };
-        let chunks: Vec<Chunk> = match plan_chunks(&self.parts, &doc, planned, tok, overlap_lines)
-        {
+        let chunks: Vec<Chunk> = match plan_chunks(&self.parts, &doc, planned, tok, overlap_lines) {
             Ok(c) => c,
             Err(error) => {
                 let mut attempt = Attempt::empty();
@@ -1281,9 +1280,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             (Some(json), _) => {
                 check_value(spec, json, "", &mut violations);
                 if self.grounding {
-                    violations.0.extend(
-                        check_reply(spec, json, &response.text, &Grounds::new(excerpt)).0,
-                    );
+                    violations
+                        .0
+                        .extend(check_reply(spec, json, &response.text, &Grounds::new(excerpt)).0);
                 }
                 match json {
                     Value::Object(map) if violations.is_empty() => Some(map.clone()),

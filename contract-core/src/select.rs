@@ -864,7 +864,10 @@ pub fn value_candidates(
                 let next = source.line(n + 1).filter(|l| !l.trim().is_empty());
                 if let (Some(first), Some(next)) = (own.first(), next) {
                     let next_start = next.len() - next.trim_start().len();
-                    for r in line_values(next).into_iter().filter(|r| r.start == next_start) {
+                    for r in line_values(next)
+                        .into_iter()
+                        .filter(|r| r.start == next_start)
+                    {
                         let joined = format!("{} {}", &line[first.clone()], &next[r]);
                         if joined.chars().count() <= max_line_chars {
                             let json = serde_json::to_string(&joined).unwrap_or_default();
@@ -1286,7 +1289,10 @@ mod tests {
         };
         assert_eq!(
             values("  SYL ROASTED DELIGHTS SDN. BHD. (1072218-K) "),
-            ["SYL ROASTED DELIGHTS SDN. BHD. (1072218-K)", "SYL ROASTED DELIGHTS SDN. BHD."]
+            [
+                "SYL ROASTED DELIGHTS SDN. BHD. (1072218-K)",
+                "SYL ROASTED DELIGHTS SDN. BHD."
+            ]
         );
         assert_eq!(
             values("Company: ACME TRADING (M) SDN BHD <484297-M>"),
@@ -1298,7 +1304,10 @@ mod tests {
             ]
         );
         // A name's own brackets, a time, a long label, a bare code: the line alone.
-        assert_eq!(values("POPULAR BOOK CO. (M) SDN BHD"), ["POPULAR BOOK CO. (M) SDN BHD"]);
+        assert_eq!(
+            values("POPULAR BOOK CO. (M) SDN BHD"),
+            ["POPULAR BOOK CO. (M) SDN BHD"]
+        );
         assert_eq!(values("UNIQLO (MALAYSIA) 2"), ["UNIQLO (MALAYSIA) 2"]);
         assert_eq!(values("Time 20:49:59"), ["Time 20:49:59"]);
         assert_eq!(
@@ -1306,7 +1315,10 @@ mod tests {
             ["the parties agree as follows: nothing"]
         );
         assert_eq!(values("(1072218-K)"), ["(1072218-K)"]);
-        assert_eq!(values("GST ID: 000115154944"), ["GST ID: 000115154944", "000115154944"]);
+        assert_eq!(
+            values("GST ID: 000115154944"),
+            ["GST ID: 000115154944", "000115154944"]
+        );
         assert!(values("   ").is_empty());
         assert!(values(" -- ").is_empty());
     }

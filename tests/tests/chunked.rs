@@ -212,7 +212,10 @@ async fn a_long_document_is_read_whole_in_chunks_without_repeats() {
     // Each member's evidence is its own line.
     for m in &roster.members {
         let line = m.evidence[0].start_line as usize;
-        assert_eq!(doc.lines().nth(line - 1), Some(format!("Member: {}", m.value).as_str()));
+        assert_eq!(
+            doc.lines().nth(line - 1),
+            Some(format!("Member: {}", m.value).as_str())
+        );
     }
     assert!(x.dropped_tokens == 0 && x.dropped_lines == 0);
 }

@@ -71,7 +71,11 @@ fn each_field_enumerates_what_the_document_writes_of_its_kind() {
         "INDAH GIFT & HOME DECO 27,JALAN DEDAP 13,",
     ] {
         let json = serde_json::to_string(value).expect("a string");
-        assert!(company.values.contains(&json), "{value}: {:?}", company.values);
+        assert!(
+            company.values.contains(&json),
+            "{value}: {:?}",
+            company.values
+        );
     }
     // 13 lines, 1 value after a label, 12 lines joined to the next.
     assert_eq!(company.values.len(), 26, "{:?}", company.values);
