@@ -88,11 +88,10 @@ fn prompt_tokens(
     budget: Budget,
     tok: &dyn Tokenizer,
 ) -> usize {
-    let mut text = String::with_capacity(parts.system.len() + numbered.len() + 256);
-    text.push_str(&parts.system);
-    text.push('\n');
-    text.push_str(&user_message(numbered, &parts.question));
-    tok.encode(&text).len() + budget.fixed + 2 * budget.per_message
+    budget.tokens(
+        &[&parts.system, &user_message(numbered, &parts.question)],
+        tok,
+    )
 }
 
 /// Lines `lines` of `source`, the blank ones left out, numbered as the prompt numbers them.

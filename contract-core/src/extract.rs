@@ -712,13 +712,15 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 Err(reason) => skipped = Some(Skipped { reason }),
             }
         }
+        // The first attempt's fit, computed once: it also says whether the document overflows.
+        let mut first_fit = self.budget.as_ref().map(|(tok, budget)| {
+            self.parts
+                .fit_messages(document, &[], *budget, tok.as_ref())
+        });
         if let (Some((tok, budget)), Overflow::Chunks { overlap_lines }) =
             (&self.budget, self.overflow)
         {
-            let whole = self
-                .parts
-                .fit_messages(document, &[], *budget, tok.as_ref());
-            if whole.is_ok_and(|f| f.trimmed) {
+            if matches!(&first_fit, Some(Ok(f)) if f.trimmed) {
                 if let Some(mut out) = self
                     .extract_chunked(document, &source, tok.as_ref(), *budget, overlap_lines)
                     .await
@@ -748,9 +750,13 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     m.0.extend(feedback.iter().cloned());
                     Ok(m)
                 }
-                Some((tok, budget)) => self
-                    .parts
-                    .fit_messages(document, &feedback, *budget, tok.as_ref())
+                Some((tok, budget)) => first_fit
+                    .take()
+                    .filter(|_| feedback.is_empty())
+                    .unwrap_or_else(|| {
+                        self.parts
+                            .fit_messages(document, &feedback, *budget, tok.as_ref())
+                    })
                     .map(|f| {
                         attempt.prompt_tokens = Some(f.prompt_tokens);
                         attempt.dropped_tokens = f.dropped_tokens;
@@ -1096,13 +1102,11 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     next.push(Message::assistant(raw.clone()));
                     next.push(Message::user(feedback_message(&attempt.violations)));
                     // A retry whose prompt would not fit the budget is not sent.
-                    done = !self.fits_budget(&next);
-                }
-            }
-            if !done {
-                if let Some(raw) = &attempt.raw {
-                    messages.push(Message::assistant(raw.clone()));
-                    messages.push(Message::user(feedback_message(&attempt.violations)));
+                    if self.fits_budget(&next) {
+                        messages = next;
+                    } else {
+                        done = true;
+                    }
                 }
             }
             attempts.push(attempt);
@@ -1122,11 +1126,8 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         let Some((tok, budget)) = &self.budget else {
             return true;
         };
-        let text: Vec<&str> = messages.0.iter().map(|m| m.content.as_str()).collect();
-        let tokens = tok.encode(&text.join("\n")).len()
-            + budget.fixed
-            + budget.per_message * messages.0.len();
-        tokens <= budget.max_tokens
+        let contents: Vec<&str> = messages.0.iter().map(|m| m.content.as_str()).collect();
+        budget.tokens(&contents, tok.as_ref()) <= budget.max_tokens
     }
 
     /// A document longer than the budget read in chunks ([`crate::chunk`]): each chunk asked

@@ -326,6 +326,13 @@ impl Budget {
         self.fixed = fixed;
         self
     }
+
+    /// The tokens of a prompt whose messages hold `contents`, counted as
+    /// [`PromptParts::fit_messages`] counts them: the texts joined by one separator, plus the
+    /// template's overhead for that many messages.
+    pub fn tokens(&self, contents: &[&str], tok: &dyn Tokenizer) -> usize {
+        tok.encode(&contents.join("\n")).len() + self.fixed + self.per_message * contents.len()
+    }
 }
 
 /// Messages fitted into a [`Budget`].
