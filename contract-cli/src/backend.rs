@@ -46,6 +46,25 @@ impl Model {
         }
     }
 
+    /// A prompt budget of `tokens` in this model's tokenizer, its chat template counted: what
+    /// `--budget` sets (the local model only: a server's tokenizer is not known here).
+    pub fn budget(&self, tokens: usize) -> Result<crate::dynx::TokenBudget, CliError> {
+        match self {
+            #[cfg(feature = "local")]
+            Model::Local(b) => {
+                let budget = b
+                    .budget(tokens)
+                    .map_err(|e| CliError::Backend(format!("cannot measure the budget: {e}")))?;
+                let tokenizer: std::sync::Arc<dyn contract_core::prompt::Tokenizer + Send + Sync> =
+                    b.tokenizer().clone();
+                Ok((tokenizer, budget))
+            }
+            _ => Err(CliError::Backend(
+                "`--budget` needs the local model (its tokenizer counts the prompt)".into(),
+            )),
+        }
+    }
+
     /// The row of document `id`.
     pub async fn extract(&self, ex: &DynExtractor, id: &str, text: &str) -> Value {
         match self {
@@ -57,7 +76,7 @@ impl Model {
                     tokio::time::sleep(*delay).await;
                 }
                 let script = replies.get(id).cloned().unwrap_or_default();
-                ex.extract(&ScriptedBackend::new(script), id, text).await
+                ex.extract(ScriptedBackend::new(script), id, text).await
             }
         }
     }

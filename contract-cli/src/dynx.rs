@@ -2,17 +2,14 @@
 //! the ladder, the validator and the grounding checks, and the row each document gets.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use contract_core::extract::Decoding;
-use contract_core::extract::{Backend, Request, Sampling};
-use contract_core::grammar::Grammar;
-use contract_core::ground::{check_reply, has_grounding, Grounds};
+use contract_core::extract::{Attempt, AttemptError, Backend, Extractor, Sampling};
+use contract_core::ground::{check_reply, Grounds};
 use contract_core::parse::{recover_with, Level, ParseOptions};
-use contract_core::prompt::{feedback_message, Message, PromptParts, REPLY_JSON_ONLY};
-use contract_core::{Constraint, ContractSpec, DynContract, Source};
+use contract_core::prompt::{Budget, Tokenizer};
+use contract_core::{ContractSpec, DynContract, Source};
 use contract_core::{Violation, ViolationKind, Violations};
 use serde_json::{json, Map, Value};
 
@@ -38,49 +35,63 @@ impl Reading {
     }
 }
 
-/// Extracts one runtime contract from documents.
+/// Extracts one runtime contract from documents with the library's extractor
+/// ([`Extractor::runtime`]): evidence selection, the grounded mask, retries with the
+/// violations fed back, the ladder, the validator and the grounding checks.
 pub struct DynExtractor {
     contract: Arc<DynContract>,
-    spec: ContractSpec,
-    constraint: Arc<Constraint>,
-    parts: PromptParts,
+    spec: Arc<ContractSpec>,
     max_attempts: usize,
     max_tokens: Option<u32>,
+    budget: Option<TokenBudget>,
 }
+
+/// A prompt budget and the tokenizer that counts it ([`Extractor::budget`]).
+pub type TokenBudget = (Arc<dyn Tokenizer + Send + Sync>, Budget);
 
 impl DynExtractor {
     /// An extractor of `contract`: up to `max_attempts` attempts (the first, then retries with
     /// the violations fed back), `max_tokens` a reply.
     pub fn new(contract: DynContract, max_attempts: usize, max_tokens: Option<u32>) -> Self {
-        let spec = crate::schema::root_spec(&contract);
-        let mut constraint = Constraint::from_dyn(&contract);
-        // A schema whose fields are grounded decodes as a derived contract does: the mask
-        // copies each grounded value from the document. Only a schema without `$ref`s: the
-        // grammar follows a derived contract's nesting, not a schema's definitions.
-        if Self::grounded_decoding(&contract, &spec) {
-            constraint =
-                constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
-        }
-        let parts = PromptParts {
-            system: system_message(&contract),
-            question: format!(
-                "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
-                contract.name()
-            ),
-        };
+        let spec = Arc::new(crate::schema::root_spec(&contract));
         DynExtractor {
             contract: Arc::new(contract),
             spec,
-            constraint: Arc::new(constraint),
-            parts,
             max_attempts: max_attempts.max(1),
             max_tokens,
+            budget: None,
         }
     }
 
-    /// Whether replies decode under the grounded grammar (see [`DynExtractor::new`]).
-    pub fn grounded_decoding(contract: &DynContract, spec: &ContractSpec) -> bool {
-        contract.document().nodes.len() == 1 && spec.object().is_some() && has_grounding(spec)
+    /// Fits every prompt into `budget`: a longer document is read in overlapping chunks
+    /// ([`Extractor::budget`]).
+    pub fn with_budget(mut self, budget: TokenBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The library's extractor of this contract on `backend`, greedy, with the grounding
+    /// check the library does not make itself (values behind a `$ref` or nested in a runtime
+    /// schema's objects and lists) added.
+    pub fn extractor<B: Backend>(&self, backend: B) -> Extractor<Value, B> {
+        let (contract, spec) = (self.contract.clone(), self.spec.clone());
+        let mut ex = Extractor::runtime(backend, &self.contract)
+            .max_attempts(self.max_attempts)
+            .sampling(Sampling {
+                temperature: Some(0.0),
+                ..Sampling::default()
+            })
+            .check(move |json, cx| match cx.source() {
+                Some(source) => deeper_grounding(&contract, &spec, json, &json.to_string(), source),
+                None => Violations::new(),
+            });
+        if let Some(n) = self.max_tokens {
+            ex = ex.max_tokens(n);
+        }
+        if let Some((tokenizer, budget)) = &self.budget {
+            ex = ex.budget(tokenizer.clone(), *budget);
+        }
+        ex
     }
 
     /// Reads `raw` through the ladder and checks it: the schema (`x-rules` included) and, when
@@ -97,23 +108,12 @@ impl DynExtractor {
                 }
                 if let Some(text) = text {
                     let source = Source::from_text(text);
-                    let off = check_reply(&self.spec, json, raw, &Grounds::new(&source));
-                    let flagged: HashSet<String> = off.iter().map(|v| v.path.clone()).collect();
-                    violations.0.extend(off.0);
-                    let grounded = grounded_paths(self.contract.schema(), json);
-                    let (_, missing) = locate(text, json, &grounded);
-                    for path in missing {
-                        if grounded.contains(&path) && !flagged.contains(&path) {
-                            let value = json.pointer(&path).cloned().unwrap_or(Value::Null);
-                            violations.0.push(Violation::new(
-                                path,
-                                ViolationKind::NotInSource,
-                                format!(
-                                    "{value} is not in the document: copy it exactly as written"
-                                ),
-                            ));
-                        }
-                    }
+                    violations
+                        .0
+                        .extend(check_reply(&self.spec, json, raw, &Grounds::new(&source)).0);
+                    violations
+                        .0
+                        .extend(deeper_grounding(&self.contract, &self.spec, json, raw, &source).0);
                 }
             }
             None => {
@@ -138,70 +138,76 @@ impl DynExtractor {
         }
     }
 
-    /// Extracts the contract from document `text` (id `id`) with `backend`: always a row, never
-    /// an error (a backend failure is the row's `error`).
-    pub async fn extract<B: Backend>(&self, backend: &B, id: &str, text: &str) -> Value {
+    /// Extracts the contract from document `text` (id `id`) with `extractor` (made by
+    /// [`DynExtractor::extractor`]): always a row, never an error (a backend failure is the
+    /// row's `error`).
+    pub async fn extract_with<B: Backend>(
+        &self,
+        extractor: &Extractor<Value, B>,
+        id: &str,
+        text: &str,
+    ) -> Value {
         let started = Instant::now();
-        let source = Source::from_text(text);
-        let mut feedback: Vec<Message> = Vec::new();
-        let mut tries = Vec::new();
-        let mut last: Option<Reading> = None;
-        let mut error: Option<(String, String)> = None;
-        for _ in 0..self.max_attempts {
-            let t0 = Instant::now();
-            let mut messages = self.parts.messages(text);
-            messages.0.extend(feedback.iter().cloned());
-            let request = Request {
-                constraint: self.constraint.clone(),
-                messages,
-                max_tokens: self.max_tokens,
-                sampling: Sampling {
-                    temperature: Some(0.0),
-                    ..Sampling::default()
-                },
-                source: Some(source.clone()),
-            };
-            match backend.complete(&request).await {
-                Err(e) => {
-                    tries.push(json!({
-                        "error": e.to_string(),
-                        "error_kind": e.kind(),
-                        "ms": ms(t0),
-                    }));
-                    error = Some((e.kind().to_owned(), e.to_string()));
-                    break;
-                }
-                Ok(response) => {
-                    let reading = self.read(&response.text, Some(text));
-                    tries.push(json!({
-                        "raw": response.text,
-                        "level": reading.level.as_str(),
-                        "violations": violations_json(&reading.violations),
-                        "repairs": reading.repairs,
-                        "finish_reason": response.finish_reason,
-                        "completion_tokens": response.completion_tokens,
-                        "ms": ms(t0),
-                    }));
-                    error = None;
-                    let valid = reading.is_valid();
-                    if !valid {
-                        feedback.push(Message::assistant(response.text));
-                        feedback.push(Message::user(feedback_message(&reading.violations)));
-                    }
-                    last = Some(reading);
-                    if valid {
-                        break;
-                    }
-                }
-            }
-        }
-        let mut row = self.row(id, Some(text), last.as_ref(), error);
+        let out = extractor.extract(text).await;
+        let tries: Vec<Value> = out.attempts.iter().map(attempt_json).collect();
+        let error = out.error.as_ref().map(|e| match e {
+            AttemptError::Backend { error } => (error.kind().to_owned(), error.to_string()),
+            AttemptError::Budget { error } => ("budget".to_owned(), error.to_string()),
+        });
+        let reading = (out.error.is_none() || out.json.is_some()).then(|| Reading {
+            level: out.level,
+            json: out.json.clone(),
+            violations: out.violations.clone(),
+            repairs: out
+                .repairs
+                .iter()
+                .map(|r| r.kind.as_str().to_owned())
+                .collect(),
+        });
+        let mut row = self.row(id, Some(text), reading.as_ref(), error);
         if let Value::Object(map) = &mut row {
+            // A value the library accepted whose JSON the row's checks refuse cannot happen
+            // (the same checks ran); the library's verdict is the row's.
+            if out.value.is_none() && map.get("ok") == Some(&Value::Bool(true)) {
+                map.insert("ok".into(), Value::Bool(false));
+                map.insert("outcome".into(), json!("invalid"));
+            }
             map.insert("retried".into(), Value::Bool(tries.len() > 1));
             map.insert("attempts".into(), Value::Array(tries));
+            map.insert(
+                "forward_calls".into(),
+                json!(
+                    out.attempts
+                        .iter()
+                        .filter_map(|a| a.forward_calls.map(u64::from))
+                        .sum::<u64>()
+                        + out
+                            .selection
+                            .as_ref()
+                            .and_then(|s| s.judge_forward_calls)
+                            .map_or(0, u64::from)
+                ),
+            );
+            if let Some(selection) = &out.selection {
+                map.insert(
+                    "selection".into(),
+                    serde_json::to_value(selection).unwrap_or(Value::Null),
+                );
+            }
+            if let Some(chunks) = &out.chunks {
+                map.insert(
+                    "chunks".into(),
+                    serde_json::to_value(chunks).unwrap_or(Value::Null),
+                );
+            }
             map.insert("ms".into(), json!(ms(started)));
         }
         row
+    }
+
+    /// [`DynExtractor::extract_with`] on an extractor made for this one document.
+    pub async fn extract<B: Backend>(&self, backend: B, id: &str, text: &str) -> Value {
+        self.extract_with(&self.extractor(backend), id, text).await
     }
 
     /// The row of document `id`: its outcome, value, level, violations, where each value is
@@ -259,6 +265,10 @@ impl DynExtractor {
             "violations".into(),
             reading.map_or(json!([]), |r| violations_json(&r.violations)),
         );
+        map.insert(
+            "repairs".into(),
+            reading.map_or(json!([]), |r| json!(r.repairs)),
+        );
         map.insert("not_in_source".into(), not_in_source);
         map.insert("evidence".into(), evidence);
         map.insert("error".into(), error_message);
@@ -287,55 +297,81 @@ pub fn violations_json(violations: &Violations) -> Value {
     )
 }
 
-fn ms(t0: Instant) -> f64 {
-    (t0.elapsed().as_secs_f64() * 1e5).round() / 100.0
+/// One attempt of the library's record as the row shows it.
+fn attempt_json(a: &Attempt) -> Value {
+    let mut m = Map::new();
+    if let Some(group) = &a.group {
+        m.insert("group".into(), json!(group));
+    }
+    match &a.error {
+        Some(AttemptError::Backend { error }) => {
+            m.insert("error".into(), json!(error.to_string()));
+            m.insert("error_kind".into(), json!(error.kind()));
+        }
+        Some(AttemptError::Budget { error }) => {
+            m.insert("error".into(), json!(error.to_string()));
+            m.insert("error_kind".into(), json!("budget"));
+        }
+        None => {
+            m.insert("raw".into(), json!(a.raw));
+            m.insert("level".into(), json!(a.level.map(Level::as_str)));
+            m.insert("violations".into(), violations_json(&a.violations));
+            m.insert(
+                "repairs".into(),
+                json!(a
+                    .repairs
+                    .iter()
+                    .map(|r| r.kind.as_str())
+                    .collect::<Vec<_>>()),
+            );
+            m.insert("finish_reason".into(), json!(a.finish_reason));
+            m.insert("completion_tokens".into(), json!(a.completion_tokens));
+        }
+    }
+    m.insert("ms".into(), json!(a.ms));
+    Value::Object(m)
 }
 
-/// The instructions for a runtime contract, in the words the library uses for a derived one:
-/// the task, the signature, a line per described field, the conventions.
-pub fn system_message(contract: &DynContract) -> String {
-    let mut s = String::from(
-        "You fill a contract: you read a document and copy the values a contract asks for into \
-         one JSON object.\n\n",
-    );
-    let _ = write!(s, "Task: fill `{}`", contract.name());
-    let root = contract.document().root();
-    match root.description.as_deref().map(str::trim) {
-        Some(d) if !d.is_empty() => {
-            let _ = writeln!(s, ": {d}");
-        }
-        _ => s.push_str(".\n"),
-    }
-    s.push_str("\nThe contract (`\"key\"?` marks a key that may be left out):\n");
-    s.push_str(contract.signature().trim_end());
-    if let Some(object) = &root.object {
-        let mut notes = String::new();
-        for f in &object.properties {
-            if let Some(d) = f.description().map(str::trim).filter(|d| !d.is_empty()) {
-                let d = d.split_whitespace().collect::<Vec<_>>().join(" ");
-                let _ = writeln!(notes, "- {}: {d}", f.name);
-            }
-        }
-        if !notes.is_empty() {
-            s.push_str("\n\nFields:\n");
-            s.push_str(notes.trim_end());
+/// The grounded values of `json` (a reply recovered from `raw`) the document `source` does
+/// not write, among those the library's own check ([`check_reply`], the root's fields) does
+/// not reach: a list item, a value in a nested object, a value behind a `$ref`.
+fn deeper_grounding(
+    contract: &DynContract,
+    spec: &ContractSpec,
+    json: &Value,
+    raw: &str,
+    source: &Source,
+) -> Violations {
+    let text = source.text();
+    let flagged: HashSet<String> = check_reply(spec, json, raw, &Grounds::new(source))
+        .iter()
+        .map(|v| v.path.clone())
+        .collect();
+    let grounded = grounded_paths(contract.schema(), json);
+    let (_, missing) = locate(&text, json, &grounded);
+    let mut out = Violations::new();
+    for path in missing {
+        if grounded.contains(&path) && !flagged.contains(&path) {
+            let value = json.pointer(&path).cloned().unwrap_or(Value::Null);
+            out.0.push(Violation::new(
+                path,
+                ViolationKind::NotInSource,
+                format!("{value} is not in the document: copy it exactly as written"),
+            ));
         }
     }
-    s.push_str(
-        "\n\nConventions:\n\
-         - Copy values as the document writes them; never convert a value.\n\
-         - When the document does not state a value, write null; never guess.\n\
-         - Write numbers as plain JSON numbers: digits and a decimal point, without thousands \
-         separators or currency signs.\n\n",
-    );
-    s.push_str(REPLY_JSON_ONLY);
-    s
+    out
+}
+
+fn ms(t0: Instant) -> f64 {
+    (t0.elapsed().as_secs_f64() * 1e5).round() / 100.0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use contract_backends::ScriptedBackend;
+    use contract_core::extract::Decoding;
 
     fn contract() -> DynContract {
         DynContract::from_schema(json!({

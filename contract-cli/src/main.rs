@@ -97,6 +97,11 @@ struct ExtractArgs {
     /// default `CONTRACT_MODEL`, else `smollm2-135m`.
     #[arg(long)]
     model: Option<String>,
+    /// Local: the largest prompt, in the model's tokens (its chat template counted). A document
+    /// whose prompt is longer is read in overlapping chunks and the replies merged; without
+    /// it, the whole document is shown however long.
+    #[arg(long)]
+    budget: Option<usize>,
     /// Openai: the server's URL (default OpenAI's; the key from `OPENAI_API_KEY`).
     #[arg(long)]
     base_url: Option<String>,
@@ -223,7 +228,10 @@ fn extract(a: ExtractArgs) -> Result<u8, CliError> {
         model.describe()
     );
     let title = contract.name().to_owned();
-    let ex = dynx::DynExtractor::new(contract, a.attempts, Some(a.max_tokens));
+    let mut ex = dynx::DynExtractor::new(contract, a.attempts, Some(a.max_tokens));
+    if let Some(tokens) = a.budget {
+        ex = ex.with_budget(model.budget(tokens)?);
+    }
     let options = runner::RunOptions {
         output: a.output.clone(),
         resume: a.resume,

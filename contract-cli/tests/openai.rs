@@ -129,7 +129,22 @@ fn an_openai_compatible_server_fills_the_contract() {
     assert_eq!(rows["inv-5"]["outcome"], "invalid");
     assert_eq!(rows["inv-5"]["retried"], true);
     assert_eq!(rows["inv-5"]["not_in_source"], json!(["/seller"]));
-    let requests = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let all = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // The library's extraction first asks the server to judge passages (a yes/no question
+    // scored by log-probabilities); this server gives none, so each document is read whole.
+    let (requests, judged): (Vec<Value>, Vec<Value>) = all
+        .into_iter()
+        .partition(|r| r.get("response_format").is_some());
+    assert!(!judged.is_empty());
+    for r in &judged {
+        let last = r["messages"][r["messages"]
+            .as_array()
+            .map_or(0, Vec::len)
+            .saturating_sub(1)]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(last.ends_with("Answer yes or no."), "{r}");
+    }
     // 1 each for inv-1, 2, 3 and 4, 2 for inv-5 (the retry with the violation fed back).
     assert_eq!(requests.len(), 6, "{requests:#?}");
     for r in &requests {

@@ -6,7 +6,6 @@
 //! never loses a document.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,9 +23,10 @@ pub use crate::chunk::Overflow;
 use crate::chunk::{merge_chunks, plan_chunks, Chunk, ChunkPart, ChunkRecord};
 use crate::context::{Adjust, DocContext};
 use crate::contract::ContractSpec;
+use crate::dynamic::DynContract;
 use crate::grammar::Grammar;
 use crate::ground::check_reply;
-use crate::parse::{parse_output_in, recover_with, Level, ParseOptions, Repair};
+use crate::parse::{parse_output_by, recover_with, Level, ParseOptions, Repair};
 use crate::passage::Passage;
 use crate::prompt::Instructions;
 use crate::prompt::{
@@ -546,6 +546,14 @@ impl<C: Serialize> Extraction<C> {
 /// ```
 pub struct Extractor<C, B> {
     backend: B,
+    /// The contract's spec: a derived contract's, or a runtime contract's root.
+    spec: Arc<ContractSpec>,
+    /// The contract's own constraint, grounded ([`Extractor::grounding`] derives the one used).
+    base: Arc<Constraint>,
+    /// How a recovered object becomes the value.
+    read: Read<C>,
+    /// The user's checks, run on every value read.
+    checks: Vec<Check>,
     max_attempts: usize,
     budget: Option<(Arc<dyn Tokenizer + Send + Sync>, Budget)>,
     overflow: Overflow,
@@ -558,8 +566,15 @@ pub struct Extractor<C, B> {
     selection: Selection,
     plans: OnceLock<Vec<GroupPlan>>,
     adjust: Option<Adjust>,
-    _contract: PhantomData<fn() -> C>,
 }
+
+/// How an [`Extractor`] turns a recovered object into its value: a derived contract's
+/// [`Contract::from_value_in`], or a runtime contract's validator.
+type Read<C> = Arc<dyn Fn(&Value, &DocContext<'_>) -> Result<C, Violations> + Send + Sync>;
+
+/// A check an application adds ([`Extractor::check`]): the violations of a value, seeing the
+/// document.
+type Check = Arc<dyn Fn(&Value, &DocContext<'_>) -> Violations + Send + Sync>;
 
 /// One group of fields as the extractor asks for it under selection.
 struct GroupPlan {
@@ -581,21 +596,119 @@ struct GroupTry {
 impl<C: Contract, B: Backend> Extractor<C, B> {
     /// An extractor with the default prompt, 2 attempts and no budget.
     pub fn new(backend: B) -> Self {
+        Extractor::with_target(
+            backend,
+            Arc::new(C::contract_spec().clone()),
+            Constraint::of::<C>(),
+            PromptParts::for_contract::<C>(),
+            Arc::new(|json: &Value, cx: &DocContext<'_>| C::from_value_in(json, cx)),
+        )
+    }
+}
+
+impl<B: Backend> Extractor<Value, B> {
+    /// An extractor of a runtime contract (a JSON Schema read at run time, [`DynContract`]):
+    /// the same loop as a derived contract's (evidence selection, the grounded mask, budgets
+    /// and chunks, retries with feedback, the audit record), the value the reply's JSON once
+    /// the contract's validator (its keywords and `x-rules`) and the grounding checks pass.
+    ///
+    /// A schema whose root fields are grounded (`x-grounded`) and that has no definitions
+    /// (`$ref`s) decodes under the grounded grammar, as a derived contract does, and selects
+    /// evidence by default; a schema with definitions decodes under its JSON Schema and reads
+    /// the whole document (the grammar and the selection follow a contract's nesting, not a
+    /// schema's definitions), and grounded values behind a `$ref` are not checked by the
+    /// extractor: add an [`Extractor::check`] for them.
+    pub fn runtime(backend: B, contract: &DynContract) -> Self {
+        let spec = ContractSpec {
+            name: contract.name().to_owned(),
+            node: contract.document().root().clone(),
+        };
+        let flat = contract.document().nodes.len() == 1;
+        let mut constraint = Constraint::from_dyn(contract);
+        if flat && spec.object().is_some() && has_grounding(&spec) {
+            constraint =
+                constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
+        }
+        let validator = Arc::new(contract.clone());
+        let read: Read<Value> = Arc::new(move |json: &Value, _cx: &DocContext<'_>| {
+            validator.validate(json).map(|()| json.clone())
+        });
+        let extractor = Extractor::with_target(
+            backend,
+            Arc::new(spec),
+            Arc::new(constraint),
+            PromptParts::for_runtime(contract),
+            read,
+        );
+        if flat {
+            extractor
+        } else {
+            extractor.selection(Selection::off())
+        }
+    }
+}
+
+impl<C, B: Backend> Extractor<C, B> {
+    fn with_target(
+        backend: B,
+        spec: Arc<ContractSpec>,
+        base: Arc<Constraint>,
+        parts: PromptParts,
+        read: Read<C>,
+    ) -> Self {
         Extractor {
             backend,
+            constraint: base.clone(),
+            spec,
+            base,
+            read,
+            checks: Vec::new(),
             max_attempts: 2,
             budget: None,
             overflow: Overflow::default(),
             max_tokens: None,
             sampling: Sampling::default(),
             options: ParseOptions::default(),
-            parts: PromptParts::for_contract::<C>(),
-            constraint: Constraint::of::<C>(),
+            parts,
             grounding: true,
             selection: Selection::default(),
             plans: OnceLock::new(),
             adjust: None,
-            _contract: PhantomData,
+        }
+    }
+
+    /// The contract's spec (a runtime contract's root).
+    pub fn spec(&self) -> &ContractSpec {
+        &self.spec
+    }
+
+    /// Adds a check every value must pass, seeing the document ([`DocContext::source`]): a
+    /// rule the contract cannot state (a total that must equal a sum the document prints, a
+    /// value that must sit in a named section). Its violations refuse the reply like the
+    /// contract's own: fed back on a retry, or under evidence selection the next passage
+    /// tried for the fields they name.
+    pub fn check(
+        mut self,
+        check: impl Fn(&Value, &DocContext<'_>) -> Violations + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push(Arc::new(check));
+        self
+    }
+
+    /// Reads `json` into the value: the contract's reading, then the added checks.
+    fn read_value(&self, json: &Value, cx: &DocContext<'_>) -> Result<C, Violations> {
+        let read = (self.read)(json, cx);
+        let mut added = Violations::new();
+        for check in &self.checks {
+            added.0.extend(check(json, cx).0);
+        }
+        match read {
+            Ok(value) if added.is_empty() => Ok(value),
+            Ok(_) => Err(added),
+            Err(mut violations) => {
+                violations.0.extend(added.0);
+                Err(violations)
+            }
         }
     }
 
@@ -626,9 +739,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     pub fn grounding(mut self, on: bool) -> Self {
         self.grounding = on;
         self.constraint = if on {
-            Constraint::of::<C>()
+            self.base.clone()
         } else {
-            Arc::new(ungrounded(&Constraint::of::<C>()))
+            Arc::new(ungrounded(&self.base))
         };
         self.plans = OnceLock::new();
         self
@@ -703,7 +816,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     /// as [`Source::with_numerals`], or the whole document a passage was cut from.
     pub async fn extract_in(&self, document: &str, source: Source) -> Extraction<C> {
         let started = Instant::now();
-        let spec = C::contract_spec();
+        let spec: &ContractSpec = &self.spec;
         let grounded = has_grounding(spec);
         let mut skipped = None;
         if grounded && self.selection.is_on() {
@@ -797,7 +910,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                 }
             };
 
-            let mut parsed = parse_output_in::<C>(&response.text, self.options, &cx);
+            let mut parsed = parse_output_by(&response.text, self.options, |json| {
+                self.read_value(json, &cx)
+            });
             if let (Some(grounds), Some(json)) = (&grounds, &parsed.json) {
                 let off = check_reply(spec, json, &response.text, grounds);
                 if !off.is_empty() {
@@ -912,11 +1027,11 @@ struct GroupState {
     tries: Vec<Vec<[usize; 2]>>,
 }
 
-impl<C: Contract, B: Backend> Extractor<C, B> {
+impl<C, B: Backend> Extractor<C, B> {
     /// The groups' plans, built on first use.
     fn plans(&self) -> &[GroupPlan] {
         self.plans.get_or_init(|| {
-            let spec = C::contract_spec();
+            let spec: &ContractSpec = &self.spec;
             field_groups(spec, &self.selection.questions)
                 .into_iter()
                 .map(|group| {
@@ -1145,7 +1260,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     ) -> Option<Extraction<C>> {
         /// Chunks decoded at once.
         const AT_ONCE: usize = 8;
-        let spec = C::contract_spec();
+        let spec: &ContractSpec = &self.spec;
         let mut out = Extraction::empty(spec);
         let doc = Source::from_text(document).with_numerals(source.numerals());
         // With retries, a quarter of the budget is left for a retry's reply and feedback.
@@ -1227,7 +1342,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     .0
                     .extend(check_reply(spec, &merged, &raw, &Grounds::new(&doc)).0);
             }
-            match C::from_value_in(&merged, &cx) {
+            match self.read_value(&merged, &cx) {
                 Ok(value) if violations.is_empty() => out.value = Some(value),
                 Ok(_) => {}
                 Err(v) => violations.0.extend(v.0),
@@ -1329,7 +1444,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         source: &Source,
         started: Instant,
     ) -> Result<Extraction<C>, String> {
-        let spec = C::contract_spec();
+        let spec: &ContractSpec = &self.spec;
         let plans = self.plans();
         let groups: Vec<FieldGroup> = plans.iter().map(|p| p.group.clone()).collect();
         if groups.is_empty() {
@@ -1517,7 +1632,7 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             let values: Vec<Option<Map<String, Value>>> =
                 states.iter().map(|s| s.value.clone()).collect();
             let merged = select::merge(spec, &values, &groups);
-            match C::from_value_in(&merged, &cx) {
+            match self.read_value(&merged, &cx) {
                 Ok(value) => {
                     out.value = Some(value);
                     out.violations = Violations::new();

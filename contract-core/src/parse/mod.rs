@@ -175,6 +175,16 @@ pub fn parse_output_in<C: Contract>(
     options: ParseOptions,
     cx: &crate::DocContext<'_>,
 ) -> Parsed<C> {
+    parse_output_by(raw, options, |json| C::from_value_in(json, cx))
+}
+
+/// [`parse_output_with`], the recovered object turned into a value by `read` (a runtime
+/// contract's validator, say) instead of a derived contract's [`Contract::from_value_in`].
+pub fn parse_output_by<T>(
+    raw: &str,
+    options: ParseOptions,
+    read: impl FnOnce(&Value) -> Result<T, Violations>,
+) -> Parsed<T> {
     let rec = recover_with(raw, options);
     let (value, violations) = match (&rec.json, &rec.invalid) {
         (Some(_), _) if options.no_repair && rec.level == Level::Repaired => {
@@ -191,7 +201,7 @@ pub fn parse_output_in<C: Contract>(
                 )),
             )
         }
-        (Some(json), _) => match C::from_value_in(json, cx) {
+        (Some(json), _) => match read(json) {
             Ok(v) => (Some(v), Violations::new()),
             Err(violations) => (None, violations),
         },

@@ -146,6 +146,32 @@ pub fn system_message_with<C: Contract>(style: Instructions) -> String {
 /// The instructions of the contract `spec` describes (a derived contract's, or a part of one:
 /// [`ContractSpec::subset`]) showing what `style` asks for.
 pub fn system_message_for(spec: &ContractSpec, style: Instructions) -> String {
+    instructions(
+        spec,
+        "every key is required; `| null` marks a value that may be absent",
+        &crate::signature::signature(spec),
+        style,
+    )
+}
+
+/// The instructions of a runtime contract: a derived contract's, with the runtime signature
+/// (which writes the schema's definitions after the root, and optional keys as `"key"?`).
+pub fn system_message_for_runtime(contract: &crate::DynContract) -> String {
+    let spec = ContractSpec {
+        name: contract.name().to_owned(),
+        node: contract.document().root().clone(),
+    };
+    instructions(
+        &spec,
+        "`\"key\"?` marks a key that may be left out; `| null` a value that may be absent",
+        &contract.signature(),
+        Instructions::SignatureAndFields,
+    )
+}
+
+/// The instructions: the task, the signature (`keys` says how it marks optional values), the
+/// field notes when `style` asks for them, the conventions.
+fn instructions(spec: &ContractSpec, keys: &str, signature: &str, style: Instructions) -> String {
     let mut s = String::new();
     s.push_str(
         "You fill a contract: you read a document and copy the values a contract asks for into \
@@ -158,10 +184,8 @@ pub fn system_message_for(spec: &ContractSpec, style: Instructions) -> String {
         }
         _ => s.push_str(".\n"),
     }
-    s.push_str(
-        "\nThe contract (every key is required; `| null` marks a value that may be absent):\n",
-    );
-    s.push_str(crate::signature::signature(spec).trim_end());
+    let _ = writeln!(s, "\nThe contract ({keys}):");
+    s.push_str(signature.trim_end());
     if style == Instructions::SignatureAndFields {
         let notes = field_notes_for(spec);
         if !notes.is_empty() {
@@ -359,6 +383,19 @@ impl PromptParts {
         PromptParts {
             system: system_message::<C>(),
             question: default_question::<C>(),
+        }
+    }
+
+    /// The instructions and default question of a runtime contract
+    /// ([`system_message_for_runtime`]).
+    pub fn for_runtime(contract: &crate::DynContract) -> Self {
+        let system = system_message_for_runtime(contract);
+        PromptParts {
+            system,
+            question: format!(
+                "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
+                contract.name()
+            ),
         }
     }
 

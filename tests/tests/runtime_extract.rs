@@ -1,0 +1,194 @@
+//! A runtime contract (a JSON Schema read at run time) runs through the library's extractor as
+//! a derived contract does: evidence selection by values, the grounded mask, the contract's
+//! rules, checks that see the document, retries with the violations fed back.
+
+use contract_backends::ScriptedBackend;
+use contract_core::extract::{Decoding, Extractor};
+use contract_core::select::{Judge, Outcome, Selection};
+use contract_core::{DynContract, Violation, ViolationKind, Violations};
+use serde_json::{json, Value};
+
+const RECEIPT: &str = "TAN WOON YANN
+INDAH GIFT & HOME DECO
+27,JALAN DEDAP 13,
+TEL:07-3507405
+19/10/2018 20:49:59 #01
+TOTAL AMT................. RM
+60.30
+CASH.................... RM
+70.30
+THANK YOU ! PLEASE COME AGAIN !";
+
+fn receipt() -> DynContract {
+    DynContract::from_schema(json!({
+        "title": "Receipt",
+        "type": "object",
+        "properties": {
+            "company": {"type": ["string", "null"], "x-grounded": "source",
+                        "description": "The name of the shop that issued the receipt."},
+            "total": {"type": ["number", "null"], "x-grounded": "source", "minimum": 0,
+                      "description": "The total amount paid."},
+            "cash": {"type": ["number", "null"], "x-grounded": "source",
+                     "description": "The cash handed over."}
+        },
+        "required": ["company", "total", "cash"],
+        "additionalProperties": false,
+        "x-rules": ["total <= cash"]
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"))
+}
+
+/// A check that sees the value: the first line is the cashier, not the shop.
+fn not_the_cashier(value: &Value, _cx: &contract_core::DocContext<'_>) -> Violations {
+    if value["company"] == "TAN WOON YANN" {
+        Violations::one(Violation::new(
+            "/company",
+            ViolationKind::Custom,
+            "that is the cashier's name",
+        ))
+    } else {
+        Violations::new()
+    }
+}
+
+/// Likes the cashier's name best (refused by the check), then the shop; the total's and the
+/// cash's numbers; null least.
+fn scorer(_prompt: &str, answer: &str) -> f64 {
+    match answer {
+        r#"{"company": "TAN WOON YANN""# => -1.0,
+        r#"{"company": "INDAH GIFT & HOME DECO""# => -2.0,
+        a if a.starts_with(r#"{"total": 60.3"#) => -0.5,
+        a if a.starts_with(r#"{"cash": 70.3"#) => -0.5,
+        a if a.ends_with("null") => -4.0,
+        _ => -9.0,
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_runtime_contract_selects_its_evidence_and_runs_the_added_checks() {
+    let contract = DynContract::from_schema(json!({
+        "title": "Receipt",
+        "type": "object",
+        "properties": {
+            "company": {"type": ["string", "null"], "x-grounded": "source",
+                        "description": "The name of the shop that issued the receipt."},
+            "total": {"type": ["number", "null"], "x-grounded": "source",
+                      "description": "The total amount paid."}
+        },
+        "required": ["company", "total"],
+        "additionalProperties": false
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    // Each field is filled by its best value without generating: the company after the added
+    // check refused the cashier's name.
+    let backend = ScriptedBackend::new(Vec::<String>::new()).with_scorer(scorer);
+    let x = Extractor::runtime(&backend, &contract)
+        .check(not_the_cashier)
+        .extract(RECEIPT)
+        .await;
+    assert_eq!(
+        x.value,
+        Some(json!({"company": "INDAH GIFT & HOME DECO", "total": 60.3})),
+        "{:#?}",
+        x.attempts
+    );
+    assert_eq!(x.contract, "Receipt");
+    // Both one-value groups are filled by their values alone: nothing generated.
+    assert!(backend.requests().is_empty());
+    assert_eq!(
+        backend.score_requests().len(),
+        2,
+        "one scoring request per field"
+    );
+    let record = x.selection.as_ref().expect("selection ran");
+    assert!(record.groups.iter().all(|g| g.judge == Judge::Values));
+    assert!(record.groups.iter().all(|g| g.outcome == Outcome::Filled));
+    let company = record
+        .groups
+        .iter()
+        .find(|g| g.group == "company")
+        .expect("a company group");
+    assert_eq!(company.tries.len(), 2, "the refused value, then the next");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn without_selection_a_runtime_contract_decodes_under_its_grounded_grammar_and_retries() {
+    // The first reply breaks the contract's rule (total above cash) and grounding (a company
+    // the receipt does not write); both are fed back; the second fills the contract.
+    let backend = ScriptedBackend::new([
+        r#"{"company": "Globex", "total": 70.3, "cash": 60.3}"#,
+        r#"{"company": "INDAH GIFT & HOME DECO", "total": 60.3, "cash": 70.3}"#,
+    ]);
+    let x = Extractor::runtime(&backend, &receipt())
+        .selection(Selection::off())
+        .extract(RECEIPT)
+        .await;
+    assert_eq!(
+        x.value,
+        Some(json!({"company": "INDAH GIFT & HOME DECO", "total": 60.3, "cash": 70.3}))
+    );
+    assert_eq!(x.attempts.len(), 2);
+    let first: Vec<(&str, ViolationKind)> = x.attempts[0]
+        .violations
+        .iter()
+        .map(|v| (v.path.as_str(), v.kind))
+        .collect();
+    assert!(
+        first.contains(&("/company", ViolationKind::NotInSource)),
+        "{first:?}"
+    );
+    assert!(
+        first.iter().any(|(_, k)| *k == ViolationKind::CrossField),
+        "{first:?}"
+    );
+    let requests = backend.requests();
+    let grammar = requests[0]
+        .constraint
+        .grammar()
+        .expect("grounded fields decode under the grounded grammar");
+    // The mask carries the contract's rule, as a derived contract's does.
+    let rules = &grammar.objects[0].rules;
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(
+        rules[0].to_rule().map(|r| r.to_string()).as_deref(),
+        Some("total <= cash")
+    );
+    assert!(requests[1]
+        .messages
+        .iter()
+        .any(|m| m.content.contains("did not fill the contract")));
+    // Grounding off: the schema's grammar without groundings, replies not held to the text.
+    let backend = ScriptedBackend::new([r#"{"company": "Globex", "total": 1, "cash": 2}"#]);
+    let x = Extractor::runtime(&backend, &receipt())
+        .grounding(false)
+        .extract(RECEIPT)
+        .await;
+    assert_eq!(
+        x.value,
+        Some(json!({"company": "Globex", "total": 1, "cash": 2}))
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_schema_with_definitions_reads_the_whole_document_under_its_json_schema() {
+    let contract = DynContract::from_schema(json!({
+        "title": "Parties",
+        "type": "object",
+        "properties": {"who": {"type": "array", "items": {"$ref": "#/$defs/party"}}},
+        "required": ["who"],
+        "$defs": {"party": {"type": "string", "x-grounded": "source"}}
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    let backend =
+        ScriptedBackend::new([r#"{"who": ["INDAH GIFT & HOME DECO"]}"#]).with_scorer(scorer);
+    let x = Extractor::runtime(&backend, &contract)
+        .extract(RECEIPT)
+        .await;
+    assert_eq!(x.value, Some(json!({"who": ["INDAH GIFT & HOME DECO"]})));
+    assert!(x.selection.is_none(), "selection is off for definitions");
+    assert!(backend.score_requests().is_empty());
+    assert!(matches!(
+        backend.requests()[0].constraint.decoding,
+        Some(Decoding::JsonSchema(_))
+    ));
+}
