@@ -1614,7 +1614,7 @@ impl<C, B: Backend> Extractor<C, B> {
                         None => {
                             state.pending = false;
                             state.value = None;
-                            state.outcome = if groups[*g].optional {
+                            state.outcome = if groups[*g].optional && !result.backend_error {
                                 Outcome::Refused
                             } else {
                                 Outcome::Failed
@@ -1698,8 +1698,11 @@ impl<C, B: Backend> Extractor<C, B> {
             .map(|s| s.level)
             .max()
             .unwrap_or(Level::Strict);
-        if out.value.is_none() {
-            out.error = backend_failed;
+        if let Some(error) = backend_failed {
+            // A group the backend did not answer is not a value the document leaves out: no
+            // value, the backend's error (the record keeps what the other groups gave).
+            out.value = None;
+            out.error = Some(error);
         }
         out.repairs = out
             .attempts

@@ -171,6 +171,37 @@ async fn values_fill_their_groups_and_the_rest_is_copied_from_the_best_passage()
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn a_group_the_backend_did_not_answer_is_an_error_not_a_null() {
+    // The total must be generated and the backend has no reply: the record says so, and no
+    // value holds a null total the receipt does not leave out.
+    let backend = ScriptedBackend::new(Vec::<String>::new()).with_scorer(scorer);
+    let x = Extractor::<Receipt, _>::new(&backend)
+        .extract(RECEIPT)
+        .await;
+    assert!(x.value.is_none(), "{:?}", x.value);
+    assert!(
+        matches!(
+            &x.error,
+            Some(contract_core::extract::AttemptError::Backend { .. })
+        ),
+        "{:?}",
+        x.error
+    );
+    let record = x.selection.as_ref().expect("selection ran");
+    let total = record
+        .groups
+        .iter()
+        .find(|g| g.group == "total")
+        .expect("a total group");
+    assert_eq!(total.outcome, Outcome::Failed);
+    // The groups that were answered are kept in the record.
+    assert_eq!(
+        x.json.as_ref().map(|j| j["company"].clone()),
+        Some(serde_json::json!("INDAH GIFT & HOME DECO"))
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn a_question_judge_is_asked_when_values_are_not_wanted_or_the_document_is_long() {
     // Judge::Question: every group asks its yes/no question of the passages, none of the
     // scoring answers is a value.
