@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+pub mod anthropic;
+
 /// The request shape a test expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -135,7 +137,8 @@ impl Drop for MockServer {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `m`, through poisoning.
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -323,7 +326,9 @@ impl MockServer {
     }
 }
 
-async fn read_request(
+/// Reads one HTTP request: its request line, headers (names lowercase) and body; `None` when the
+/// peer closed the connection first.
+pub async fn read_request(
     stream: &mut TcpStream,
 ) -> std::io::Result<Option<(String, HashMap<String, String>, Vec<u8>)>> {
     let mut buf = Vec::new();
@@ -390,7 +395,8 @@ fn completion(body: &Value, reply: &Reply) -> String {
     .to_string()
 }
 
-fn reason(code: u16) -> &'static str {
+/// The reason phrase for the status codes the scripts use.
+pub fn reason(code: u16) -> &'static str {
     match code {
         200 => "OK",
         400 => "Bad Request",
@@ -399,6 +405,7 @@ fn reason(code: u16) -> &'static str {
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        529 => "Overloaded",
         _ => "Status",
     }
 }
