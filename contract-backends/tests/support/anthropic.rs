@@ -342,17 +342,17 @@ pub fn check_request(expect: Expect, seen: &Seen) -> Vec<String> {
         errors.push("the body is not a JSON object".into());
         return errors;
     };
-    if !obj
+    if obj
         .get("model")
         .and_then(Value::as_str)
-        .is_some_and(|m| !m.is_empty())
+        .is_none_or(str::is_empty)
     {
         errors.push("`model` must be a non-empty string".into());
     }
-    if !obj
+    if obj
         .get("max_tokens")
         .and_then(Value::as_u64)
-        .is_some_and(|n| n > 0)
+        .is_none_or(|n| n == 0)
     {
         errors.push("`max_tokens` is required and positive".into());
     }
