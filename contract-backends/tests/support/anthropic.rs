@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-use super::{lock, read_request, reason};
+use super::{listen, lock, read_request, reason};
 
 /// The request shape a test expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,28 +439,13 @@ impl AnthropicServer {
         expect: Expect,
         script: impl Fn(&Seen, usize) -> Reply + Send + Sync + 'static,
     ) -> AnthropicServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
             expect,
             script: Box::new(script),
             seen: Mutex::new(Vec::new()),
             shape_errors: Mutex::new(Vec::new()),
         });
-        let st = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve(stream, st).await;
-                });
-            }
-        });
+        let (addr, task) = listen(state.clone(), serve).await;
         AnthropicServer { addr, state, task }
     }
 

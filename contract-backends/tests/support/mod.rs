@@ -274,10 +274,6 @@ impl MockServer {
         expect: Expect,
         script: impl Fn(&Seen, usize) -> Reply + Send + Sync + 'static,
     ) -> MockServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
             expect,
             script: Box::new(script),
@@ -285,18 +281,7 @@ impl MockServer {
             counts: Mutex::new(HashMap::new()),
             shape_errors: Mutex::new(Vec::new()),
         });
-        let st = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve(stream, st).await;
-                });
-            }
-        });
+        let (addr, task) = listen(state.clone(), serve).await;
         MockServer { addr, state, task }
     }
 
@@ -324,6 +309,34 @@ impl MockServer {
     pub fn shape_errors(&self) -> Vec<String> {
         lock(&self.state.shape_errors).clone()
     }
+}
+
+/// Listens on a free port of 127.0.0.1 and serves each connection on its own task with
+/// `serve(connection, state)`; the accept loop runs until the returned task is aborted.
+pub async fn listen<S, Fut>(
+    state: Arc<S>,
+    serve: fn(TcpStream, Arc<S>) -> Fut,
+) -> (SocketAddr, tokio::task::JoinHandle<()>)
+where
+    S: Send + Sync + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let _ = serve(stream, state).await;
+            });
+        }
+    });
+    (addr, task)
 }
 
 /// Reads one HTTP request: its request line, headers (names lowercase) and body; `None` when the
