@@ -68,7 +68,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Map, Value};
 
 use crate::http::{
-    chain, excerpt, reply_json, retry_after, schema_name, status_failure, status_label,
+    chain, excerpt, post_json, reply_json, schema_name, status_failure, status_label,
     transport_failure, with_retries, Failure,
 };
 pub use crate::http::{parse_retry_after, RetryPolicy, REFUSAL_PREFIX};
@@ -170,30 +170,7 @@ impl AnthropicBuilder {
         self
     }
 
-    /// The limit for one HTTP attempt, from connecting to the end of the body or stream
-    /// (default 120 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The limit for connecting (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// The retry policy (default [`RetryPolicy::default`]).
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Shorthand for the retry count, keeping the other retry settings.
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.retry.max_retries = n;
-        self
-    }
+    crate::http::http_builder_methods!();
 
     /// The `max_tokens` sent when a request sets none (default [`DEFAULT_MAX_TOKENS`]; 0 counts
     /// as 1).
@@ -451,27 +428,17 @@ impl AnthropicBackend {
 
     async fn attempt(&self, body: &[u8], tool: &str) -> Result<Response, Failure> {
         let transport = |e: reqwest::Error| transport_failure(&e, self.timeout, &self.url);
-        let reply = self
+        let request = self
             .http
             .post(&self.url)
             .headers(self.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .timeout(self.timeout)
-            .body(body.to_vec())
-            .send()
-            .await
-            .map_err(transport)?;
-        let status = reply.status();
-        let wait = retry_after(reply.headers());
+            .body(body.to_vec());
+        let reply = post_json(request, self.timeout, &self.url).await?;
         let is_stream = reply
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-        if !status.is_success() {
-            let bytes = reply.bytes().await.map_err(transport)?;
-            return Err(status_failure(status, wait, &bytes));
-        }
         let message = if is_stream {
             read_stream(reply.bytes_stream(), transport).await?
         } else {

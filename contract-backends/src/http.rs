@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use contract_core::extract::BackendError;
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -430,6 +430,62 @@ pub(crate) fn transport_failure(e: &reqwest::Error, timeout: Duration, url: &str
     };
     Failure::retry(error, None)
 }
+
+/// Sends one attempt: `request` with a JSON content type and the per-attempt `timeout`; the
+/// reply when its status is a success, else the failure its status and body mean (the body read
+/// whole).
+pub(crate) async fn post_json(
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+    url: &str,
+) -> Result<reqwest::Response, Failure> {
+    let transport = |e: reqwest::Error| transport_failure(&e, timeout, url);
+    let reply = request
+        .header(CONTENT_TYPE, "application/json")
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(transport)?;
+    let status = reply.status();
+    if status.is_success() {
+        return Ok(reply);
+    }
+    let wait = retry_after(reply.headers());
+    let bytes = reply.bytes().await.map_err(transport)?;
+    Err(status_failure(status, wait, &bytes))
+}
+
+/// The builder methods every HTTP backend's builder has, over its fields `timeout`,
+/// `connect_timeout` and `retry`.
+macro_rules! http_builder_methods {
+    () => {
+        /// The limit for one HTTP attempt, from connecting to the end of the body (default
+        /// 120 s).
+        pub fn timeout(mut self, timeout: Duration) -> Self {
+            self.timeout = timeout;
+            self
+        }
+
+        /// The limit for connecting (default 10 s).
+        pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+            self.connect_timeout = timeout;
+            self
+        }
+
+        /// The retry policy (default [`RetryPolicy::default`]).
+        pub fn retry(mut self, retry: RetryPolicy) -> Self {
+            self.retry = retry;
+            self
+        }
+
+        /// Shorthand for the retry count, keeping the other retry settings.
+        pub fn max_retries(mut self, n: u32) -> Self {
+            self.retry.max_retries = n;
+            self
+        }
+    };
+}
+pub(crate) use http_builder_methods;
 
 #[cfg(test)]
 mod tests {

@@ -71,13 +71,13 @@ use contract_core::extract::{
     Backend, BackendError, Decoding, FinishReason, Request, Response, ScoreRequest, ScoreResponse,
 };
 use contract_core::prompt::Role;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::AUTHORIZATION;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::{
-    api_error, chain, excerpt, reply_json, retry_after, schema_name, status_failure,
-    transport_failure, with_retries, Failure,
+    api_error, chain, excerpt, post_json, reply_json, schema_name, transport_failure, with_retries,
+    Failure,
 };
 pub use crate::http::{parse_retry_after, RetryPolicy, REFUSAL_PREFIX};
 
@@ -257,29 +257,7 @@ impl OpenAiBuilder {
         self
     }
 
-    /// The limit for one HTTP attempt, from connecting to the end of the body (default 120 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The limit for connecting (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// The retry policy (default [`RetryPolicy::default`]).
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Shorthand for the retry count, keeping the other retry settings.
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.retry.max_retries = n;
-        self
-    }
+    crate::http::http_builder_methods!();
 
     /// Which body field carries the token limit (default `max_tokens`).
     pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
@@ -505,26 +483,17 @@ impl OpenAiBackend {
         body: &[u8],
         parse: fn(&[u8]) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
-        let sent = self
+        let request = self
             .http
             .post(&self.url)
             .query(&self.query)
             .headers(self.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .timeout(self.timeout)
-            .body(body.to_vec())
-            .send()
-            .await;
-        let reply = sent.map_err(|e| transport_failure(&e, self.timeout, &self.url))?;
-        let status = reply.status();
-        let wait = retry_after(reply.headers());
+            .body(body.to_vec());
+        let reply = post_json(request, self.timeout, &self.url).await?;
         let bytes = reply
             .bytes()
             .await
             .map_err(|e| transport_failure(&e, self.timeout, &self.url))?;
-        if !status.is_success() {
-            return Err(status_failure(status, wait, &bytes));
-        }
         parse(&bytes)
     }
 
