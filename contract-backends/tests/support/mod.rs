@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+pub mod anthropic;
+
 /// The request shape a test expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -135,7 +137,8 @@ impl Drop for MockServer {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `m`, through poisoning.
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -271,10 +274,6 @@ impl MockServer {
         expect: Expect,
         script: impl Fn(&Seen, usize) -> Reply + Send + Sync + 'static,
     ) -> MockServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
             expect,
             script: Box::new(script),
@@ -282,18 +281,7 @@ impl MockServer {
             counts: Mutex::new(HashMap::new()),
             shape_errors: Mutex::new(Vec::new()),
         });
-        let st = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let _ = serve(stream, st).await;
-                });
-            }
-        });
+        let (addr, task) = listen(state.clone(), serve).await;
         MockServer { addr, state, task }
     }
 
@@ -323,7 +311,37 @@ impl MockServer {
     }
 }
 
-async fn read_request(
+/// Listens on a free port of 127.0.0.1 and serves each connection on its own task with
+/// `serve(connection, state)`; the accept loop runs until the returned task is aborted.
+pub async fn listen<S, Fut>(
+    state: Arc<S>,
+    serve: fn(TcpStream, Arc<S>) -> Fut,
+) -> (SocketAddr, tokio::task::JoinHandle<()>)
+where
+    S: Send + Sync + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let _ = serve(stream, state).await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// Reads one HTTP request: its request line, headers (names lowercase) and body; `None` when the
+/// peer closed the connection first.
+pub async fn read_request(
     stream: &mut TcpStream,
 ) -> std::io::Result<Option<(String, HashMap<String, String>, Vec<u8>)>> {
     let mut buf = Vec::new();
@@ -390,7 +408,8 @@ fn completion(body: &Value, reply: &Reply) -> String {
     .to_string()
 }
 
-fn reason(code: u16) -> &'static str {
+/// The reason phrase for the status codes the scripts use.
+pub fn reason(code: u16) -> &'static str {
     match code {
         200 => "OK",
         400 => "Bad Request",
@@ -399,6 +418,7 @@ fn reason(code: u16) -> &'static str {
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        529 => "Overloaded",
         _ => "Status",
     }
 }

@@ -1,9 +1,11 @@
-//! JSON Schema renderings: draft 2020-12 (through schemars) and the OpenAI strict subset.
+//! JSON Schema renderings: draft 2020-12 (through schemars), the OpenAI strict subset and
+//! Anthropic's.
 //!
 //! [`contract_schema`] is the body of every contract's `impl JsonSchema`; [`root_schema`] wraps
 //! it into a standalone document; [`strict_schema`] turns any draft 2020-12 schema into the
 //! subset OpenAI accepts with `strict: true`, moving what the subset cannot carry into
-//! descriptions and recording every move.
+//! descriptions and recording every move; [`anthropic_schema`] does the same for Anthropic's
+//! structured outputs, whose subset is smaller.
 
 pub(crate) mod bounds;
 mod draft;
@@ -19,7 +21,7 @@ pub use limits::{
     check_limits, MAX_ENUM_VALUES, MAX_LARGE_ENUM_TEXT, MAX_NESTING, MAX_PROPERTIES,
     MAX_SMALL_ENUM_VALUES, MAX_TOTAL_TEXT,
 };
-pub use strict::{strict_schema, STRICT_FORMATS};
+pub use strict::{anthropic_schema, strict_schema, subset_schema, Subset, STRICT_FORMATS};
 
 /// The `$schema` of every document [`root_schema`] returns.
 pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";

@@ -1,10 +1,15 @@
-//! Draft 2020-12 to the OpenAI strict structured-outputs subset.
+//! Draft 2020-12 to the OpenAI strict structured-outputs subset, and to Anthropic's.
 //!
 //! The subset (OpenAI's Structured Outputs guide, "Supported schemas":
 //! <https://developers.openai.com/api/docs/guides/structured-outputs>): every object closed and
 //! every property required, `null` unions for what was optional, the root an object, only the
 //! keywords below, a few limits. What the subset cannot carry is put into the description text
 //! in plain words, and every change is recorded as a [`Moved`].
+//!
+//! Anthropic's structured outputs (its "JSON Schema limitations") take the same closed objects
+//! but fewer keywords: no numeric bounds (`minimum`, `maximum`, their exclusive forms,
+//! `multipleOf`), no `maxItems`, `minItems` only 0 or 1; `uri` is one more format it knows.
+//! [`Subset::Anthropic`] moves those into descriptions as well.
 
 use std::borrow::Cow;
 
@@ -27,6 +32,41 @@ pub const STRICT_FORMATS: [&str; 9] = [
     "ipv6",
     "uuid",
 ];
+
+/// The `format` values Anthropic's subset accepts besides [`STRICT_FORMATS`].
+const ANTHROPIC_EXTRA_FORMATS: [&str; 1] = ["uri"];
+
+/// Which provider's strict subset a schema is converted into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Subset {
+    /// OpenAI's `strict: true` structured outputs (also what vLLM and llama.cpp compile).
+    #[default]
+    OpenAi,
+    /// Anthropic's structured outputs (`output_format` `json_schema`): the OpenAI subset less
+    /// the numeric bounds, `maxItems` and a `minItems` above 1, plus the `uri` format.
+    Anthropic,
+}
+
+impl Subset {
+    /// Whether `keyword` (which the OpenAI subset keeps) is outside this subset.
+    fn refuses(self, keyword: &str, value: &Value) -> bool {
+        match self {
+            Subset::OpenAi => false,
+            Subset::Anthropic => match keyword {
+                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf"
+                | "maxItems" => true,
+                "minItems" => value.as_u64().is_none_or(|n| n > 1),
+                _ => false,
+            },
+        }
+    }
+
+    fn knows_format(self, format: &str) -> bool {
+        STRICT_FORMATS.contains(&format)
+            || (self == Subset::Anthropic && ANTHROPIC_EXTRA_FORMATS.contains(&format))
+    }
+}
 
 /// Keywords kept as they are.
 const KEPT: [&str; 13] = [
@@ -82,6 +122,30 @@ const DROPPED: [&str; 14] = [
 /// When the root is not an object, a subschema accepts any value, a `$ref` does not resolve,
 /// the input is malformed, or a limit of the subset is exceeded.
 pub fn strict_schema(schema: &Value) -> Result<StrictSchema, StrictSchemaError> {
+    subset_schema(schema, Subset::OpenAi)
+}
+
+/// Converts a draft 2020-12 schema into Anthropic's structured-outputs subset: what
+/// [`strict_schema`] does, and also the keywords Anthropic refuses (numeric bounds, `maxItems`,
+/// `minItems` above 1) moved into the description in plain words (`From 1 to 4.`, `At most 3
+/// items.`) and recorded in [`StrictSchema::moved`].
+///
+/// A schema already in the OpenAI subset (a contract's
+/// [`strict_schema`](crate::Contract::strict_schema)) converts with only those moves.
+///
+/// # Errors
+///
+/// As [`strict_schema`].
+pub fn anthropic_schema(schema: &Value) -> Result<StrictSchema, StrictSchemaError> {
+    subset_schema(schema, Subset::Anthropic)
+}
+
+/// Converts a draft 2020-12 schema into `subset` ([`strict_schema`], [`anthropic_schema`]).
+///
+/// # Errors
+///
+/// As [`strict_schema`].
+pub fn subset_schema(schema: &Value, subset: Subset) -> Result<StrictSchema, StrictSchemaError> {
     let Value::Object(root) = schema else {
         return Err(StrictSchemaError::RootNotObject {
             found: describe_kind(schema),
@@ -90,7 +154,10 @@ pub fn strict_schema(schema: &Value) -> Result<StrictSchema, StrictSchemaError> 
     if let Some(found) = root_problem(root) {
         return Err(StrictSchemaError::RootNotObject { found });
     }
-    let mut t = Transformer { moved: Vec::new() };
+    let mut t = Transformer {
+        moved: Vec::new(),
+        subset,
+    };
     let mut out = t.schema(schema, "")?;
     if let Some(found) = out.as_object().and_then(root_problem) {
         return Err(StrictSchemaError::RootNotObject { found });
@@ -146,6 +213,7 @@ fn describe_kind(value: &Value) -> String {
 
 struct Transformer {
     moved: Vec<Moved>,
+    subset: Subset,
 }
 
 impl Transformer {
@@ -212,11 +280,22 @@ impl Transformer {
                     };
                     out.insert(key.clone(), reference.into());
                 }
+                k if self.subset.refuses(k, value) => {
+                    if let Some((text, partners)) = bound_words(k, map, self.subset) {
+                        notes.push(text);
+                        self.record(path, key, value, "description");
+                        for partner in partners {
+                            if let Some(v) = map.get(*partner) {
+                                self.record(path, partner, v, "description");
+                            }
+                        }
+                    }
+                }
                 k if KEPT.contains(&k) => {
                     out.insert(key.clone(), value.clone());
                 }
                 "format" => match value.as_str() {
-                    Some(f) if STRICT_FORMATS.contains(&f) => {
+                    Some(f) if self.subset.knows_format(f) => {
                         out.insert(key.clone(), value.clone());
                     }
                     _ => {
@@ -696,6 +775,46 @@ fn words(key: &str, value: &Value, map: &Map<String, Value>) -> Option<String> {
             format!("{name}: {}.", plain(value))
         }
         _ => format!("{key}: {}.", compact(value)),
+    })
+}
+
+/// The plain words for a bound `subset` refuses, and the partner keywords said with it; `None`
+/// for a keyword said with its partner (`maximum` beside a `minimum`).
+fn bound_words(
+    key: &str,
+    map: &Map<String, Value>,
+    subset: Subset,
+) -> Option<(String, &'static [&'static str])> {
+    let get = |k: &str| map.get(k).map(plain);
+    let moved_min_items = map
+        .get("minItems")
+        .is_some_and(|v| subset.refuses("minItems", v));
+    Some(match key {
+        "minimum" => match get("maximum") {
+            Some(max) => (format!("From {} to {max}.", get("minimum")?), &["maximum"]),
+            None => (format!("At least {}.", get("minimum")?), &[]),
+        },
+        "maximum" if map.contains_key("minimum") => return None,
+        "maximum" => (format!("At most {}.", get("maximum")?), &[]),
+        "exclusiveMinimum" => (format!("Greater than {}.", get(key)?), &[]),
+        "exclusiveMaximum" => (format!("Less than {}.", get(key)?), &[]),
+        "multipleOf" => (format!("A multiple of {}.", get(key)?), &[]),
+        "minItems" => match map.get("maxItems") {
+            Some(max) => (
+                format!("Has {}-{} items.", get("minItems")?, plain(max)),
+                &["maxItems"],
+            ),
+            None => (
+                format!("At least {}.", count(map.get("minItems")?, "item", "items")),
+                &[],
+            ),
+        },
+        "maxItems" if moved_min_items => return None,
+        "maxItems" => (
+            format!("At most {}.", count(map.get("maxItems")?, "item", "items")),
+            &[],
+        ),
+        _ => return None,
     })
 }
 

@@ -622,3 +622,95 @@ fn property_and_enum_limits() {
         }
     );
 }
+
+#[test]
+fn anthropic_subset_moves_bounds_into_descriptions() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "quarter": {"type": "integer", "minimum": 1, "maximum": 4},
+            "low": {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5},
+            "names": {"type": "array", "items": {"type": "string", "format": "uri"}, "minItems": 1, "maxItems": 3},
+            "tags": {"type": "array", "items": {"type": "string", "minLength": 2}, "minItems": 2},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$"}
+        },
+        "required": ["quarter", "low", "names", "tags", "code"]
+    });
+    let openai = strict(&schema);
+    let a = anthropic_schema(&schema).expect("anthropic schema");
+    let p = &a.schema["properties"];
+    // Gone from the schema, said in the descriptions.
+    for (prop, keywords) in [
+        ("quarter", &["minimum", "maximum"][..]),
+        ("low", &["exclusiveMinimum", "multipleOf"][..]),
+        ("names", &["maxItems"][..]),
+        ("tags", &["minItems"][..]),
+    ] {
+        for k in keywords {
+            assert!(p[prop].get(*k).is_none(), "{prop}.{k}: {}", p[prop]);
+            assert!(
+                a.moved
+                    .iter()
+                    .any(|m| m.path == format!("/properties/{prop}")
+                        && m.keyword == *k
+                        && m.into == "description"),
+                "{prop}.{k} not listed: {:?}",
+                a.moved
+            );
+            // The OpenAI subset keeps them.
+            assert!(
+                openai.schema["properties"][prop].get(*k).is_some(),
+                "{prop}.{k}"
+            );
+        }
+    }
+    assert_eq!(p["quarter"]["description"], "From 1 to 4.");
+    assert_eq!(
+        p["low"]["description"],
+        "Greater than 0. A multiple of 0.5."
+    );
+    assert_eq!(p["names"]["description"], "At most 3 items.");
+    assert_eq!(p["tags"]["description"], "At least 2 items.");
+    // Kept: `minItems` of 1, `pattern`, and `uri`, a format Anthropic knows (OpenAI does not).
+    assert_eq!(p["names"]["minItems"], 1);
+    assert_eq!(p["names"]["items"]["format"], "uri");
+    assert!(openai.schema["properties"]["names"]["items"]
+        .get("format")
+        .is_none());
+    assert_eq!(p["code"]["pattern"], "^[A-Z]{3}$");
+    assert_eq!(a.schema["additionalProperties"], false);
+    // The OpenAI moves are there too (`minLength`).
+    assert!(a.moved.iter().any(|m| m.keyword == "minLength"));
+    // From an OpenAI strict schema, only Anthropic's own moves; and it is a fixed point.
+    let again = anthropic_schema(&openai.schema).expect("from strict");
+    assert_eq!(again.schema["properties"]["quarter"], p["quarter"]);
+    assert!(
+        again.moved.iter().all(|m| m.keyword != "minLength"),
+        "{:?}",
+        again.moved
+    );
+    assert!(!again.moved.is_empty());
+    let twice = anthropic_schema(&a.schema).expect("twice");
+    assert_eq!(twice.schema, a.schema);
+    assert!(twice.moved.is_empty(), "{:?}", twice.moved);
+}
+
+#[test]
+fn anthropic_subset_of_a_derived_contract() {
+    let a = anthropic_schema(&root_schema::<Guidance>()).expect("anthropic schema");
+    let q = &a.schema["properties"]["quarter"];
+    assert!(
+        q.get("minimum").is_none() && q.get("maximum").is_none(),
+        "{q}"
+    );
+    assert!(
+        q["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("From 1 to 4.")),
+        "{q}"
+    );
+    let text = a.schema.to_string();
+    for k in ["minimum", "maximum", "exclusiveMinimum"] {
+        assert!(!text.contains(&format!("\"{k}\"")), "{k} left in {text}");
+    }
+}
