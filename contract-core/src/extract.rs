@@ -24,7 +24,7 @@ pub use crate::chunk::Overflow;
 use crate::chunk::{merge_chunks, plan_chunks, Chunk, ChunkPart, ChunkRecord};
 use crate::context::{Adjust, DocContext};
 use crate::contract::ContractSpec;
-use crate::grammar::Grammar;
+use crate::grammar::{Grammar, Think};
 use crate::ground::check_reply;
 use crate::parse::{parse_output_in, recover_with, Level, ParseOptions, Repair};
 use crate::passage::Passage;
@@ -558,6 +558,7 @@ pub struct Extractor<C, B> {
     selection: Selection,
     plans: OnceLock<Vec<GroupPlan>>,
     adjust: Option<Adjust>,
+    think: Option<Think>,
     _contract: PhantomData<fn() -> C>,
 }
 
@@ -595,8 +596,26 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
             selection: Selection::default(),
             plans: OnceLock::new(),
             adjust: None,
+            think: None,
             _contract: PhantomData,
         }
+    }
+
+    /// Think, then fill (off by default): every reply opens with a reasoning block of at most
+    /// `think.max_tokens` tokens (`<think> .. </think>`), then the contract. The prompt asks for
+    /// the block ([`PromptParts::with_think`]); the request's constraint carries it
+    /// ([`Constraint::think`]), so a backend that decodes under a grammar holds the block to its
+    /// cap and what follows to the contract's grammar, groundings and rules as always (the local
+    /// backend; an OpenAI-compatible server in its grammar mode). The trace's tokens come on top
+    /// of [`Extractor::max_tokens`]. The record keeps the trace apart from the value
+    /// ([`Extraction::reasoning`], [`Attempt::reasoning`]); a reply read after a trace is at the
+    /// `extracted` level, never `strict`.
+    pub fn think(mut self, think: Think) -> Self {
+        self.think = Some(think);
+        self.constraint = Arc::new(self.constraint.with_think(self.think));
+        self.parts = self.parts.with_think(think);
+        self.plans = OnceLock::new();
+        self
     }
 
     /// How evidence is selected ([`Selection`]; on by default for a contract with grounded
@@ -630,6 +649,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
         } else {
             Arc::new(ungrounded(&Constraint::of::<C>()))
         };
+        if self.think.is_some() {
+            self.constraint = Arc::new(self.constraint.with_think(self.think));
+        }
         self.plans = OnceLock::new();
         self
     }
@@ -671,6 +693,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     /// Replaces the final question.
     pub fn question(mut self, question: impl Into<String>) -> Self {
         self.parts = self.parts.with_question(question);
+        if let Some(think) = self.think {
+            self.parts = self.parts.with_think(think);
+        }
         self
     }
 
@@ -679,6 +704,9 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
     /// still go in the user message.
     pub fn instructions(mut self, system: impl Into<String>) -> Self {
         self.parts = self.parts.with_system(system);
+        if let Some(think) = self.think {
+            self.parts = self.parts.with_think(think);
+        }
         self
     }
 
@@ -926,11 +954,14 @@ impl<C: Contract, B: Backend> Extractor<C, B> {
                     if !self.grounding {
                         constraint = ungrounded(&constraint);
                     }
-                    let parts = PromptParts::for_spec(&part, Instructions::SignatureAndFields);
+                    let mut parts = PromptParts::for_spec(&part, Instructions::SignatureAndFields);
+                    if let Some(think) = self.think {
+                        parts = parts.with_think(think);
+                    }
                     GroupPlan {
                         group,
                         spec: part,
-                        constraint: Arc::new(constraint),
+                        constraint: Arc::new(constraint.with_think(self.think)),
                         parts,
                     }
                 })
