@@ -360,3 +360,42 @@ async fn smollm2_thinks_then_fills() {
     );
     eprintln!("reply: {raw}");
 }
+
+/// On a server that takes a grammar (`vllm_guided_grammar`), the grammar sent opens with the
+/// capped reasoning block and the token limit makes room for it; a schema mode cannot carry a
+/// trace and sends the schema as without it.
+#[cfg(feature = "openai")]
+#[test]
+fn a_grammar_server_gets_the_wrapped_grammar() {
+    use contract_backends::openai::{Mode, OpenAiBackend};
+    use contract_core::extract::Request;
+    use contract_core::prompt::Messages;
+    let doc = "Initech Corp reported on 12 May.";
+    let think = Think::new(32);
+    let mut req = Request::new(
+        Arc::new(Constraint::of::<Company>().with_think(Some(think))),
+        Messages::for_contract::<Company>(doc),
+    );
+    req.source = Some(Source::from_text(doc));
+    req.max_tokens = Some(100);
+    let backend = |mode| {
+        OpenAiBackend::builder("m")
+            .mode(mode)
+            .base_url("http://127.0.0.1:9")
+            .build()
+            .expect("backend")
+    };
+    let body = backend(Mode::VllmGuidedGrammar)
+        .request_body(&req)
+        .expect("body");
+    let lark = body["guided_grammar"].as_str().unwrap_or_default();
+    let grammar = Constraint::of::<Company>().grammar().cloned().expect("grammar");
+    let plain = grammar
+        .static_grounded_lark(&contract_core::ground::Grounds::new(&Source::from_text(doc)))
+        .expect("grounded lark");
+    assert_eq!(Some(lark.to_owned()), think.wrap_lark(&plain));
+    assert_eq!(body["max_tokens"], 100 + think.overhead_tokens());
+    let schema = backend(Mode::VllmGuidedJson).request_body(&req).expect("body");
+    assert!(schema["guided_json"].is_object());
+    assert!(!schema.to_string().contains("think_trace"));
+}

@@ -5,8 +5,10 @@
 //! Three arms over the same receipts (SROIE development rows, `Receipt` from
 //! [`examples::realdocs`], one attempt each, greedy, the whole document shown):
 //!
-//! - `prompted`: the prompt asks for a `<think>` block then the JSON; nothing enforced (what a
-//!   reasoning model behind a plain API gives);
+//! - `prompted`: the prompt asks for a `<think>` block then the JSON; nothing enforced;
+//! - `opened`: the same prompt, the reply opened with `<think>\n` (as a reasoning model's chat
+//!   template does: DeepSeek-R1's opens the trace in the prompt), then nothing enforced: what a
+//!   reasoning model behind a plain API gives, the seed's condition;
 //! - `enforced`: the same prompt under the think-then-fill mask
 //!   ([`Extractor::think`]): the block capped, then the contract's grammar and groundings;
 //! - `no_think`: the library's default (the contract's mask from the first token), for reference.
@@ -24,7 +26,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use contract_backends::local::{LocalBackend, LocalOptions};
+use contract_backends::local::{
+    Allowed, LocalBackend, LocalError, LocalOptions, MaskFactory, TokenMask,
+};
 use contract_core::extract::{Backend, BackendError, Request, Response, Sampling};
 use contract_core::grammar::Think;
 use contract_core::read::{Conventions, DateOrder};
@@ -53,7 +57,7 @@ struct Args {
     #[arg(long, default_value_t = 200)]
     max_tokens: u32,
     /// Which arms, comma-separated.
-    #[arg(long, default_value = "prompted,enforced,no_think")]
+    #[arg(long, default_value = "prompted,opened,enforced,no_think")]
     arms: String,
     /// Prints every reply.
     #[arg(long)]
@@ -68,6 +72,48 @@ impl<B: Backend + Sync> Backend for Unmasked<B> {
         let mut req = req.clone();
         req.constraint = std::sync::Arc::new(req.constraint.with_decoding(None));
         self.0.complete(&req).await
+    }
+}
+
+/// Masks that open every reply with `<think>\n` and then leave it free (`--arms opened`).
+struct OpenTrace {
+    open: Vec<u32>,
+}
+
+impl MaskFactory for OpenTrace {
+    fn mask_for(
+        &self,
+        _req: &Request,
+    ) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
+        Ok(Some(Box::new(Opened {
+            open: self.open.clone(),
+            fed: false,
+        })))
+    }
+}
+
+/// Forces the opening tokens once, then allows every token.
+struct Opened {
+    open: Vec<u32>,
+    fed: bool,
+}
+
+impl TokenMask for Opened {
+    fn allowed(&mut self) -> Result<Allowed<'_>, LocalError> {
+        Ok(Allowed::All)
+    }
+
+    fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
+        Ok(if self.fed { Vec::new() } else { self.open.clone() })
+    }
+
+    fn consume(&mut self, _tokens: &[u32]) -> Result<(), LocalError> {
+        self.fed = true;
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        false
     }
 }
 
@@ -103,6 +149,13 @@ fn run(args: Args) -> Result<(), String> {
         contract_backends::local::fetch::model_path(&args.model).map_err(|e| e.to_string())?;
     let backend =
         LocalBackend::with_options(&path, LocalOptions::default()).map_err(|e| e.to_string())?;
+    let open = backend
+        .tokenizer()
+        .encode("<think>\n")
+        .map_err(|e| e.to_string())?;
+    let opened = backend
+        .clone()
+        .with_masks(std::sync::Arc::new(OpenTrace { open }));
     let rows = read_rows(&args.receipts)?;
     let rows: Vec<_> = rows.into_iter().take(args.limit).collect();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -123,6 +176,17 @@ fn run(args: Args) -> Result<(), String> {
                 match arm {
                     "prompted" => {
                         Extractor::<Receipt, _>::new(Unmasked(&backend))
+                            .selection(Selection::off())
+                            .conventions(day_first)
+                            .max_attempts(1)
+                            .max_tokens(args.max_tokens)
+                            .sampling(greedy)
+                            .think(think)
+                            .extract(&row.text)
+                            .await
+                    }
+                    "opened" => {
+                        Extractor::<Receipt, _>::new(&opened)
                             .selection(Selection::off())
                             .conventions(day_first)
                             .max_attempts(1)
