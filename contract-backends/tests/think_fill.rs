@@ -389,13 +389,20 @@ fn a_grammar_server_gets_the_wrapped_grammar() {
         .request_body(&req)
         .expect("body");
     let lark = body["guided_grammar"].as_str().unwrap_or_default();
-    let grammar = Constraint::of::<Company>().grammar().cloned().expect("grammar");
+    let grammar = Constraint::of::<Company>()
+        .grammar()
+        .cloned()
+        .expect("grammar");
     let plain = grammar
-        .static_grounded_lark(&contract_core::ground::Grounds::new(&Source::from_text(doc)))
+        .static_grounded_lark(&contract_core::ground::Grounds::new(&Source::from_text(
+            doc,
+        )))
         .expect("grounded lark");
     assert_eq!(Some(lark.to_owned()), think.wrap_lark(&plain));
     assert_eq!(body["max_tokens"], 100 + think.overhead_tokens());
-    let schema = backend(Mode::VllmGuidedJson).request_body(&req).expect("body");
+    let schema = backend(Mode::VllmGuidedJson)
+        .request_body(&req)
+        .expect("body");
     assert!(schema["guided_json"].is_object());
     assert!(!schema.to_string().contains("think_trace"));
 }

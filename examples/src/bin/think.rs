@@ -81,10 +81,7 @@ struct OpenTrace {
 }
 
 impl MaskFactory for OpenTrace {
-    fn mask_for(
-        &self,
-        _req: &Request,
-    ) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
+    fn mask_for(&self, _req: &Request) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
         Ok(Some(Box::new(Opened {
             open: self.open.clone(),
             fed: false,
@@ -104,7 +101,11 @@ impl TokenMask for Opened {
     }
 
     fn forced(&mut self) -> Result<Vec<u32>, LocalError> {
-        Ok(if self.fed { Vec::new() } else { self.open.clone() })
+        Ok(if self.fed {
+            Vec::new()
+        } else {
+            self.open.clone()
+        })
     }
 
     fn consume(&mut self, _tokens: &[u32]) -> Result<(), LocalError> {
