@@ -108,6 +108,13 @@ pub enum Mode {
     /// substring terminals over the request's document, grounded numbers as the numbers it
     /// writes. Values grounded in another field are grounded in the whole document there (a
     /// server cannot compose the grammar per field); the extractor checks them after decoding.
+    ///
+    /// The one mode that carries think-then-fill
+    /// ([`Constraint::think`](contract_core::Constraint::think)): the grammar sent opens with
+    /// the bounded reasoning block ([`Think::wrap_lark`](contract_core::grammar::Think::wrap_lark)).
+    /// In every other mode what the server enforces has no room for a trace (a JSON Schema
+    /// starts at `{`), so the request goes as without it: the prompt still asks for the trace,
+    /// and a server that enforces a schema holds the reply to the JSON alone.
     VllmGuidedGrammar,
 }
 
@@ -150,6 +157,21 @@ impl std::str::FromStr for Mode {
 /// The request's grammar in llguidance's Lark syntax: grounded in the request's document when the
 /// contract grounds values, else the plain JSON grammar (`start: %json {..}`).
 fn lark_grammar(req: &Request) -> Result<String, BackendError> {
+    let lark = contract_lark(req)?;
+    match req.constraint.think {
+        // Think, then fill: the reasoning block in front of the contract's grammar.
+        Some(think) => think
+            .wrap_lark(&lark)
+            .ok_or_else(|| BackendError::InvalidRequest {
+                message: "the contract's grammar has no start rule to put a reasoning block before"
+                    .into(),
+            }),
+        None => Ok(lark),
+    }
+}
+
+/// [`lark_grammar`] without a reasoning block.
+fn contract_lark(req: &Request) -> Result<String, BackendError> {
     let invalid = |message: String| BackendError::InvalidRequest { message };
     let grammar = match &req.constraint.decoding {
         Some(Decoding::Grammar(g)) => g,
@@ -433,6 +455,8 @@ impl OpenAiBackend {
             Mode::JsonMode | Mode::JsonObjectSchema => Some(ResponseFormat::JsonObject),
             Mode::PromptOnly | Mode::VllmGuidedJson | Mode::VllmGuidedGrammar => None,
         };
+        // A reasoning block's tokens come on top of the answer's limit.
+        let max_tokens = req.max_tokens.map(|n| req.constraint.generation_limit(n));
         #[allow(deprecated)] // `max_tokens` and `seed` are still what compatible servers read
         let typed = CreateChatCompletionRequest {
             model: self.model.clone(),
@@ -441,11 +465,8 @@ impl OpenAiBackend {
             temperature: req.sampling.temperature,
             top_p: req.sampling.top_p,
             seed: req.sampling.seed.map(|s| (s & i64::MAX as u64) as i64),
-            max_tokens: req
-                .max_tokens
-                .filter(|_| self.max_tokens_field == MaxTokensField::MaxTokens),
-            max_completion_tokens: req
-                .max_tokens
+            max_tokens: max_tokens.filter(|_| self.max_tokens_field == MaxTokensField::MaxTokens),
+            max_completion_tokens: max_tokens
                 .filter(|_| self.max_tokens_field == MaxTokensField::MaxCompletionTokens),
             ..Default::default()
         };

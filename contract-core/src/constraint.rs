@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::contract::{Contract, ContractSpec};
 use crate::dynamic::DynContract;
-use crate::grammar::Grammar;
+use crate::grammar::{Grammar, Think};
 
 /// How a constrained decoder holds a reply to a contract.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,6 +58,14 @@ pub struct Constraint {
     pub strict_schema: Option<Value>,
     /// What a constrained decoder enforces; `None` leaves the reply unconstrained.
     pub decoding: Option<Decoding>,
+    /// Think, then fill: the reply opens with a reasoning block of at most this many tokens
+    /// (`<think> .. </think>`), then the contract ([`Think`]). A backend that decodes under a
+    /// grammar holds the trace to its cap and what follows to the decoding as always (the local
+    /// backend; an OpenAI-compatible server in a mode that takes a grammar); a backend that
+    /// cannot carry a trace in what it enforces says so in its documentation. `None`: the
+    /// contract from the first token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think: Option<Think>,
 }
 
 impl Constraint {
@@ -86,6 +94,7 @@ impl Constraint {
             signature: C::signature(),
             strict_schema: C::try_strict_schema().ok(),
             decoding: Some(Decoding::Grammar(Arc::new(C::grammar()))),
+            think: None,
         }
     }
 
@@ -98,6 +107,7 @@ impl Constraint {
             signature: crate::signature::signature(spec),
             strict_schema: crate::schema::strict_schema(&schema).ok().map(|s| s.schema),
             decoding: Some(Decoding::Grammar(Arc::new(Grammar::of(spec)))),
+            think: None,
         }
     }
 
@@ -109,6 +119,7 @@ impl Constraint {
             signature: contract.signature(),
             strict_schema: contract.strict_schema().ok().map(|s| s.schema),
             decoding: Some(Decoding::JsonSchema(Arc::new(contract.grammar()))),
+            think: None,
         }
     }
 
@@ -119,6 +130,7 @@ impl Constraint {
             signature: String::new(),
             strict_schema: None,
             decoding: None,
+            think: None,
         }
     }
 
@@ -127,6 +139,38 @@ impl Constraint {
         match &self.decoding {
             Some(Decoding::Grammar(g)) => Some(g),
             _ => None,
+        }
+    }
+
+    /// This constraint with a reasoning block of `think` before the contract
+    /// ([`Constraint::think`]; `None`: none).
+    ///
+    /// ```
+    /// use contract_core::{grammar::Think, Constraint, Contract};
+    ///
+    /// #[derive(Contract, serde::Serialize, serde::Deserialize)]
+    /// struct Weather {
+    ///     celsius: i32,
+    /// }
+    ///
+    /// let c = Constraint::of::<Weather>().with_think(Some(Think::new(128)));
+    /// assert_eq!(c.think, Some(Think { max_tokens: 128 }));
+    /// assert_eq!(c.decoding, Constraint::of::<Weather>().decoding);
+    /// ```
+    pub fn with_think(&self, think: Option<Think>) -> Constraint {
+        Constraint {
+            think,
+            ..self.clone()
+        }
+    }
+
+    /// The token limit of a generation whose answer may take `answer` tokens: `answer`, plus
+    /// [`Think::overhead_tokens`] when the reply opens with a reasoning block (the trace's cap
+    /// and its tags come on top of the answer's limit).
+    pub fn generation_limit(&self, answer: u32) -> u32 {
+        match self.think {
+            Some(think) => answer.saturating_add(think.overhead_tokens()),
+            None => answer,
         }
     }
 

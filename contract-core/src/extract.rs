@@ -24,7 +24,7 @@ use crate::chunk::{merge_chunks, plan_chunks, Chunk, ChunkPart, ChunkRecord};
 use crate::context::{Adjust, DocContext};
 use crate::contract::ContractSpec;
 use crate::dynamic::DynContract;
-use crate::grammar::Grammar;
+use crate::grammar::{Grammar, Think};
 use crate::ground::check_reply;
 use crate::parse::{parse_output_by, recover_with, Level, ParseOptions, Repair};
 use crate::passage::Passage;
@@ -566,6 +566,7 @@ pub struct Extractor<C, B> {
     selection: Selection,
     plans: OnceLock<Vec<GroupPlan>>,
     adjust: Option<Adjust>,
+    think: Option<Think>,
 }
 
 /// How an [`Extractor`] turns a recovered object into its value: a derived contract's
@@ -674,6 +675,7 @@ impl<C, B: Backend> Extractor<C, B> {
             selection: Selection::default(),
             plans: OnceLock::new(),
             adjust: None,
+            think: None,
         }
     }
 
@@ -712,6 +714,23 @@ impl<C, B: Backend> Extractor<C, B> {
         }
     }
 
+    /// Think, then fill (off by default): every reply opens with a reasoning block of at most
+    /// `think.max_tokens` tokens (`<think> .. </think>`), then the contract. The prompt asks for
+    /// the block ([`PromptParts::with_think`]); the request's constraint carries it
+    /// ([`Constraint::think`]), so a backend that decodes under a grammar holds the block to its
+    /// cap and what follows to the contract's grammar, groundings and rules as always (the local
+    /// backend; an OpenAI-compatible server in its grammar mode). The trace's tokens come on top
+    /// of [`Extractor::max_tokens`]. The record keeps the trace apart from the value
+    /// ([`Extraction::reasoning`], [`Attempt::reasoning`]); a reply read after a trace is at the
+    /// `extracted` level, never `strict`.
+    pub fn think(mut self, think: Think) -> Self {
+        self.think = Some(think);
+        self.constraint = Arc::new(self.constraint.with_think(self.think));
+        self.parts = self.parts.with_think(think);
+        self.plans = OnceLock::new();
+        self
+    }
+
     /// How evidence is selected ([`Selection`]; on by default for a contract with grounded
     /// values, when the backend scores answers). `Selection::off()` reads the whole document.
     pub fn selection(mut self, selection: Selection) -> Self {
@@ -743,6 +762,9 @@ impl<C, B: Backend> Extractor<C, B> {
         } else {
             Arc::new(ungrounded(&self.base))
         };
+        if self.think.is_some() {
+            self.constraint = Arc::new(self.constraint.with_think(self.think));
+        }
         self.plans = OnceLock::new();
         self
     }
@@ -784,6 +806,9 @@ impl<C, B: Backend> Extractor<C, B> {
     /// Replaces the final question.
     pub fn question(mut self, question: impl Into<String>) -> Self {
         self.parts = self.parts.with_question(question);
+        if let Some(think) = self.think {
+            self.parts = self.parts.with_think(think);
+        }
         self
     }
 
@@ -792,6 +817,9 @@ impl<C, B: Backend> Extractor<C, B> {
     /// still go in the user message.
     pub fn instructions(mut self, system: impl Into<String>) -> Self {
         self.parts = self.parts.with_system(system);
+        if let Some(think) = self.think {
+            self.parts = self.parts.with_think(think);
+        }
         self
     }
 
@@ -1041,11 +1069,14 @@ impl<C, B: Backend> Extractor<C, B> {
                     if !self.grounding {
                         constraint = ungrounded(&constraint);
                     }
-                    let parts = PromptParts::for_spec(&part, Instructions::SignatureAndFields);
+                    let mut parts = PromptParts::for_spec(&part, Instructions::SignatureAndFields);
+                    if let Some(think) = self.think {
+                        parts = parts.with_think(think);
+                    }
                     GroupPlan {
                         group,
                         spec: part,
-                        constraint: Arc::new(constraint),
+                        constraint: Arc::new(constraint.with_think(self.think)),
                         parts,
                     }
                 })

@@ -316,7 +316,10 @@ impl LocalBackend {
         cancel: &AtomicBool,
     ) -> Result<Response, BackendError> {
         let mut mask = self.mask_for(req)?;
-        let max_tokens = req.max_tokens.unwrap_or(self.inner.options.max_tokens);
+        // A reasoning block's tokens come on top of the answer's limit.
+        let max_tokens = req
+            .constraint
+            .generation_limit(req.max_tokens.unwrap_or(self.inner.options.max_tokens));
         let out = self
             .decode(
                 &req.messages.0,

@@ -447,7 +447,10 @@ impl LocalBackend {
             return Err(backend_error(LocalError::Cancelled { tokens: 0 }));
         }
         let mut mask = self.mask_for(req)?;
-        let max_tokens = req.max_tokens.unwrap_or(self.inner.options.max_tokens);
+        // A reasoning block's tokens come on top of the answer's limit.
+        let max_tokens = req
+            .constraint
+            .generation_limit(req.max_tokens.unwrap_or(self.inner.options.max_tokens));
         let (prompt, prefix) = self
             .prompt_and_prefix(&req.messages.0)
             .map_err(backend_error)?;

@@ -24,6 +24,9 @@ use crate::schema::bounds::{integer_lower, integer_upper};
 pub mod grounded;
 #[cfg(test)]
 mod tests;
+pub mod think;
+
+pub use think::Think;
 
 /// The whitespace the mask lets a model write between JSON tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -120,6 +120,16 @@ pub const DOCUMENT_CLOSE: &str = "</document>\n\n";
 /// The last sentence of the instructions and of every question.
 pub const REPLY_JSON_ONLY: &str = "Reply with the JSON object only.";
 
+/// What the prompt asks for instead of [`REPLY_JSON_ONLY`] under think-then-fill
+/// ([`PromptParts::with_think`]): a short reasoning block in `<think>` tags, then the object.
+pub fn think_instruction(think: crate::grammar::Think) -> String {
+    format!(
+        "First reason step by step inside <think> and </think> (briefly: at most {} tokens), \
+         then reply with the JSON object only.",
+        think.max_tokens
+    )
+}
+
 /// What the instructions show of a contract besides the signature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -420,6 +430,39 @@ impl PromptParts {
     /// The same parts with other instructions (system message).
     pub fn with_system(mut self, system: impl Into<String>) -> Self {
         self.system = system.into();
+        self
+    }
+
+    /// The same parts asking for a reasoning block before the answer (think, then fill:
+    /// [`Think`](crate::grammar::Think)): every "reply with the JSON object only" of the
+    /// instructions and the question becomes [`think_instruction`]; a question that does not
+    /// say it gets the instruction appended.
+    ///
+    /// ```
+    /// use contract_core::grammar::Think;
+    /// use contract_core::prompt::{PromptParts, REPLY_JSON_ONLY};
+    ///
+    /// let parts = PromptParts {
+    ///     system: format!("Fill it. {REPLY_JSON_ONLY}"),
+    ///     question: "Fill `Weather`.".into(),
+    /// }
+    /// .with_think(Think::new(64));
+    /// assert!(!parts.system.contains(REPLY_JSON_ONLY));
+    /// assert!(parts.system.contains("<think>"));
+    /// assert!(parts.question.starts_with("Fill `Weather`. First reason"));
+    /// ```
+    pub fn with_think(mut self, think: crate::grammar::Think) -> Self {
+        let instruction = think_instruction(think);
+        if !self.system.contains(&instruction) {
+            self.system = self.system.replace(REPLY_JSON_ONLY, &instruction);
+        }
+        if !self.question.contains(&instruction) {
+            if self.question.contains(REPLY_JSON_ONLY) {
+                self.question = self.question.replace(REPLY_JSON_ONLY, &instruction);
+            } else {
+                self.question = format!("{} {instruction}", self.question.trim_end());
+            }
+        }
         self
     }
 

@@ -19,8 +19,9 @@ use std::time::Instant;
 
 use contract_core::extract::Decoding;
 use contract_core::grammar::grounded::GroundedSegment;
-use contract_core::grammar::Grammar;
+use contract_core::grammar::{Grammar, Think};
 use contract_core::ground::{Grounds, Numerals};
+use contract_core::parse::think::{THINK_CLOSE, THINK_OPEN};
 use contract_core::source::Source;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{SimpleVob, TokEnv, TokTrie};
@@ -29,6 +30,9 @@ use serde_json::Value;
 
 use self::rules::{Blanks, Reach, RulePlan, Scanner};
 use super::{Allowed, LocalError, MaskFactory, TokenMask};
+
+/// The bytes of `<think>`, which open a think-then-fill reply.
+const THINK_OPEN_LEN: usize = THINK_OPEN.len();
 
 fn mask_err(e: impl std::fmt::Display) -> LocalError {
     LocalError::Mask(e.to_string())
@@ -406,7 +410,7 @@ impl MaskEngine {
     /// A mask for one generation of `grammar`: llguidance plus the value filter. The grammar is
     /// compiled once per engine; later masks start from a clone.
     pub fn mask(self: &Arc<Self>, grammar: &Grammar) -> Result<ContractMask, LocalError> {
-        self.cached_mask(Compiled::Grammar(grammar), None)
+        self.cached_mask(Compiled::Grammar(grammar), None, None)
     }
 
     /// [`MaskEngine::mask`] for a shared grammar (a request's
@@ -415,7 +419,7 @@ impl MaskEngine {
         self: &Arc<Self>,
         grammar: &Arc<Grammar>,
     ) -> Result<ContractMask, LocalError> {
-        self.cached_mask(Compiled::Grammar(grammar), Some(grammar.clone()))
+        self.cached_mask(Compiled::Grammar(grammar), Some(grammar.clone()), None)
     }
 
     /// A mask from a plain JSON Schema (llguidance alone, no cross-field rules), such as
@@ -425,7 +429,7 @@ impl MaskEngine {
         self: &Arc<Self>,
         schema: &Value,
     ) -> Result<ContractMask, LocalError> {
-        self.cached_mask(Compiled::Schema(schema), None)
+        self.cached_mask(Compiled::Schema(schema), None, None)
     }
 
     /// [`MaskEngine::mask_for_json_schema`] for a shared schema (a request's
@@ -434,35 +438,81 @@ impl MaskEngine {
         self: &Arc<Self>,
         schema: &Arc<Value>,
     ) -> Result<ContractMask, LocalError> {
-        self.cached_mask(Compiled::Schema(schema), Some(schema.clone()))
+        self.cached_mask(Compiled::Schema(schema), Some(schema.clone()), None)
+    }
+
+    /// Think, then fill: a mask that first lets the model write a reasoning block of at most
+    /// `think.max_tokens` tokens (`<think> .. </think>`, [`Think::wrap_lark`]; the mask counts
+    /// the block's tokens and, at the cap, allows and forces only the rest of `</think>`), then
+    /// holds it to
+    /// `decoding` as [`GrammarMasks`] would: a contract's grammar grounded in `source` when it
+    /// has groundings and a source is given (the first grounded segment's grammar is the one
+    /// wrapped; the later ones are composed from the values decoded after the trace), else its
+    /// grammar, or a plain JSON Schema. The value filter and the rule scanner read only the
+    /// output after `</think>`: the trace is free text, held to nothing but its length.
+    pub fn think_mask(
+        self: &Arc<Self>,
+        decoding: &Decoding,
+        source: Option<&Source>,
+        think: Think,
+    ) -> Result<ContractMask, LocalError> {
+        match (decoding, source) {
+            (Decoding::Grammar(grammar), Some(source)) if grammar.is_grounded() => {
+                self.grounded(grammar, source, Some(think))
+            }
+            (Decoding::Grammar(grammar), _) => {
+                self.cached_mask(Compiled::Grammar(grammar), None, Some(think))
+            }
+            (Decoding::JsonSchema(schema), _) => {
+                self.cached_mask(Compiled::Schema(schema), None, Some(think))
+            }
+        }
     }
 
     /// A fresh mask of `what`, compiled on first use and cached under `shared`'s address (when
     /// it came as a shared value) and its text.
+    /// With `think`, the grammar has a reasoning block in front ([`Think::wrap_lark`]) and is
+    /// cached under its text alone (the shared value's address stays the plain grammar's).
     fn cached_mask(
         self: &Arc<Self>,
         what: Compiled<'_>,
         shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
+        think: Option<Think>,
     ) -> Result<ContractMask, LocalError> {
+        let shared = shared.filter(|_| think.is_none());
         let text = || {
-            match what {
+            let text = match what {
                 Compiled::Grammar(g) => serde_json::to_string(g),
                 Compiled::Schema(s) => serde_json::to_string(s).map(|s| format!("json_schema {s}")),
             }
-            .map_err(llg_err)
+            .map_err(llg_err)?;
+            Ok(match think {
+                Some(t) => format!("think {} {text}", t.max_tokens),
+                None => text,
+            })
         };
         let prepared = self.prepared(text, shared, || {
             let (schema, plan) = match what {
                 Compiled::Grammar(g) => (g.schema(), Some(Arc::new(RulePlan::new(g)))),
                 Compiled::Schema(s) => (s.clone(), None),
             };
-            let first = self.mask_for_schema(schema, None)?;
+            let matcher = match think {
+                None => self.mask_for_schema(schema, None)?.matcher,
+                Some(t) => {
+                    let lark = t
+                        .wrap_lark(&format!("start: %json {schema}"))
+                        .ok_or_else(|| mask_err("the contract's grammar has no start rule"))?;
+                    self.lark_matcher(lark)?
+                }
+            };
             Ok(Prepared {
-                matcher: Mutex::new(first.matcher),
+                matcher: Mutex::new(matcher),
                 plan,
             })
         })?;
-        Ok(self.start(&prepared))
+        let mut mask = self.start(&prepared);
+        mask.trace = think.map(Trace::new);
+        Ok(mask)
     }
 
     /// The compiled grammar cached under `shared`'s address or else under `text()`, built by
@@ -521,6 +571,7 @@ impl MaskEngine {
             output: Vec::new(),
             stats: MaskStats::default(),
             timing: false,
+            trace: None,
         }
     }
 
@@ -563,6 +614,17 @@ impl MaskEngine {
         if !grammar.is_grounded() {
             return self.mask_shared(grammar);
         }
+        self.grounded(grammar, source, None)
+    }
+
+    /// [`MaskEngine::grounded_mask_shared`] of a grounded grammar, with a reasoning block in
+    /// front of its first segment when `think` is given.
+    fn grounded(
+        self: &Arc<Self>,
+        grammar: &Arc<Grammar>,
+        source: &Source,
+        think: Option<Think>,
+    ) -> Result<ContractMask, LocalError> {
         let t0 = Instant::now();
         let (segments, plan) = self.grounded_parts(grammar)?;
         let composer = Composer {
@@ -573,7 +635,13 @@ impl MaskEngine {
             current: 0,
         };
         let first = composer.segment(0, &[])?;
-        let matcher = self.lark_matcher(first.lark)?;
+        let lark = match think {
+            None => first.lark,
+            Some(t) => t
+                .wrap_lark(&first.lark)
+                .ok_or_else(|| mask_err("the grounded grammar has no start rule"))?,
+        };
+        let matcher = self.lark_matcher(lark)?;
         let filter_on = plan.is_some() && !first.rules_enforced;
         let mut stats = MaskStats::default();
         stats.compile_ns.push(t0.elapsed().as_nanos() as u64);
@@ -589,6 +657,7 @@ impl MaskEngine {
             output: Vec::new(),
             stats,
             timing: false,
+            trace: think.map(Trace::new),
         })
     }
 
@@ -644,6 +713,7 @@ impl MaskEngine {
             output: Vec::new(),
             stats: MaskStats::default(),
             timing: false,
+            trace: None,
         })
     }
 }
@@ -724,6 +794,29 @@ pub struct ContractMask {
     output: Vec<u8>,
     stats: MaskStats,
     timing: bool,
+    /// Think, then fill ([`MaskEngine::think_mask`]): where the contract starts in the output.
+    trace: Option<Trace>,
+}
+
+/// The reasoning block of a think-then-fill mask.
+#[derive(Debug, Clone)]
+struct Trace {
+    /// The byte offset in the output just past `</think>`; `None` while the block is open.
+    contract_at: Option<usize>,
+    /// Tokens consumed inside the block (after `<think>`).
+    tokens: u32,
+    /// The most it may hold ([`Think::max_tokens`]): then only `</think>` goes on.
+    cap: u32,
+}
+
+impl Trace {
+    fn new(think: Think) -> Trace {
+        Trace {
+            contract_at: None,
+            tokens: 0,
+            cap: think.max_tokens.max(1),
+        }
+    }
 }
 
 impl std::fmt::Debug for ContractMask {
@@ -757,6 +850,71 @@ impl ContractMask {
         &self.output
     }
 
+    /// Whether a think-then-fill mask is still inside its reasoning block
+    /// ([`MaskEngine::think_mask`]); `false` for any other mask.
+    pub fn in_trace(&self) -> bool {
+        self.trace.as_ref().is_some_and(|t| t.contract_at.is_none())
+    }
+
+    /// The reasoning block's text so far, tags removed (`None` without one): what a
+    /// think-then-fill mask consumed between `<think>` and `</think>`.
+    pub fn trace_text(&self) -> Option<String> {
+        let t = self.trace.as_ref()?;
+        let end = t
+            .contract_at
+            .map_or(self.output.len(), |at| at - THINK_CLOSE.len());
+        let body = self.output.get(..end).unwrap_or(&self.output);
+        let body = body.strip_prefix(b"<think>").unwrap_or(body);
+        Some(String::from_utf8_lossy(body).into_owned())
+    }
+
+    /// Inside a reasoning block that holds its cap of tokens: the bytes of `</think>` still to
+    /// write (the output may end with its first bytes already).
+    fn closing(&self) -> Option<&'static [u8]> {
+        let t = self.trace.as_ref()?;
+        if t.contract_at.is_some() || t.tokens < t.cap {
+            return None;
+        }
+        let close = THINK_CLOSE.as_bytes();
+        let body = self.output.get(THINK_OPEN_LEN..).unwrap_or(&[]);
+        let k = (0..close.len())
+            .rev()
+            .find(|&k| body.ends_with(&close[..k]))
+            .unwrap_or(0);
+        close.get(k..)
+    }
+
+    /// At a reasoning block's cap, keeps of `vob` only the tokens that go on with `</think>`.
+    fn cap_trace(&self, vob: &mut SimpleVob) {
+        let Some(rest) = self.closing() else {
+            return;
+        };
+        let mut refused = Vec::new();
+        vob.iter_set_entries(|t| {
+            let b = self.engine.token_bytes(t as u32);
+            if b.is_empty() || !(rest.starts_with(b) || b.starts_with(rest)) {
+                refused.push(t as u32);
+            }
+        });
+        for t in refused {
+            vob.disallow_token(t);
+        }
+    }
+
+    /// The output after the reasoning block (all of it without one): the contract's part.
+    pub fn contract_output(&self) -> &[u8] {
+        match &self.trace {
+            None => &self.output,
+            Some(Trace {
+                contract_at: Some(at),
+                ..
+            }) => self.output.get(*at..).unwrap_or(&[]),
+            Some(Trace {
+                contract_at: None, ..
+            }) => &[],
+        }
+    }
+
     /// The engine this mask runs on.
     pub fn engine(&self) -> &Arc<MaskEngine> {
         &self.engine
@@ -777,8 +935,10 @@ impl ContractMask {
         let now = |on: bool| on.then(Instant::now);
         let t0 = now(self.timing);
         let mut vob = self.grammar_mask()?;
+        self.cap_trace(&mut vob);
         let t1 = now(self.timing);
-        if let Some(plan) = self.plan.clone().filter(|_| self.filter_on) {
+        let filter_on = self.filter_on && !self.in_trace();
+        if let Some(plan) = self.plan.clone().filter(|_| filter_on) {
             self.filter(&plan, &mut vob);
             self.stats.filter_steps += 1;
         }
@@ -862,7 +1022,9 @@ impl ContractMask {
     /// byte by byte ([`Scanner::advance`]), a stop token only where the output can end. For tests and comparisons; the state is unchanged.
     pub fn reference_mask(&mut self) -> Result<SimpleVob, LocalError> {
         let mut vob = self.grammar_mask()?;
-        let Some(plan) = self.plan.clone().filter(|_| self.filter_on) else {
+        self.cap_trace(&mut vob);
+        let filter_on = self.filter_on && !self.in_trace();
+        let Some(plan) = self.plan.clone().filter(|_| filter_on) else {
             return Ok(vob);
         };
         let unfiltered = vob.clone();
@@ -888,11 +1050,19 @@ impl ContractMask {
 
     /// Tokens the grammar forces next (keys, punctuation), kept only while the filter agrees.
     pub fn forced_tokens(&mut self) -> Result<Vec<u32>, LocalError> {
+        // At a reasoning block's cap, the rest of `</think>`, when the grammar takes it.
+        if let Some(rest) = self.closing() {
+            let toks = self.engine.tok_env.tok_trie().greedy_tokenize(rest);
+            if !toks.is_empty() && self.validate_tokens(&toks)? == toks.len() {
+                return Ok(toks);
+            }
+        }
         let mut toks = self.matcher.compute_ff_tokens();
         if let Some(e) = self.matcher.get_error() {
             return Err(mask_err(e));
         }
-        if let Some(plan) = &self.plan {
+        // Inside a reasoning block the grammar alone decides (the filter reads the contract).
+        if let Some(plan) = self.plan.as_ref().filter(|_| !self.in_trace()) {
             let mut s = self.scanner.clone();
             let ok = toks
                 .iter()
@@ -931,7 +1101,7 @@ impl ContractMask {
         }
         let t0 = Instant::now();
         let next = c.current + 1;
-        let segment = c.segment(next, &self.output)?;
+        let segment = c.segment(next, self.contract_output())?;
         self.matcher = self.engine.lark_matcher(segment.lark)?;
         self.filter_on = self.plan.is_some() && !segment.rules_enforced;
         if let Some(c) = &mut self.composer {
@@ -944,7 +1114,28 @@ impl ContractMask {
     fn advance_scanner(&mut self, tokens: &[u32]) -> Result<(), LocalError> {
         for &t in tokens {
             let b = self.engine.token_bytes(t);
+            let from = self.output.len();
             self.output.extend_from_slice(b);
+            // Inside a reasoning block the scanner waits for the bytes after `</think>`.
+            let b = match &mut self.trace {
+                Some(trace) if trace.contract_at.is_none() => {
+                    if from >= THINK_OPEN_LEN {
+                        trace.tokens += 1;
+                    }
+                    let close = THINK_CLOSE.as_bytes();
+                    let look = from.saturating_sub(close.len());
+                    let Some(i) = self.output[look..]
+                        .windows(close.len())
+                        .position(|w| w == close)
+                    else {
+                        continue;
+                    };
+                    let at = look + i + close.len();
+                    trace.contract_at = Some(at);
+                    &self.output[at..]
+                }
+                _ => b,
+            };
             if let Some(plan) = &self.plan {
                 if !self.scanner.advance(plan, b) {
                     return Err(mask_err(format!(
@@ -1014,7 +1205,9 @@ impl TokenMask for ContractMask {
 }
 
 /// Masks for requests: `Request::grammar` holds a serialised [`Grammar`] (`C::grammar()`), or a
-/// plain JSON Schema (then llguidance alone, no cross-field rules).
+/// plain JSON Schema (then llguidance alone, no cross-field rules). A request whose constraint
+/// asks for a reasoning block first ([`Constraint::think`](contract_core::Constraint::think))
+/// gets [`MaskEngine::think_mask`].
 #[derive(Debug, Clone)]
 pub struct GrammarMasks {
     engine: Arc<MaskEngine>,
@@ -1032,6 +1225,12 @@ impl MaskFactory for GrammarMasks {
         &self,
         req: &contract_core::extract::Request,
     ) -> Result<Option<Box<dyn TokenMask + Send>>, LocalError> {
+        if let (Some(decoding), Some(think)) = (&req.constraint.decoding, req.constraint.think) {
+            let mask = self
+                .engine
+                .think_mask(decoding, req.source.as_ref(), think)?;
+            return Ok(Some(Box::new(mask)));
+        }
         let mask = match (&req.constraint.decoding, &req.source) {
             (None, _) => return Ok(None),
             (Some(Decoding::Grammar(grammar)), Some(source)) if grammar.is_grounded() => {
