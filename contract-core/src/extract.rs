@@ -23,6 +23,7 @@ pub use crate::chunk::Overflow;
 use crate::chunk::{merge_chunks, plan_chunks, Chunk, ChunkPart, ChunkRecord};
 use crate::context::{Adjust, DocContext};
 use crate::contract::ContractSpec;
+use crate::dynamic::values::{adopt_value_types, has_def_refs, normalize_values};
 use crate::dynamic::DynContract;
 use crate::grammar::{Grammar, Think};
 use crate::ground::check_reply;
@@ -613,34 +614,50 @@ impl<B: Backend> Extractor<Value, B> {
     /// and chunks, retries with feedback, the audit record), the value the reply's JSON once
     /// the contract's validator (its keywords and `x-rules`) and the grounding checks pass.
     ///
-    /// A schema whose root fields are grounded (`x-grounded`) and that has no definitions
-    /// (`$ref`s) decodes under the grounded grammar, as a derived contract does, and selects
-    /// evidence by default; a schema with definitions decodes under its JSON Schema and reads
-    /// the whole document (the grammar and the selection follow a contract's nesting, not a
-    /// schema's definitions), and grounded values behind a `$ref` are not checked by the
+    /// A root property whose `$ref` names one of the library's value types (`#/$defs/Amount`,
+    /// `DateValue`, `Period`, `DurationValue`; directly, nullable through `anyOf` with `null`,
+    /// or as a list's items) is that type, as in a derived contract: decoded under its shape,
+    /// normalised when read (the ISO date, the currency's code, the scale), its violations at
+    /// the property's pointer; the definition's body is not used (`"$defs": {"Amount": {}}`).
+    ///
+    /// A schema whose root fields are grounded (`x-grounded`) and that has no other definitions
+    /// decodes under the grounded grammar, as a derived contract does, and selects evidence by
+    /// default; a schema with other definitions decodes under its JSON Schema and reads the
+    /// whole document (the grammar and the selection follow a contract's nesting, not a
+    /// schema's definitions), and grounded values behind such a `$ref` are not checked by the
     /// extractor: add an [`Extractor::check`] for them.
     pub fn runtime(backend: B, contract: &DynContract) -> Self {
-        let spec = ContractSpec {
+        let mut spec = ContractSpec {
             name: contract.name().to_owned(),
             node: contract.document().root().clone(),
         };
-        let flat = contract.document().nodes.len() == 1;
+        let values = adopt_value_types(&mut spec);
+        let flat = !has_def_refs(&spec.node);
         let mut constraint = Constraint::from_dyn(contract);
         if flat && spec.object().is_some() && has_grounding(&spec) {
             constraint =
                 constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
         }
+        // A schema that names value types is shown as the derived contract it reads as (the
+        // types' shapes in its signature); any other, in the runtime signature's words.
+        let parts = if values.is_empty() {
+            PromptParts::for_runtime(contract)
+        } else {
+            PromptParts::for_spec(&spec, Instructions::SignatureAndFields)
+        };
         let validator = Arc::new(contract.clone());
-        let read: Read<Value> = Arc::new(move |json: &Value, _cx: &DocContext<'_>| {
-            validator.validate(json).map(|()| json.clone())
+        let read: Read<Value> = Arc::new(move |json: &Value, cx: &DocContext<'_>| {
+            validator.validate(json)?;
+            let mut value = json.clone();
+            let violations = normalize_values(&values, &mut value, cx);
+            if violations.is_empty() {
+                Ok(value)
+            } else {
+                Err(violations)
+            }
         });
-        let extractor = Extractor::with_target(
-            backend,
-            Arc::new(spec),
-            Arc::new(constraint),
-            PromptParts::for_runtime(contract),
-            read,
-        );
+        let extractor =
+            Extractor::with_target(backend, Arc::new(spec), Arc::new(constraint), parts, read);
         if flat {
             extractor
         } else {

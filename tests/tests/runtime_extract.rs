@@ -192,3 +192,67 @@ async fn a_schema_with_definitions_reads_the_whole_document_under_its_json_schem
         Some(Decoding::JsonSchema(_))
     ));
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn value_types_named_by_ref_are_decoded_and_normalised_as_a_derived_contracts() {
+    let contract = DynContract::from_schema(json!({
+        "title": "Receipt",
+        "type": "object",
+        "properties": {
+            "date": {"anyOf": [{"$ref": "#/$defs/DateValue"}, {"type": "null"}],
+                     "x-grounded": "source", "description": "The date of the purchase."},
+            "total": {"anyOf": [{"$ref": "#/$defs/Amount"}, {"type": "null"}],
+                      "x-grounded": "source", "description": "The total amount paid."}
+        },
+        "required": ["date", "total"],
+        "additionalProperties": false,
+        "$defs": {"DateValue": {}, "Amount": {}}
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    // The model copies; the library computes the ISO date and the currency's code.
+    let backend = ScriptedBackend::new([
+        r#"{"date": {"original": "19/10/2018"}, "total": {"value": 60.3, "currency": "RM", "unit": null}}"#,
+    ]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract(RECEIPT)
+        .await;
+    let value = x
+        .value
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:#?}", x.attempts));
+    assert_eq!(value["date"]["iso"], "2018-10-19", "{value}");
+    assert_eq!(value["total"]["code"], "MYR", "{value}");
+    assert_eq!(value["total"]["value"], 60.3);
+    // Decoded under the value types' shapes and grounded like a derived contract's fields.
+    let requests = backend.requests();
+    let grammar = requests[0]
+        .constraint
+        .grammar()
+        .expect("the grounded grammar");
+    assert!(
+        grammar.objects.iter().any(|o| o.name == "DateValue"),
+        "{:?}",
+        grammar.objects.iter().map(|o| &o.name).collect::<Vec<_>>()
+    );
+    assert!(requests[0].messages.0[0].content.contains("original"));
+    // A date the calendar does not have is a violation at its pointer, fed back.
+    let backend = ScriptedBackend::new([
+        r#"{"date": {"original": "31/02/2018"}, "total": null}"#,
+        r#"{"date": {"original": "19/10/2018"}, "total": null}"#,
+    ]);
+    let doc = format!("{RECEIPT}\n31/02/2018");
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract(&doc)
+        .await;
+    let first = &x.attempts[0].violations;
+    assert!(
+        first.iter().any(|v| v.path.starts_with("/date")),
+        "{first:?}"
+    );
+    assert_eq!(
+        x.value.as_ref().map(|v| v["date"]["iso"].clone()),
+        Some(json!("2018-10-19"))
+    );
+}

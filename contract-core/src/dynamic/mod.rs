@@ -27,6 +27,7 @@ mod convert;
 mod keywords;
 mod resolve;
 mod validator;
+pub(crate) mod values;
 
 #[cfg(test)]
 mod tests;
