@@ -166,11 +166,17 @@ impl DynExtractor {
         });
         let mut row = self.row(id, Some(text), reading.as_ref(), error);
         if let Value::Object(map) = &mut row {
-            // A value the library accepted whose JSON the row's checks refuse cannot happen
-            // (the same checks ran); the library's verdict is the row's.
+            // The library's verdict is the row's: no value (a group the backend did not
+            // answer, say) is not ok, even when the JSON it kept breaks nothing.
             if out.value.is_none() && map.get("ok") == Some(&Value::Bool(true)) {
+                let outcome = if out.error.is_some() { "error" } else { "invalid" };
                 map.insert("ok".into(), Value::Bool(false));
-                map.insert("outcome".into(), json!("invalid"));
+                map.insert("outcome".into(), json!(outcome));
+                map.insert("value".into(), Value::Null);
+            }
+            // The value as the library read it: value types normalised (`iso`, `code`).
+            if let Some(value) = &out.value {
+                map.insert("value".into(), value.clone());
             }
             map.insert("retried".into(), Value::Bool(tries.len() > 1));
             map.insert("attempts".into(), Value::Array(tries));
