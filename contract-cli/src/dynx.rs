@@ -169,7 +169,11 @@ impl DynExtractor {
             // The library's verdict is the row's: no value (a group the backend did not
             // answer, say) is not ok, even when the JSON it kept breaks nothing.
             if out.value.is_none() && map.get("ok") == Some(&Value::Bool(true)) {
-                let outcome = if out.error.is_some() { "error" } else { "invalid" };
+                let outcome = if out.error.is_some() {
+                    "error"
+                } else {
+                    "invalid"
+                };
                 map.insert("ok".into(), Value::Bool(false));
                 map.insert("outcome".into(), json!(outcome));
                 map.insert("value".into(), Value::Null);

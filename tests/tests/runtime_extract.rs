@@ -256,3 +256,62 @@ async fn value_types_named_by_ref_are_decoded_and_normalised_as_a_derived_contra
         Some(json!("2018-10-19"))
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_coming_period_must_follow_the_one_the_document_reports_on() {
+    let contract = DynContract::from_schema(json!({
+        "title": "Outlook",
+        "type": "object",
+        "properties": {
+            "period": {"anyOf": [{"$ref": "#/$defs/Period"}, {"type": "null"}],
+                       "x-grounded": "source", "x-period": "coming",
+                       "description": "The period the guidance is for."}
+        },
+        "required": ["period"],
+        "additionalProperties": false,
+        "$defs": {"Period": {}}
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    let release = "Acme reported results for the second quarter of 2024.\n\
+                   For the third quarter of 2024, Acme expects revenue of $510 million to $530 million.";
+    // The reported quarter is refused and fed back; the coming one is taken.
+    let backend = ScriptedBackend::new([
+        r#"{"period": {"original": "the second quarter of 2024"}}"#,
+        r#"{"period": {"original": "the third quarter of 2024"}}"#,
+    ]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract(release)
+        .await;
+    let first: Vec<(&str, ViolationKind)> = x.attempts[0]
+        .violations
+        .iter()
+        .map(|v| (v.path.as_str(), v.kind))
+        .collect();
+    assert_eq!(first, [("/period", ViolationKind::CrossField)]);
+    let value = x
+        .value
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:#?}", x.attempts));
+    assert_eq!(value["period"]["quarter"], 3, "{value}");
+    assert_eq!(value["period"]["year"], 2024, "{value}");
+    // Without the keyword the reported quarter is a value like any other.
+    let plain = DynContract::from_schema(json!({
+        "title": "Outlook",
+        "type": "object",
+        "properties": {"period": {"anyOf": [{"$ref": "#/$defs/Period"}, {"type": "null"}],
+                                  "x-grounded": "source"}},
+        "required": ["period"],
+        "$defs": {"Period": {}}
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    let backend = ScriptedBackend::new([r#"{"period": {"original": "the second quarter of 2024"}}"#]);
+    let x = Extractor::runtime(&backend, &plain)
+        .selection(Selection::off())
+        .extract(release)
+        .await;
+    assert_eq!(
+        x.value.as_ref().map(|v| v["period"]["quarter"].clone()),
+        Some(json!(2))
+    );
+}

@@ -7,6 +7,11 @@
 //!
 //! Only the root's properties are read this way, directly, nullable (`anyOf` with `null`) or
 //! as a list's items; the definition's body is not used (write `{}` or the type's shape).
+//!
+//! A `Period` property with `"x-period": "coming"` must be after the period the document reports
+//! on ([`Conventions::reference_period`](crate::read::Conventions::reference_period), found in
+//! the document): guidance, a forecast, a target, not a result. A period the library cannot
+//! place, or a document whose own period it cannot find, is not refused.
 
 use serde_json::Value;
 
@@ -32,7 +37,7 @@ fn normalize<C: Contract>(value: &Value, cx: &DocContext<'_>) -> Result<Value, V
 }
 
 /// The value type a reference names, by the last segment of the reference as written.
-fn named(reference: &Ref) -> Option<(ContractRef, Normalize)> {
+fn named(reference: &Ref) -> Option<(ContractRef, Normalize, &'static str)> {
     if matches!(reference.target, Some(Target::Contract(_))) {
         return None;
     }
@@ -42,12 +47,18 @@ fn named(reference: &Ref) -> Option<(ContractRef, Normalize)> {
         "Amount" => (
             ContractRef::of::<Amount>(),
             normalize::<Amount> as Normalize,
+            "Amount",
         ),
-        "DateValue" => (ContractRef::of::<DateValue>(), normalize::<DateValue>),
-        "Period" => (ContractRef::of::<Period>(), normalize::<Period>),
+        "DateValue" => (
+            ContractRef::of::<DateValue>(),
+            normalize::<DateValue>,
+            "DateValue",
+        ),
+        "Period" => (ContractRef::of::<Period>(), normalize::<Period>, "Period"),
         "DurationValue" => (
             ContractRef::of::<DurationValue>(),
             normalize::<DurationValue>,
+            "DurationValue",
         ),
         _ => return None,
     })
@@ -59,6 +70,8 @@ pub(crate) struct ValueField {
     name: String,
     list: bool,
     normalize: Normalize,
+    /// `"x-period": "coming"`: a period after the one the document reports on.
+    coming: bool,
 }
 
 /// Points the root's properties that name a value type at the library's type (in place), and
@@ -70,10 +83,16 @@ pub(crate) fn adopt_value_types(spec: &mut ContractSpec) -> Vec<ValueField> {
     };
     for field in &mut object.properties {
         let list = field.node.non_null().items().is_some();
-        if let Some(normalize) = adopt(&mut field.node) {
+        let coming = field
+            .node
+            .other
+            .iter()
+            .any(|(k, v)| k == "x-period" && v == "coming");
+        if let Some((normalize, kind)) = adopt(&mut field.node) {
             found.push(ValueField {
                 name: field.name.clone(),
                 list,
+                coming: coming && kind == "Period",
                 normalize,
             });
         }
@@ -83,11 +102,11 @@ pub(crate) fn adopt_value_types(spec: &mut ContractSpec) -> Vec<ValueField> {
 
 /// Re-targets `node`'s reference (or its nullable branch's, or its items') to the value type
 /// it names.
-fn adopt(node: &mut Node) -> Option<Normalize> {
+fn adopt(node: &mut Node) -> Option<(Normalize, &'static str)> {
     if let Some(reference) = &node.reference {
-        let (r, normalize) = named(reference)?;
+        let (r, normalize, kind) = named(reference)?;
         node.reference = Some(Ref::contract(r));
-        return Some(normalize);
+        return Some((normalize, kind));
     }
     if let Some(branches) = node.any_of.as_mut() {
         if branches.len() == 2 && branches.iter().any(Node::is_null_only) {
@@ -138,7 +157,14 @@ pub(crate) fn normalize_values(
                 return;
             }
             match (f.normalize)(v, cx) {
-                Ok(read) => *v = read,
+                Ok(read) => {
+                    if f.coming {
+                        if let Some(v) = not_coming(&read, cx, &pointer) {
+                            out.0.push(v);
+                        }
+                    }
+                    *v = read;
+                }
                 Err(violations) => out.0.extend(violations.0.into_iter().map(|mut x| {
                     x.path = format!("{pointer}{}", x.path);
                     x
@@ -156,4 +182,21 @@ pub(crate) fn normalize_values(
         }
     }
     out
+}
+
+/// The violation of a period (`read`, normalised) that does not come after the one the
+/// document reports on.
+fn not_coming(read: &Value, cx: &DocContext<'_>, pointer: &str) -> Option<Violation> {
+    let period: Period = serde_json::from_value(read.clone()).ok()?;
+    let (period, reported) = (period.resolved()?, cx.conventions().reference_period()?);
+    (!period.is_after(&reported)).then(|| {
+        Violation::new(
+            pointer,
+            ViolationKind::CrossField,
+            format!(
+                "{period} is not after {reported}, the period the document reports on: a coming \
+                 period is asked for (`x-period`)"
+            ),
+        )
+    })
 }
