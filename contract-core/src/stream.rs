@@ -8,8 +8,8 @@
 //! braces and brackets, scalars ended by `,`, `}` or whitespace. On the local backend the
 //! mask guarantees the shape; on a server the reply may be anything, so the scanner gives up
 //! (emits nothing more for that reply) at the first byte that is not JSON where JSON must be,
-//! and the ladder still reads the whole reply at the end, as [`Extractor::extract`]
-//! (crate::extract::Extractor::extract) does.
+//! and the ladder still reads the whole reply at the end, as
+//! [`Extractor::extract`](crate::extract::Extractor::extract) does.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -44,8 +44,8 @@ pub struct FieldEvent {
 pub enum StreamEvent<C> {
     /// A field closed and checked.
     Field(FieldEvent),
-    /// The extraction's record, the same as [`Extractor::extract`]
-    /// (crate::extract::Extractor::extract) returns; always the last event.
+    /// The extraction's record, the same as
+    /// [`Extractor::extract`](crate::extract::Extractor::extract) returns; always the last event.
     Done(Extraction<C>),
 }
 
