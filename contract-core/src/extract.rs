@@ -15,7 +15,7 @@ use serde_json::Value;
 pub use crate::constraint::{Constraint, Decoding};
 use crate::contract::Contract;
 use crate::ground::{has_grounding, Grounds};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::Map;
 
@@ -39,6 +39,8 @@ use crate::select::{
     Judge, Outcome, Ranked, RankedPassage, Selection, SelectionRecord, Skipped, ValueCandidates,
 };
 use crate::source::Source;
+use crate::stream::{pointer, tied_fields, FieldReader, Shared, Sink};
+pub use crate::stream::{ExtractionStream, FieldEvent, StreamEvent};
 use crate::validate::Violations;
 use crate::validate::{check_value, Violation, ViolationKind};
 
@@ -249,6 +251,25 @@ pub trait Backend {
         req: &Request,
     ) -> impl Future<Output = Result<Response, BackendError>> + Send;
 
+    /// Generates an answer to `req` as [`Backend::complete`] does, handing each piece of its
+    /// text to `on_text` as it is generated; the pieces, concatenated, are the final
+    /// [`Response::text`], and the final response is the one `complete` returns.
+    ///
+    /// The default calls `complete` and hands the whole text once: a backend that cannot
+    /// stream keeps it, and a stream over it emits its fields when the reply is whole.
+    fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> impl Future<Output = Result<Response, BackendError>> + Send {
+        let complete = self.complete(req);
+        async move {
+            let response = complete.await?;
+            on_text(&response.text);
+            Ok(response)
+        }
+    }
+
     /// Scores short answers after each of several prompts: for every prompt of `req`, the
     /// log-probability the model gives each of [`ScoreRequest::answers`] as the start of its
     /// reply. This is how passages are judged (a yes/no question per passage, ranked by
@@ -305,6 +326,14 @@ impl<B: Backend + Sync> Backend for &B {
         (**self).complete(req)
     }
 
+    fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> impl Future<Output = Result<Response, BackendError>> + Send {
+        (**self).complete_streaming(req, on_text)
+    }
+
     fn score(
         &self,
         req: &ScoreRequest,
@@ -319,6 +348,14 @@ impl<B: Backend + Send + Sync> Backend for Arc<B> {
         req: &Request,
     ) -> impl Future<Output = Result<Response, BackendError>> + Send {
         (**self).complete(req)
+    }
+
+    fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> impl Future<Output = Result<Response, BackendError>> + Send {
+        (**self).complete_streaming(req, on_text)
     }
 
     fn score(
@@ -354,6 +391,13 @@ pub trait DynBackend: Send + Sync {
         req: &'a Request,
     ) -> BoxFuture<'a, Result<Response, BackendError>>;
 
+    /// [`Backend::complete_streaming`], its future boxed.
+    fn complete_streaming_boxed<'a>(
+        &'a self,
+        req: &'a Request,
+        on_text: &'a (dyn Fn(&str) + Send + Sync),
+    ) -> BoxFuture<'a, Result<Response, BackendError>>;
+
     /// [`Backend::score`], its future boxed.
     fn score_boxed<'a>(
         &'a self,
@@ -369,6 +413,14 @@ impl<B: Backend + Send + Sync> DynBackend for B {
         Box::pin(self.complete(req))
     }
 
+    fn complete_streaming_boxed<'a>(
+        &'a self,
+        req: &'a Request,
+        on_text: &'a (dyn Fn(&str) + Send + Sync),
+    ) -> BoxFuture<'a, Result<Response, BackendError>> {
+        Box::pin(self.complete_streaming(req, on_text))
+    }
+
     fn score_boxed<'a>(
         &'a self,
         req: &'a ScoreRequest,
@@ -382,6 +434,14 @@ impl Backend for dyn DynBackend {
         self.complete_boxed(req).await
     }
 
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        self.complete_streaming_boxed(req, on_text).await
+    }
+
     async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
         self.score_boxed(req).await
     }
@@ -392,6 +452,14 @@ impl Backend for Box<dyn DynBackend> {
         (**self).complete_boxed(req).await
     }
 
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        (**self).complete_streaming_boxed(req, on_text).await
+    }
+
     async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
         (**self).score_boxed(req).await
     }
@@ -400,6 +468,14 @@ impl Backend for Box<dyn DynBackend> {
 impl Backend for Arc<dyn DynBackend> {
     async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
         (**self).complete_boxed(req).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        (**self).complete_streaming_boxed(req, on_text).await
     }
 
     async fn score(&self, req: &ScoreRequest) -> Result<ScoreResponse, BackendError> {
@@ -860,12 +936,70 @@ impl<C, B: Backend> Extractor<C, B> {
     /// request's [`Request::source`] carries): `document`'s own [`Source`] with settings such
     /// as [`Source::with_numerals`], or the whole document a passage was cut from.
     pub async fn extract_in(&self, document: &str, source: Source) -> Extraction<C> {
+        self.run(document, source, None).await
+    }
+
+    /// Streams the extraction of `C` from `document`: each root field as soon as its value is
+    /// closed in a reply and checked, then the record [`Extractor::extract`] returns
+    /// ([`StreamEvent::Done`], always the last event).
+    ///
+    /// A field is emitted ([`StreamEvent::Field`]) once its value is closed and passes the
+    /// field's own constraints and, with grounding on, its grounding in the text the request
+    /// showed. Fields tied by a cross-field rule or by a grounding in another field
+    /// (`grounded(in = quote)`) are emitted together, once all of them are closed and the rule
+    /// holds on them. The contract's reading of the whole value (its normalisation, its
+    /// custom checks) and the checks added with [`Extractor::check`] run on the whole reply:
+    /// the `Done` record is what holds.
+    ///
+    /// Each attempt streams its own fields: a retry with feedback emits its fields again,
+    /// with its attempt number ([`FieldEvent::attempt`]); an application keeps the last value
+    /// per path. With evidence selection each group's fields are emitted when the group's
+    /// try is accepted, and emitted again when a rule of the whole contract sends the group
+    /// to its next passage (as `null` when the group ends refused). A document read in
+    /// chunks emits the merged value's fields once the merged value is checked, before
+    /// `Done`. Lists are emitted whole, when the list closes.
+    ///
+    /// Nothing is spawned: the extraction runs as the stream is polled, and dropping the
+    /// stream drops the extraction and the backend's request with it. A backend that does
+    /// not stream ([`Backend::complete_streaming`]'s default) emits a reply's fields when
+    /// the reply is whole.
+    pub fn stream<'a>(&'a self, document: &'a str) -> ExtractionStream<'a, C>
+    where
+        C: Send + 'a,
+        B: Sync,
+    {
+        self.stream_in(document, Source::from_text(document))
+    }
+
+    /// [`Extractor::stream`], grounded values checked against `source` (as
+    /// [`Extractor::extract_in`]).
+    pub fn stream_in<'a>(&'a self, document: &'a str, source: Source) -> ExtractionStream<'a, C>
+    where
+        C: Send + 'a,
+        B: Sync,
+    {
+        let shared = Arc::new(Shared::default());
+        let queue = shared.clone();
+        let running = Box::pin(async move {
+            let sink = move |event: FieldEvent| queue.push(event);
+            self.run(document, source, Some(&sink)).await
+        });
+        ExtractionStream::new(running, shared)
+    }
+
+    /// The extraction, its fields handed to `sink` as they are checked.
+    async fn run(&self, document: &str, source: Source, sink: Option<&Sink>) -> Extraction<C> {
         let started = Instant::now();
         let spec: &ContractSpec = &self.spec;
         let grounded = has_grounding(spec);
+        let ties = if sink.is_some() {
+            tied_fields(spec)
+        } else {
+            Vec::new()
+        };
         let mut skipped = None;
         if grounded && self.selection.is_on() {
-            match self.extract_selected(&source, started).await {
+            match self.extract_selected(&source, started, sink).await {
                 Ok(out) => return out,
                 Err(reason) => skipped = Some(Skipped { reason }),
             }
@@ -880,7 +1014,14 @@ impl<C, B: Backend> Extractor<C, B> {
         {
             if matches!(&first_fit, Some(Ok(f)) if f.trimmed) {
                 if let Some(mut out) = self
-                    .extract_chunked(document, &source, tok.as_ref(), *budget, overlap_lines)
+                    .extract_chunked(
+                        document,
+                        &source,
+                        tok.as_ref(),
+                        *budget,
+                        overlap_lines,
+                        sink,
+                    )
                     .await
                 {
                     out.selection_skipped = skipped;
@@ -945,7 +1086,25 @@ impl<C, B: Backend> Extractor<C, B> {
                 source: Some(shown.clone()),
             };
             let grounds = (grounded && self.grounding).then(|| Grounds::new(&shown));
-            let response = match self.backend.complete(&request).await {
+            let response = match sink {
+                None => self.backend.complete(&request).await,
+                Some(sink) => {
+                    let reader = Mutex::new(FieldReader::new(
+                        spec,
+                        &ties,
+                        grounds.as_ref(),
+                        out.attempts.len() + 1,
+                        None,
+                    ));
+                    let on_text = |piece: &str| {
+                        if let Ok(mut reader) = reader.lock() {
+                            reader.push(piece, sink);
+                        }
+                    };
+                    self.backend.complete_streaming(&request, &on_text).await
+                }
+            };
+            let response = match response {
                 Ok(r) => r,
                 Err(error) => {
                     attempt.error = Some(AttemptError::Backend { error });
@@ -1305,6 +1464,7 @@ impl<C, B: Backend> Extractor<C, B> {
         tok: &(dyn Tokenizer + Send + Sync),
         budget: Budget,
         overlap_lines: usize,
+        sink: Option<&Sink>,
     ) -> Option<Extraction<C>> {
         /// Chunks decoded at once.
         const AT_ONCE: usize = 8;
@@ -1391,7 +1551,19 @@ impl<C, B: Backend> Extractor<C, B> {
                     .extend(check_reply(spec, &merged, &raw, &Grounds::new(&doc)).0);
             }
             match self.read_value(&merged, &cx) {
-                Ok(value) if violations.is_empty() => out.value = Some(value),
+                Ok(value) if violations.is_empty() => {
+                    out.value = Some(value);
+                    if let (Some(sink), Value::Object(map)) = (sink, &merged) {
+                        for (name, value) in map {
+                            sink(FieldEvent {
+                                path: pointer(name),
+                                value: value.clone(),
+                                attempt: out.attempts.len(),
+                                group: None,
+                            });
+                        }
+                    }
+                }
                 Ok(_) => {}
                 Err(v) => violations.0.extend(v.0),
             }
@@ -1491,6 +1663,7 @@ impl<C, B: Backend> Extractor<C, B> {
         &self,
         source: &Source,
         started: Instant,
+        sink: Option<&Sink>,
     ) -> Result<Extraction<C>, String> {
         let spec: &ContractSpec = &self.spec;
         let plans = self.plans();
@@ -1653,6 +1826,9 @@ impl<C, B: Backend> Extractor<C, B> {
                         && !result.backend_error;
                     match result.value {
                         Some(v) => {
+                            if let Some(sink) = sink {
+                                emit_group(sink, &groups[*g], &v, out.attempts.len());
+                            }
                             state.value = Some(v);
                             state.level = result.level;
                             state.pending = false;
@@ -1730,6 +1906,9 @@ impl<C, B: Backend> Extractor<C, B> {
                             state.value = None;
                             state.outcome = Outcome::Refused;
                             moved = true;
+                            if let Some(sink) = sink {
+                                emit_group(sink, &groups[g], &Map::new(), out.attempts.len());
+                            }
                         }
                     }
                     if !moved {
@@ -1796,6 +1975,18 @@ impl<C, B: Backend> Extractor<C, B> {
         });
         out.timings.total_ms = ms(started);
         Ok(out)
+    }
+}
+
+/// Emits a settled group's fields (`null` for a field the value lacks).
+fn emit_group(sink: &Sink, group: &FieldGroup, value: &Map<String, Value>, attempt: usize) {
+    for name in &group.fields {
+        sink(FieldEvent {
+            path: pointer(name),
+            value: value.get(name).cloned().unwrap_or(Value::Null),
+            attempt,
+            group: Some(group.name.clone()),
+        });
     }
 }
 

