@@ -305,7 +305,8 @@ async fn a_coming_period_must_follow_the_one_the_document_reports_on() {
         "$defs": {"Period": {}}
     }))
     .unwrap_or_else(|e| panic!("schema: {e}"));
-    let backend = ScriptedBackend::new([r#"{"period": {"original": "the second quarter of 2024"}}"#]);
+    let backend =
+        ScriptedBackend::new([r#"{"period": {"original": "the second quarter of 2024"}}"#]);
     let x = Extractor::runtime(&backend, &plain)
         .selection(Selection::off())
         .extract(release)

@@ -272,6 +272,9 @@ enum Shape {
         unit: Unit,
         date: Ending,
         fiscal: bool,
+        /// The ordinal written before the unit (`the second quarter ended June 30, 2025`): it
+        /// must be the one the date ends.
+        ordinal: Option<u8>,
     },
 }
 
@@ -572,6 +575,7 @@ fn named_periods(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
                 unit: Unit::Quarter,
                 date: Ending::Month(m, year),
                 fiscal: false,
+                ordinal: None,
             };
             out.push((e, shape(YearSpec::Missing), true));
             for (end, year, _) in year_after(t, e) {
@@ -661,6 +665,17 @@ fn ending(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
             fiscal = true;
         }
     }
+    // `the second quarter ended June 30, 2025`: the ordinal, checked against the date.
+    let mut ordinal = None;
+    if let Some((x, n)) = ordinal_at(t, k) {
+        match t.sp_req(x) {
+            Some(y) => {
+                k = y;
+                ordinal = Some(n);
+            }
+            None => return,
+        }
+    }
     let (e, unit) = if let Some(e) = t
         .words(k, &["three", "months"])
         .or_else(|| t.words(k, &["tres", "meses"]))
@@ -713,6 +728,7 @@ fn ending(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
                     unit,
                     date: Ending::Date(w),
                     fiscal,
+                    ordinal,
                 },
                 true,
             ));
@@ -736,6 +752,7 @@ fn ending(t: &Toks<'_>, i: usize, out: &mut Vec<Alt>) {
                 unit,
                 date: Ending::Month(m, YearSpec::Missing),
                 fiscal,
+                ordinal,
             },
             true,
         ));
@@ -934,26 +951,43 @@ fn resolve(shape: Shape, conventions: &Conventions, text: &str) -> Result<Period
                 ..moved
             })
         }
-        Shape::Ending { unit, date, fiscal } => match date {
-            Ending::Month(m, year) => {
-                let (kind, fiscal) = ending_kind(unit, m, None, fiscal, text)?;
-                resolve(Shape::Fixed { kind, year, fiscal }, conventions, text)
-            }
-            Ending::Date(w) => {
-                let d =
-                    date::resolve(&w, conventions, text).map_err(|source| PeriodError::Date {
-                        text: text.to_owned(),
-                        source,
+        Shape::Ending {
+            unit,
+            date,
+            fiscal,
+            ordinal,
+        } => {
+            let read = match date {
+                Ending::Month(m, year) => {
+                    let (kind, fiscal) = ending_kind(unit, m, None, fiscal, text)?;
+                    resolve(Shape::Fixed { kind, year, fiscal }, conventions, text)?
+                }
+                Ending::Date(w) => {
+                    let d = date::resolve(&w, conventions, text).map_err(|source| {
+                        PeriodError::Date {
+                            text: text.to_owned(),
+                            source,
+                        }
                     })?;
-                let (kind, fiscal) =
-                    ending_kind(unit, d.month().unwrap_or(12), d.day(), fiscal, text)?;
-                Ok(PeriodRead {
-                    kind,
-                    year: d.year(),
-                    fiscal,
-                })
+                    let (kind, fiscal) =
+                        ending_kind(unit, d.month().unwrap_or(12), d.day(), fiscal, text)?;
+                    PeriodRead {
+                        kind,
+                        year: d.year(),
+                        fiscal,
+                    }
+                }
+            };
+            match (ordinal, read.kind) {
+                (Some(n), PeriodKind::Quarter(q) | PeriodKind::Half(q)) if n != q => {
+                    Err(unresolvable(format!(
+                        "it says the {} number {n} and ends with number {q}",
+                        unit.name()
+                    )))
+                }
+                _ => Ok(read),
             }
-        },
+        }
     }
 }
 
@@ -1066,6 +1100,8 @@ mod tests {
             ("3er trimestre de 2024", "Q3 2024"),
             ("tercer trimestre fiscal de 2024", "Q3 FY2024"),
             ("three months ended March 31, 2025", "Q1 2025"),
+            ("the second quarter ended June 30, 2025", "Q2 2025"),
+            ("fourth quarter ending December 31, 2024", "Q4 2024"),
             ("the December quarter of 2025", "Q4 2025"),
             ("H1 2025", "H1 2025"),
             ("1H25", "H1 2025"),
@@ -1180,6 +1216,19 @@ mod tests {
         // The reference period comes first.
         let c = c.with_reference_period(q(3, 2025));
         assert_eq!(shown("next quarter", &c), "Q4 2025");
+    }
+
+    #[test]
+    fn an_ordinal_before_an_ending_date_must_agree_with_it() {
+        let c = Conventions::new();
+        assert!(matches!(
+            read_period("the second quarter ended December 31, 2024", &c),
+            Err(PeriodError::Unresolvable { .. })
+        ));
+        // Found whole in a sentence, so a document's own period is read from it.
+        let text = "Acme announced results for the second quarter ended June 30, 2025.";
+        let found: Vec<&str> = find_periods(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(found, ["the second quarter ended June 30, 2025"]);
     }
 
     #[test]
