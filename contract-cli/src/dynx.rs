@@ -53,7 +53,7 @@ impl DynExtractor {
     /// An extractor of `contract`: up to `max_attempts` attempts (the first, then retries with
     /// the violations fed back), `max_tokens` a reply.
     pub fn new(contract: DynContract, max_attempts: usize, max_tokens: Option<u32>) -> Self {
-        let spec = Arc::new(crate::schema::root_spec(&contract));
+        let spec = Arc::new(contract.root_spec());
         DynExtractor {
             contract: Arc::new(contract),
             spec,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use contract_core::ir::JsonType;
-use contract_core::{ContractSpec, DynContract};
+use contract_core::DynContract;
 use serde_json::Value;
 
 use crate::error::CliError;
@@ -41,13 +41,4 @@ pub fn load_for_extraction(path: &Path) -> Result<DynContract, CliError> {
         )));
     }
     Ok(contract)
-}
-
-/// The root of `contract` as a contract spec: what the grounding checks of the library read
-/// (the fields' `x-grounded`).
-pub fn root_spec(contract: &DynContract) -> ContractSpec {
-    ContractSpec {
-        name: contract.name().to_owned(),
-        node: contract.document().root().clone(),
-    }
 }

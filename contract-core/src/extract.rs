@@ -703,10 +703,7 @@ impl<B: Backend> Extractor<Value, B> {
     /// schema's definitions), and grounded values behind such a `$ref` are not checked by the
     /// extractor: add an [`Extractor::check`] for them.
     pub fn runtime(backend: B, contract: &DynContract) -> Self {
-        let mut spec = ContractSpec {
-            name: contract.name().to_owned(),
-            node: contract.document().root().clone(),
-        };
+        let mut spec = contract.root_spec();
         let values = adopt_value_types(&mut spec);
         let flat = !has_def_refs(&spec.node);
         let mut constraint = Constraint::from_dyn(contract);
@@ -1570,12 +1567,7 @@ impl<C, B: Backend> Extractor<C, B> {
             out.violations = violations;
             out.json = Some(merged);
         }
-        out.repairs = out
-            .attempts
-            .iter()
-            .filter(|a| a.violations.is_empty())
-            .flat_map(|a| a.repairs.iter().cloned())
-            .collect();
+        out.repairs = accepted_repairs(&out.attempts);
         out.chunks = Some(ChunkRecord {
             overlap_lines,
             chunks: parts,
@@ -1931,12 +1923,7 @@ impl<C, B: Backend> Extractor<C, B> {
             out.value = None;
             out.error = Some(error);
         }
-        out.repairs = out
-            .attempts
-            .iter()
-            .filter(|a| a.violations.is_empty())
-            .flat_map(|a| a.repairs.iter().cloned())
-            .collect();
+        out.repairs = accepted_repairs(&out.attempts);
         out.selection = Some(SelectionRecord {
             passages: passages.len(),
             judged: judged_prompts,
@@ -1988,6 +1975,15 @@ fn emit_group(sink: &Sink, group: &FieldGroup, value: &Map<String, Value>, attem
             group: Some(group.name.clone()),
         });
     }
+}
+
+/// The repairs of the attempts whose replies were accepted (no violation).
+fn accepted_repairs(attempts: &[Attempt]) -> Vec<Repair> {
+    attempts
+        .iter()
+        .filter(|a| a.violations.is_empty())
+        .flat_map(|a| a.repairs.iter().cloned())
+        .collect()
 }
 
 fn ms(since: Instant) -> f64 {

@@ -279,6 +279,15 @@ impl DynContract {
         &self.document
     }
 
+    /// The root as a contract spec (its name and root node): what the extractor, the prompt
+    /// and the grounding checks read.
+    pub fn root_spec(&self) -> crate::ContractSpec {
+        crate::ContractSpec {
+            name: self.name().to_owned(),
+            node: self.document.root().clone(),
+        }
+    }
+
     /// The schema as given.
     pub fn schema(&self) -> &Value {
         &self.schema

@@ -121,18 +121,15 @@ fn adopt(node: &mut Node) -> Option<(Normalize, &'static str)> {
     adopt(items)
 }
 
-/// Whether every reference left in `node` (outside the value types adopted) is gone: the node
-/// can be decoded and selected like a derived contract's.
+/// Whether `node` still holds a reference into the schema's definitions (one that is not an
+/// adopted value type): such a node cannot be decoded or selected like a derived contract's.
 pub(crate) fn has_def_refs(node: &Node) -> bool {
     let mut found = false;
     node.walk(&mut |n| {
-        if matches!(
-            n.reference.as_ref().and_then(|r| r.target.as_ref()),
-            Some(Target::Def(_)) | None
-        ) && n.reference.is_some()
-        {
-            found = true;
-        }
+        found |= n
+            .reference
+            .as_ref()
+            .is_some_and(|r| !matches!(r.target, Some(Target::Contract(_))));
     });
     found
 }

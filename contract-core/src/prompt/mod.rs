@@ -167,10 +167,7 @@ pub fn system_message_for(spec: &ContractSpec, style: Instructions) -> String {
 /// The instructions of a runtime contract: a derived contract's, with the runtime signature
 /// (which writes the schema's definitions after the root, and optional keys as `"key"?`).
 pub fn system_message_for_runtime(contract: &crate::DynContract) -> String {
-    let spec = ContractSpec {
-        name: contract.name().to_owned(),
-        node: contract.document().root().clone(),
-    };
+    let spec = contract.root_spec();
     instructions(
         &spec,
         "`\"key\"?` marks a key that may be left out; `| null` a value that may be absent",
@@ -399,13 +396,9 @@ impl PromptParts {
     /// The instructions and default question of a runtime contract
     /// ([`system_message_for_runtime`]).
     pub fn for_runtime(contract: &crate::DynContract) -> Self {
-        let system = system_message_for_runtime(contract);
         PromptParts {
-            system,
-            question: format!(
-                "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
-                contract.name()
-            ),
+            system: system_message_for_runtime(contract),
+            question: default_question_for(&contract.root_spec()),
         }
     }
 
