@@ -11,7 +11,9 @@
 //! joined), any other field from the first chunk that gives it, the values other chunks gave
 //! kept as [`Conflict`]s. A list's completeness is decided by the overlap, in code: it is
 //! [`Completeness::Truncated`] when a chunk gave no valid reply or when an item that ends at a
-//! chunk's last line is not read again by the next chunk (it may be cut there).
+//! chunk's last line is not read again by the next chunk (it may be cut there). A chunk the
+//! backend did not answer makes the extraction an error instead (the extractor's rule, as for a
+//! group under evidence selection): its fields would otherwise read as unstated.
 //!
 //! Why the chunk search is written here and not taken from a text splitter: chunks must fit a
 //! prompt measured with the model's own tokenizer, template and instructions included

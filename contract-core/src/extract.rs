@@ -1507,6 +1507,7 @@ impl<C, B: Backend> Extractor<C, B> {
         let (merged, lists, conflicts) = merge_chunks(spec, &doc, &chunks, &values);
         let mut parts = Vec::with_capacity(chunks.len());
         let mut backend_failed = None;
+        let mut unanswered: Option<AttemptError> = None;
         let mut level = Level::Strict;
         for (chunk, tried) in chunks.iter().zip(tries) {
             parts.push(ChunkPart {
@@ -1517,6 +1518,14 @@ impl<C, B: Backend> Extractor<C, B> {
             });
             if tried.value.is_some() {
                 level = level.max(tried.level);
+            }
+            // A chunk the backend did not answer (its last attempt an error, no value) is text
+            // nobody read: the extraction is an error, as a group the backend did not answer
+            // is under selection, not a value whose fields from that chunk look unstated.
+            if tried.value.is_none() {
+                if let Some(e) = tried.attempts.last().and_then(|a| a.error.clone()) {
+                    unanswered.get_or_insert(e);
+                }
             }
             for attempt in tried.attempts {
                 if let Some(e) = &attempt.error {
@@ -1530,8 +1539,16 @@ impl<C, B: Backend> Extractor<C, B> {
             }
         }
         let filled = parts.iter().filter(|p| p.filled).count();
-        out.level = if filled == 0 { Level::Invalid } else { level };
-        if filled == 0 {
+        out.level = if filled == 0 || unanswered.is_some() {
+            Level::Invalid
+        } else {
+            level
+        };
+        if let (Some(error), true) = (unanswered, filled > 0) {
+            // What the other chunks gave is kept for inspection, not as the value.
+            out.error = Some(error);
+            out.json = Some(merged);
+        } else if filled == 0 {
             out.error = backend_failed;
             out.violations = out
                 .attempts

@@ -45,6 +45,8 @@ enum Fault {
     Breaks(usize),
     /// Names, besides what it is shown, a member from a line it was not shown.
     Invents,
+    /// The backend fails (unavailable) for the chunk that shows this line.
+    Fails(usize),
 }
 
 struct Reader {
@@ -121,6 +123,13 @@ impl Backend for Reader {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(req.clone());
+        if let Fault::Fails(line) = self.fault {
+            if Self::shown(req).iter().any(|(n, _)| *n == line) {
+                return Err(BackendError::Unavailable {
+                    message: "the server went away".into(),
+                });
+            }
+        }
         Ok(Response::text(self.reply(req)))
     }
 }
@@ -284,6 +293,39 @@ async fn a_chunk_without_a_valid_reply_is_named_and_loses_nothing_else() {
     });
     assert_eq!(names, expected);
     assert!(names.len() < members_in(&doc).len());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_chunk_the_backend_did_not_answer_makes_the_extraction_an_error() {
+    // The city is stated on line 101 only; the chunk showing it is never answered. A value
+    // with `city: null` would say the document does not state it: the record is an error
+    // instead, and what the other chunks gave stays in its JSON.
+    let doc = document();
+    let reader = Reader::new(Fault::Fails(101));
+    let x = extractor(&reader).extract(&doc).await;
+    assert!(x.value.is_none(), "{:?}", x.value);
+    assert!(
+        matches!(
+            &x.error,
+            Some(contract_core::extract::AttemptError::Backend {
+                error: BackendError::Unavailable { .. }
+            })
+        ),
+        "{:?}",
+        x.error
+    );
+    let record = x.chunks.as_ref().expect("read in chunks");
+    assert!(record.chunks.iter().any(|c| !c.filled));
+    assert!(record.chunks.iter().filter(|c| c.filled).count() >= 2);
+    let json = x.json.as_ref().expect("the other chunks' values kept");
+    let members = json["members"].as_array().expect("members");
+    assert!(!members.is_empty());
+    assert!(json["city"].is_null());
+    // The same document with every chunk answered has a value and the city.
+    let reader = Reader::new(Fault::None);
+    let x = extractor(&reader).extract(&doc).await;
+    let roster = x.value.as_ref().expect("a value");
+    assert!(roster.city.is_some());
 }
 
 #[tokio::test(flavor = "current_thread")]
