@@ -293,6 +293,43 @@ pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
     out
 }
 
+/// `d`'s JSON literal with the fraction digits `written` shows (the numeral `d` was read from,
+/// without its sign): `538.00` for "538.00", `60.30` for "60,30" read comma-decimal, `1234.50`
+/// for "1,234.50"; [`Decimal::to_json_literal`] (`538`, `60.3`) where the numeral has no
+/// decimal fraction ("1,000" read as a thousand) or does not end in `d`'s digits.
+///
+/// Why: a model asked to copy a number scores the form it sees far above the normalised one:
+/// after `538` the next token it expects is `.`, not the `,` that ends the normalised literal,
+/// so a judge scoring `538,` against `55100,` prefers the postcode.
+pub fn written_literal(d: &Decimal, written: &str) -> String {
+    let literal = d.to_json_literal();
+    if literal.contains('e') {
+        return literal;
+    }
+    let Some(sep) = written.rfind(['.', ',']) else {
+        return literal;
+    };
+    let tail = &written[sep + 1..];
+    let head: String = written[..sep]
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let (sign, unsigned) = match literal.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", literal.as_str()),
+    };
+    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let same_int = head.trim_start_matches('0') == int.trim_start_matches('0');
+    let zeros_after = tail
+        .strip_prefix(frac)
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b == b'0'));
+    if same_int && zeros_after && tail.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{sign}{int}.{tail}")
+    } else {
+        literal
+    }
+}
+
 /// Every reading of every number `text` writes, with the byte range of the digits it was read
 /// from, in order: the readings [`numbers_in`] collects (which drops repeats), for callers that
 /// need to know what follows a number (its scale word).
@@ -990,6 +1027,43 @@ mod tests {
 
     fn dec(s: &str) -> Decimal {
         Decimal::from_json_literal(s).unwrap_or_else(|| panic!("not a literal: {s}"))
+    }
+
+    #[test]
+    fn written_literals_keep_the_fraction_digits_the_text_shows() {
+        let cases = [
+            // (numeral as written, numerals, literal)
+            ("538.00", Numerals::Point, "538.00"),
+            ("60.30", Numerals::Point, "60.30"),
+            ("60.31", Numerals::Point, "60.31"),
+            ("0.50", Numerals::Point, "0.50"),
+            ("1,234.50", Numerals::Point, "1234.50"),
+            ("1.234,50", Numerals::Comma, "1234.50"),
+            ("60,30", Numerals::Comma, "60.30"),
+            // A thousands separator is not a decimal fraction.
+            ("1,000", Numerals::Point, "1000"),
+            ("1.000", Numerals::Comma, "1000"),
+            ("2,500,000", Numerals::Point, "2500000"),
+            ("55100", Numerals::Point, "55100"),
+            ("10", Numerals::Point, "10"),
+        ];
+        for (written, numerals, want) in cases {
+            let read = numbers_at(written, numerals);
+            let (range, d) = read.first().unwrap_or_else(|| panic!("{written}: no number"));
+            assert_eq!(
+                written_literal(d, &written[range.clone()]),
+                want,
+                "{written} ({numerals:?})"
+            );
+            // The literal is the same number.
+            assert_eq!(Decimal::from_json_literal(want).as_ref(), Some(d), "{written}");
+        }
+        // A negative number keeps its sign; a literal whose digits the numeral does not end in
+        // (each digit run read alone) is the normalised one.
+        let d = dec("-5.59");
+        assert_eq!(written_literal(&d.negated(), "5.59"), "5.59");
+        assert_eq!(written_literal(&dec("-5.5"), "5.50"), "-5.50");
+        assert_eq!(written_literal(&dec("3"), "1.2.3"), "3");
     }
 
     #[test]

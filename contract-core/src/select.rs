@@ -885,9 +885,16 @@ pub fn value_candidates(
                 }
             }
             Leaf::Number => {
-                for d in crate::ground::numbers_in(line, numerals) {
-                    let literal = d.to_json_literal();
-                    add(format!("{literal}{number_end}"), (*n, 0..line.len()));
+                // Each number as the line writes it (`538.00`, not `538`): the form the
+                // model copies is the one it scores well.
+                let mut seen: Vec<String> = Vec::new();
+                for (r, d) in crate::ground::numbers_at(line, numerals) {
+                    let written = line.get(r).unwrap_or_default();
+                    let literal = crate::ground::written_literal(&d, written);
+                    if !seen.contains(&literal) {
+                        add(format!("{literal}{number_end}"), (*n, 0..line.len()));
+                        seen.push(literal);
+                    }
                 }
             }
         }

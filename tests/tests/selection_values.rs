@@ -87,13 +87,21 @@ fn each_field_enumerates_what_the_document_writes_of_its_kind() {
     assert_eq!(date.values, [r#""19/10/2018""#]);
     assert_eq!(date.places[0][0].0, 5);
     assert!(date.direct, "a date's only copied part is `original`");
-    // An amount: the numbers written, each ended as the model would go on (`, "currency"`),
-    // generated with the rest of the amount (not direct).
+    // An amount: the numbers as written (`60.30`, `10.00`: the fraction digits the receipt
+    // shows, the form the model copies), each ended as the model would go on
+    // (`, "currency"`), generated with the rest of the amount (not direct).
     let total = of(2);
     assert_eq!(total.prefix, r#"{"total": {"value": "#);
+    for written in ["60.30,", "10.00,", "70.30,", "1,"] {
+        assert!(
+            total.values.contains(&written.to_owned()),
+            "{written}: {:?}",
+            total.values
+        );
+    }
     assert!(
-        total.values.contains(&"60.3,".to_owned()),
-        "{:?}",
+        !total.values.iter().any(|v| v == "60.3," || v == "70.3,"),
+        "a normalised literal the receipt does not write: {:?}",
         total.values
     );
     assert!(
@@ -117,7 +125,7 @@ fn scorer(_prompt: &str, answer: &str) -> f64 {
         -2.0
     } else if answer.starts_with(r#"{"date": "#) && answer.contains("19/10/2018") {
         -1.0
-    } else if answer.ends_with(" 60.3,") {
+    } else if answer.ends_with(" 60.30,") {
         -0.5
     } else if answer.ends_with("null") {
         -4.0
@@ -258,3 +266,4 @@ fn every_scored_value_is_written_in_the_document() {
         }
     }
 }
+
