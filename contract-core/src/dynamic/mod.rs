@@ -267,7 +267,8 @@ impl DynContract {
             gaps: scan.gaps,
             validator,
         };
-        if contract.decodes_grounded() {
+        let has_rules = contract.gaps.iter().any(|g| g.keyword == "x-rules");
+        if has_rules && contract.decodes_grounded() {
             for gap in contract.gaps.iter_mut().filter(|g| g.keyword == "x-rules") {
                 gap.note = keywords::RULES_IN_GROUNDED_MASK.to_owned();
             }
