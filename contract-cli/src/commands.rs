@@ -100,6 +100,7 @@ pub fn show(schema: &Path, as_json: bool) -> Result<u8, CliError> {
             "strict_error": strict_error,
             "docs": contract.docs_markdown(),
             "gaps": contract.gaps(),
+            "grounded_grammar": contract.decodes_grounded(),
         });
         emit(&format!(
             "{}\n",

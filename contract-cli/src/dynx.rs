@@ -13,7 +13,7 @@ use contract_core::{ContractSpec, DynContract, Source};
 use contract_core::{Violation, ViolationKind, Violations};
 use serde_json::{json, Map, Value};
 
-use crate::evidence::{grounded_paths, locate};
+use crate::evidence::{grounded_paths, locate, missing_at};
 
 /// A reply read through the ladder and checked against the contract.
 #[derive(Debug, Clone)]
@@ -82,7 +82,9 @@ impl DynExtractor {
                 ..Sampling::default()
             })
             .check(move |json, cx| match cx.source() {
-                Some(source) => deeper_grounding(&contract, &spec, json, &json.to_string(), source),
+                Some(source) => deeper_grounding(&contract, json, source, || {
+                    root_grounding(&spec, json, &json.to_string(), source)
+                }),
                 None => Violations::new(),
             });
         if let Some(n) = self.max_tokens {
@@ -108,12 +110,10 @@ impl DynExtractor {
                 }
                 if let Some(text) = text {
                     let source = Source::from_text(text);
-                    violations
-                        .0
-                        .extend(check_reply(&self.spec, json, raw, &Grounds::new(&source)).0);
-                    violations
-                        .0
-                        .extend(deeper_grounding(&self.contract, &self.spec, json, raw, &source).0);
+                    let root = root_grounding(&self.spec, json, raw, &source);
+                    let deeper = deeper_grounding(&self.contract, json, &source, || root.clone());
+                    violations.0.extend(root.0);
+                    violations.0.extend(deeper.0);
                 }
             }
             None => {
@@ -342,26 +342,35 @@ fn attempt_json(a: &Attempt) -> Value {
     Value::Object(m)
 }
 
-/// The grounded values of `json` (a reply recovered from `raw`) the document `source` does
-/// not write, among those the library's own check ([`check_reply`], the root's fields) does
-/// not reach: a list item, a value in a nested object, a value behind a `$ref`.
+/// The library's own grounding check of `json` (a reply recovered from `raw`) against
+/// `source`: the root's fields ([`check_reply`]).
+fn root_grounding(spec: &ContractSpec, json: &Value, raw: &str, source: &Source) -> Violations {
+    check_reply(spec, json, raw, &Grounds::new(source))
+}
+
+/// The grounded values of `json` the document `source` does not write, among those the
+/// library's own check ([`root_grounding`], the root's fields) does not flag: a list item, a
+/// value in a nested object, a value behind a `$ref`. `root` gives the library's violations
+/// of `json`; it runs only when some grounded value is missing (a reply whose grounded values
+/// are all written, the usual case, needs no second look).
 fn deeper_grounding(
     contract: &DynContract,
-    spec: &ContractSpec,
     json: &Value,
-    raw: &str,
     source: &Source,
+    root: impl FnOnce() -> Violations,
 ) -> Violations {
-    let text = source.text();
-    let flagged: HashSet<String> = check_reply(spec, json, raw, &Grounds::new(source))
-        .iter()
-        .map(|v| v.path.clone())
-        .collect();
-    let grounded = grounded_paths(contract.schema(), json);
-    let (_, missing) = locate(&text, json, &grounded);
     let mut out = Violations::new();
+    let grounded = grounded_paths(contract.schema(), json);
+    if grounded.is_empty() {
+        return out;
+    }
+    let missing = missing_at(&source.text(), json, &grounded);
+    if missing.is_empty() {
+        return out;
+    }
+    let flagged: HashSet<String> = root().0.into_iter().map(|v| v.path).collect();
     for path in missing {
-        if grounded.contains(&path) && !flagged.contains(&path) {
+        if !flagged.contains(&path) {
             let value = json.pointer(&path).cloned().unwrap_or(Value::Null);
             out.0.push(Violation::new(
                 path,
@@ -466,6 +475,73 @@ mod tests {
 }
 
 #[cfg(test)]
+mod decoding {
+    use super::*;
+    use contract_backends::ScriptedBackend;
+    use contract_core::extract::Decoding;
+
+    /// [`DynContract::decodes_grounded`] (what the `x-rules` note is written from) says what
+    /// the extractor decodes with: the grounded grammar, its rules carried, or the JSON Schema.
+    #[test]
+    fn decodes_grounded_is_what_the_extractor_sends() {
+        let field = |grounded: bool| {
+            let mut f = json!({"type": ["number", "null"]});
+            if grounded {
+                f["x-grounded"] = json!("source");
+            }
+            f
+        };
+        let flat = |grounded: bool| {
+            json!({"type": "object", "x-rules": ["low <= high"], "required": ["low", "high"],
+                   "properties": {"low": field(grounded), "high": field(grounded)}})
+        };
+        let mut with_def = flat(true);
+        with_def["properties"]["who"] = json!({"$ref": "#/$defs/who"});
+        with_def["$defs"] = json!({"who": {"type": "string", "x-grounded": "source"}});
+        let mut with_value = flat(true);
+        with_value["properties"]["paid"] = json!({"$ref": "#/$defs/Amount"});
+        with_value["$defs"] = json!({"Amount": {}});
+        let cases = [
+            (flat(true), true),
+            (flat(false), false),
+            (with_def, false),
+            (with_value, true),
+        ];
+        for (schema, expected) in cases {
+            let contract =
+                DynContract::from_schema(schema.clone()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(contract.decodes_grounded(), expected, "{schema}");
+            let ex = DynExtractor::new(contract, 1, None);
+            let backend = ScriptedBackend::new([r#"{"low": 1, "high": 2}"#]);
+            let _ = block_on(ex.extract(&backend, "d", "low 1\nhigh 2"));
+            let requests = backend.requests();
+            let sent = requests
+                .iter()
+                .rev()
+                .find_map(|r| r.constraint.decoding.clone())
+                .unwrap_or_else(|| panic!("no constrained request: {schema}"));
+            match sent {
+                Decoding::Grammar(g) => {
+                    assert!(expected, "{schema}");
+                    assert!(
+                        g.has_rules(),
+                        "the grounded grammar carries the rules: {schema}"
+                    );
+                }
+                Decoding::JsonSchema(_) => assert!(!expected, "{schema}"),
+            }
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"))
+            .block_on(f)
+    }
+}
+
+#[cfg(test)]
 mod grounding_reach {
     use super::*;
 
@@ -481,6 +557,45 @@ mod grounding_reach {
             .filter(|v| v.kind == ViolationKind::NotInSource)
             .map(|v| v.path.clone())
             .collect()
+    }
+
+    /// The library's root check runs only when a grounded value is missing, and what it flags
+    /// is not reported again.
+    #[test]
+    fn the_root_check_runs_only_when_a_grounded_value_is_missing() {
+        let contract = DynContract::from_schema(json!({"type": "object", "properties": {
+            "who": {"type": "string", "x-grounded": "source"},
+            "party": {"type": "object", "properties": {
+                "name": {"type": "string", "x-grounded": "source"}}}}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let spec = contract.root_spec();
+        let source = Source::from_text("Ann  Smith paid 12.00 EUR");
+        let calls = std::cell::Cell::new(0);
+        let deeper = |json: Value| -> Vec<String> {
+            deeper_grounding(&contract, &json, &source, || {
+                calls.set(calls.get() + 1);
+                root_grounding(&spec, &json, &json.to_string(), &source)
+            })
+            .iter()
+            .map(|v| v.path.clone())
+            .collect()
+        };
+        let written = deeper(json!({"who": "Ann Smith", "party": {"name": "Ann Smith"}}));
+        assert!(written.is_empty());
+        assert_eq!(calls.get(), 0, "nothing missing: no root check");
+        let nested = deeper(json!({"who": "Ann Smith", "party": {"name": "Bob"}}));
+        assert_eq!(nested, ["/party/name"]);
+        assert_eq!(calls.get(), 1);
+        // The root's field is the library's to flag: not reported twice.
+        let root = deeper(json!({"who": "Bob", "party": {"name": "Ann Smith"}}));
+        assert!(root.is_empty(), "{root:?}");
+        assert_eq!(calls.get(), 2);
+        let read = DynExtractor::new(contract.clone(), 1, None).read(
+            r#"{"who": "Bob", "party": {"name": "Bob"}}"#,
+            Some("Ann  Smith paid"),
+        );
+        let paths: Vec<&str> = read.violations.iter().map(|v| v.path.as_str()).collect();
+        assert_eq!(paths, ["/who", "/party/name"], "each once");
     }
 
     #[test]

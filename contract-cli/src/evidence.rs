@@ -33,23 +33,11 @@ pub struct Found {
 pub fn locate(text: &str, value: &Value, grounded: &HashSet<String>) -> (Vec<Found>, Vec<String>) {
     let mut leaves = Vec::new();
     collect(value, String::new(), &mut leaves, 0);
-    let numerals = Numerals::detect(text);
-    let numbers = numbers_at(text, numerals);
+    let mut numbers = Numbers::new(text);
     let mut found: Vec<Found> = Vec::new();
     let mut missing = Vec::new();
     for (path, leaf) in leaves {
-        let places: Vec<Range<usize>> = match leaf {
-            Value::String(s) => string_places(text, s),
-            Value::Number(n) => match Decimal::from_json_literal(&n.to_string()) {
-                Some(d) => numbers
-                    .iter()
-                    .filter(|(_, x)| x.cmp_value(&d).is_eq())
-                    .map(|(r, _)| r.clone())
-                    .collect(),
-                None => Vec::new(),
-            },
-            _ => continue,
-        };
+        let places = places(text, leaf, &mut numbers);
         let free = places
             .iter()
             .find(|r| !found.iter().any(|f| f.start < r.end && r.start < f.end))
@@ -68,6 +56,59 @@ pub fn locate(text: &str, value: &Value, grounded: &HashSet<String>) -> (Vec<Fou
         }
     }
     (found, missing)
+}
+
+/// The pointers among `paths` whose values `text` does not write, in the order [`locate`] lists
+/// its missing ones (and by the same reading); only those values are looked for.
+pub fn missing_at(text: &str, value: &Value, paths: &HashSet<String>) -> Vec<String> {
+    if paths.is_empty() {
+        return Vec::new();
+    }
+    let mut leaves = Vec::new();
+    collect(value, String::new(), &mut leaves, 0);
+    let mut numbers = Numbers::new(text);
+    leaves
+        .into_iter()
+        .filter(|(path, _)| paths.contains(path))
+        .filter(|(_, leaf)| places(text, leaf, &mut numbers).is_empty())
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// The numbers a document writes, read on first use.
+struct Numbers<'t> {
+    text: &'t str,
+    read: Option<Vec<(Range<usize>, Decimal)>>,
+}
+
+impl<'t> Numbers<'t> {
+    fn new(text: &'t str) -> Self {
+        Numbers { text, read: None }
+    }
+
+    fn get(&mut self) -> &[(Range<usize>, Decimal)] {
+        let text = self.text;
+        self.read
+            .get_or_insert_with(|| numbers_at(text, Numerals::detect(text)))
+    }
+}
+
+/// Where `leaf` (a string or a number) is written in `text`: a string with whitespace runs
+/// equal, a number where the document writes the same number.
+fn places(text: &str, leaf: &Value, numbers: &mut Numbers<'_>) -> Vec<Range<usize>> {
+    match leaf {
+        Value::String(s) => string_places(text, s),
+        Value::Number(n) => match Decimal::from_json_literal(&n.to_string()) {
+            Some(d) => numbers
+                .get()
+                .iter()
+                .filter(|(_, x)| x.cmp_value(&d).is_eq())
+                .map(|(r, _)| r.clone())
+                .collect(),
+            None => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
 }
 
 /// Most nesting followed into a value.
@@ -220,6 +261,24 @@ mod tests {
             ]
         );
         assert_eq!(missing, ["/city"]);
+    }
+
+    #[test]
+    fn missing_at_is_locates_missing_among_the_paths_asked() {
+        let text = "Acme  Corp\nRevenue: $1,250.0 million\nCity: Oslo";
+        let value = json!({"company": "Acme Corp", "revenue": 1250, "city": "Bergen",
+                           "cost": 7, "tags": ["Oslo", "Rome"]});
+        let all: HashSet<String> = [
+            "/company", "/revenue", "/city", "/cost", "/tags/0", "/tags/1",
+        ]
+        .map(str::to_owned)
+        .into();
+        let (_, missing) = locate(text, &value, &all);
+        assert_eq!(missing_at(text, &value, &all), missing);
+        assert_eq!(missing, ["/city", "/cost", "/tags/1"]);
+        let some: HashSet<String> = ["/company", "/cost"].map(str::to_owned).into();
+        assert_eq!(missing_at(text, &value, &some), ["/cost"]);
+        assert!(missing_at(text, &value, &HashSet::new()).is_empty());
     }
 
     #[test]

@@ -16,20 +16,9 @@ use serde_json::{json, Value};
 fn every_document_gets_one_row_with_its_outcome() {
     let dir = scratch("every_row");
     let out = dir.join("rows.jsonl");
-    let run = contract(&[
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &data("invoices.jsonl"),
-        "--output",
-        path(&out),
-        "--backend",
-        "scripted",
-        "--replies",
-        &data("invoice-replies.jsonl"),
-        "--quiet",
-    ]);
+    let run = Extract::invoices(&out)
+        .scripted(&data("invoice-replies.jsonl"))
+        .run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
     assert_eq!(rows.len(), 5, "one row per document");
@@ -88,20 +77,7 @@ fn a_document_without_a_reply_still_gets_a_row_with_the_reason() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let out = dir.join("rows.jsonl");
-    let run = contract(&[
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &data("invoices.jsonl"),
-        "--output",
-        path(&out),
-        "--backend",
-        "scripted",
-        "--replies",
-        path(&replies),
-        "--quiet",
-    ]);
+    let run = Extract::invoices(&out).scripted(path(&replies)).run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
     assert_eq!(rows.len(), 5);
@@ -141,28 +117,10 @@ fn killed_mid_batch_then_resumed_every_document_exactly_once() {
     let dir = scratch("sigkill");
     let (docs, replies) = many_docs(&dir, 40);
     let out = dir.join("rows.jsonl");
-    let args = [
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &docs,
-        "--output",
-        path(&out),
-        "--backend",
-        "scripted",
-        "--replies",
-        &replies,
-        "--delay-ms",
-        "40",
-        "--concurrency",
-        "3",
-        "--quiet",
-    ];
-    let mut child = Command::new(BIN)
-        .args(args)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let args = Extract::new(&data("invoice.schema.json"), &docs, &out)
+        .scripted(&replies)
+        .args(&["--delay-ms", "40", "--concurrency", "3"]);
+    let mut child = args.command().spawn().unwrap_or_else(|e| panic!("{e}"));
     wait_for_rows(&mut child, &out, 6);
     child.kill().unwrap_or_else(|e| panic!("{e}")); // SIGKILL
     let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
@@ -186,14 +144,12 @@ fn killed_mid_batch_then_resumed_every_document_exactly_once() {
     fs::write(&out, &torn).unwrap_or_else(|e| panic!("{e}"));
 
     // Without --resume an output with rows is refused and left as it is.
-    let refused = contract(&args);
+    let refused = args.run();
     assert_eq!(refused.code, 6, "{}", refused.stderr);
     assert!(refused.stderr.contains("--resume"), "{}", refused.stderr);
     assert_eq!(fs::read(&out).unwrap_or_default(), torn);
 
-    let mut resume: Vec<&str> = args.to_vec();
-    resume.push("--resume");
-    let run = contract(&resume);
+    let run = args.clone().arg("--resume").run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("torn"), "{}", run.stderr);
     let after = fs::read(&out).unwrap_or_default();
@@ -226,26 +182,11 @@ fn ctrl_c_finishes_the_documents_in_flight() {
     let dir = scratch("sigint");
     let (docs, replies) = many_docs(&dir, 30);
     let out = dir.join("rows.jsonl");
-    let args = [
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &docs,
-        "--output",
-        path(&out),
-        "--backend",
-        "scripted",
-        "--replies",
-        &replies,
-        "--delay-ms",
-        "60",
-        "--concurrency",
-        "2",
-        "--quiet",
-    ];
-    let mut child = Command::new(BIN)
-        .args(args)
+    let args = Extract::new(&data("invoice.schema.json"), &docs, &out)
+        .scripted(&replies)
+        .args(&["--delay-ms", "60", "--concurrency", "2"]);
+    let mut child = args
+        .command()
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -263,9 +204,7 @@ fn ctrl_c_finishes_the_documents_in_flight() {
     assert!(text.ends_with('\n'), "no torn row after Ctrl-C");
     let n = text.lines().count();
     assert!(n < 30, "stopped early: {n}");
-    let mut resume: Vec<&str> = args.to_vec();
-    resume.push("--resume");
-    let run = contract(&resume);
+    let run = args.arg("--resume").run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
     assert_eq!(rows.len(), 30);
@@ -302,21 +241,10 @@ fn a_hostile_schema_is_refused_by_name_and_pointer_and_loses_nothing() {
     for (schema, needles) in cases {
         let file = dir.join("schema.json");
         fs::write(&file, schema.to_string()).unwrap_or_else(|e| panic!("{e}"));
-        let run = contract(&[
-            "extract",
-            "--schema",
-            path(&file),
-            "--input",
-            &data("invoices.jsonl"),
-            "--output",
-            path(&out),
-            "--resume",
-            "--backend",
-            "scripted",
-            "--replies",
-            &data("invoice-replies.jsonl"),
-            "--quiet",
-        ]);
+        let run = Extract::new(path(&file), &data("invoices.jsonl"), &out)
+            .arg("--resume")
+            .scripted(&data("invoice-replies.jsonl"))
+            .run();
         assert_eq!(run.code, 3, "{schema}: {}", run.stderr);
         for n in needles {
             assert!(
@@ -351,21 +279,10 @@ fn a_hostile_input_line_is_refused_by_line_and_loses_nothing() {
     ];
     for (input, needle) in cases {
         fs::write(&docs, input).unwrap_or_else(|e| panic!("{e}"));
-        let run = contract(&[
-            "extract",
-            "--schema",
-            &data("invoice.schema.json"),
-            "--input",
-            path(&docs),
-            "--output",
-            path(&out),
-            "--resume",
-            "--backend",
-            "scripted",
-            "--replies",
-            &data("invoice-replies.jsonl"),
-            "--quiet",
-        ]);
+        let run = Extract::new(&data("invoice.schema.json"), path(&docs), &out)
+            .arg("--resume")
+            .scripted(&data("invoice-replies.jsonl"))
+            .run();
         assert_eq!(run.code, 4, "{input:?}: {}", run.stderr);
         assert!(
             run.stderr.contains(needle),
@@ -377,21 +294,10 @@ fn a_hostile_input_line_is_refused_by_line_and_loses_nothing() {
     // Invalid UTF-8 in a text file.
     let bin = dir.join("doc.txt");
     fs::write(&bin, b"abc\xff\xfe").unwrap_or_else(|e| panic!("{e}"));
-    let run = contract(&[
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        path(&bin),
-        "--output",
-        path(&out),
-        "--resume",
-        "--backend",
-        "scripted",
-        "--replies",
-        &data("invoice-replies.jsonl"),
-        "--quiet",
-    ]);
+    let run = Extract::new(&data("invoice.schema.json"), path(&bin), &out)
+        .arg("--resume")
+        .scripted(&data("invoice-replies.jsonl"))
+        .run();
     assert_eq!(run.code, 4, "{}", run.stderr);
     assert!(run.stderr.contains("UTF-8"), "{}", run.stderr);
 }
@@ -408,22 +314,15 @@ fn text_files_folders_and_globs_are_documents() {
     fs::write(&replies, "").unwrap_or_else(|e| panic!("{e}"));
     let out = dir.join("rows.jsonl");
     let glob = format!("{}/*.txt", path(&folder));
-    let run = contract(&[
-        "extract",
-        "--schema",
+    // More inputs after the first: `--input` takes several.
+    let run = Extract::new(
         &data("invoice.schema.json"),
-        "--input",
         path(&folder.join("sub")),
-        &glob,
-        path(&folder.join("c.md")),
-        "--output",
-        path(&out),
-        "--backend",
-        "scripted",
-        "--replies",
-        path(&replies),
-        "--quiet",
-    ]);
+        &out,
+    )
+    .args(&["--input", &glob, path(&folder.join("c.md"))])
+    .scripted(path(&replies))
+    .run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut ids: Vec<String> = rows_by_id(&out).into_keys().collect();
     ids.sort();
@@ -435,18 +334,9 @@ fn text_files_folders_and_globs_are_documents() {
 fn a_missing_model_says_how_to_get_one() {
     let dir = scratch("missing_model");
     let out = dir.join("rows.jsonl");
-    let run = contract(&[
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &data("invoices.jsonl"),
-        "--output",
-        path(&out),
-        "--model",
-        "/nonexistent/model.gguf",
-        "--quiet",
-    ]);
+    let run = Extract::invoices(&out)
+        .args(&["--model", "/nonexistent/model.gguf"])
+        .run();
     assert_eq!(run.code, 5, "{}", run.stderr);
     for needle in [
         "/nonexistent/model.gguf",
@@ -598,24 +488,8 @@ fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
         .map(|l| format!("{l}\n"))
         .collect();
     fs::write(&some, partial).unwrap_or_else(|e| panic!("{e}"));
-    let base = |replies: &str| {
-        vec![
-            "extract".to_owned(),
-            "--schema".into(),
-            data("invoice.schema.json"),
-            "--input".into(),
-            data("invoices.jsonl"),
-            "--output".into(),
-            path(&out).into(),
-            "--backend".into(),
-            "scripted".into(),
-            "--replies".into(),
-            replies.to_owned(),
-            "--quiet".into(),
-        ]
-    };
-    let args = base(path(&some));
-    let run = contract(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let base = |replies: &str| Extract::invoices(&out).scripted(replies);
+    let run = base(path(&some)).run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("2 documents got no reply"),
@@ -625,14 +499,12 @@ fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
     assert!(run.stderr.contains("--retry-errors"), "{}", run.stderr);
     assert_eq!(rows_by_id(&out)["inv-3"]["outcome"], "error");
     // A plain resume keeps the error rows (they are rows).
-    let mut resume = base(&data("invoice-replies.jsonl"));
-    resume.push("--resume".into());
-    let run = contract(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    let resume = base(&data("invoice-replies.jsonl")).arg("--resume");
+    let run = resume.run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(rows_by_id(&out)["inv-3"]["outcome"], "error");
     // With --retry-errors they run again, each document still once.
-    resume.push("--retry-errors".into());
-    let run = contract(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    let run = resume.arg("--retry-errors").run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out); // panics on an id twice
     assert_eq!(rows.len(), 5);
@@ -640,10 +512,51 @@ fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
     assert_eq!(rows["inv-5"]["outcome"], "valid");
     assert!(!dir.join("rows.retry-errors.tmp").exists());
     // --retry-errors needs --resume.
-    let mut bad = base(&data("invoice-replies.jsonl"));
-    bad.push("--retry-errors".into());
-    assert_eq!(
-        contract(&bad.iter().map(String::as_str).collect::<Vec<_>>()).code,
-        2
-    );
+    let bad = base(&data("invoice-replies.jsonl")).arg("--retry-errors");
+    assert_eq!(bad.run().code, 2);
+}
+
+/// The `x-rules` note `show` and `extract` print is true of the schema: held by the mask of the
+/// grounded grammar for a flat grounded schema, by the validator only for one decoded under its
+/// JSON Schema.
+#[test]
+fn the_rules_note_says_where_the_rules_are_held() {
+    let dir = scratch("rules_note");
+    let out = dir.join("rows.jsonl");
+    let replies = dir.join("replies.jsonl");
+    fs::write(&replies, "").unwrap_or_else(|e| panic!("{e}"));
+    for grounded in [true, false] {
+        let mut field = json!({"type": ["number", "null"]});
+        if grounded {
+            field["x-grounded"] = json!("source");
+        }
+        let schema = dir.join(format!("rules-{grounded}.json"));
+        fs::write(
+            &schema,
+            json!({"title": "Range", "type": "object", "x-rules": ["low <= high"],
+                   "properties": {"low": field, "high": field}, "required": ["low", "high"]})
+            .to_string(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let shown = contract(&["show", "--schema", path(&schema)]);
+        assert_eq!(shown.code, 0, "{}", shown.stderr);
+        let extracted = Extract::new(path(&schema), &data("invoices.jsonl"), &out)
+            .scripted(path(&replies))
+            .arg("--overwrite")
+            .run();
+        assert_eq!(extracted.code, 0, "{}", extracted.stderr);
+        let note = |text: &str| {
+            text.lines()
+                .find(|l| l.contains("`x-rules` at `/`: not in the"))
+                .unwrap_or_else(|| panic!("no x-rules note in {text}"))
+                .to_owned()
+        };
+        for line in [note(&shown.stdout), note(&extracted.stderr)] {
+            assert_eq!(line.contains("validator only"), !grounded, "{line}");
+            assert_eq!(line.contains("grounded grammar"), grounded, "{line}");
+        }
+        let as_json = contract(&["show", "--schema", path(&schema), "--json"]);
+        let v: Value = serde_json::from_str(&as_json.stdout).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["grounded_grammar"], grounded, "{v:#}");
+    }
 }

@@ -95,22 +95,10 @@ fn an_openai_compatible_server_fills_the_contract() {
     let dir = scratch("openai");
     let out = dir.join("rows.jsonl");
     let url = format!("http://{addr}/v1");
-    let run = contract(&[
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &data("invoices.jsonl"),
-        "--output",
-        path(&out),
-        "--backend",
-        "openai",
-        "--base-url",
-        &url,
-        "--model-name",
-        "test-model",
-        "--quiet",
-    ]);
+    let run = Extract::invoices(&out)
+        .args(&["--backend", "openai", "--base-url", &url])
+        .args(&["--model-name", "test-model"])
+        .run();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let rows = rows_by_id(&out);
     assert_eq!(rows.len(), 5);

@@ -21,37 +21,21 @@ fn pages(name: &str) -> (String, String, std::path::PathBuf) {
     let dir = scratch(name);
     let out = dir.join("rows.jsonl");
     let html = dir.join("extract.html");
-    let run = contract(&[
-        "extract",
-        "--schema",
-        &data("invoice.schema.json"),
-        "--input",
-        &data("invoices.jsonl"),
-        "--output",
-        path(&out),
-        "--backend",
-        "scripted",
-        "--replies",
-        &data("invoice-replies.jsonl"),
-        "--quiet",
-        "--html",
-        path(&html),
-    ]);
+    let run = Extract::invoices(&out)
+        .scripted(&data("invoice-replies.jsonl"))
+        .args(&["--html", path(&html)])
+        .run();
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let review = dir.join("review.html");
-    let run = contract(&[
-        "review",
-        path(&out),
-        "--docs",
+    let review_html = dir.join("review.html");
+    let run = review(
+        &out,
         &data("invoices.jsonl"),
-        "--html",
-        path(&review),
-        "--title",
-        "Invoice",
-    ]);
+        &review_html,
+        &["--title", "Invoice"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let a = fs::read_to_string(&html).unwrap_or_default();
-    let b = fs::read_to_string(&review).unwrap_or_default();
+    let b = fs::read_to_string(&review_html).unwrap_or_default();
     (a, b, out)
 }
 
@@ -207,14 +191,12 @@ fn thousands_of_documents_make_one_page_that_parses() {
     fs::write(dir.join("docs.jsonl"), docs).unwrap_or_else(|e| panic!("{e}"));
     fs::write(dir.join("rows.jsonl"), rows).unwrap_or_else(|e| panic!("{e}"));
     let html = dir.join("review.html");
-    let run = contract(&[
-        "review",
-        path(&dir.join("rows.jsonl")),
-        "--docs",
+    let run = review(
+        &dir.join("rows.jsonl"),
         path(&dir.join("docs.jsonl")),
-        "--html",
-        path(&html),
-    ]);
+        &html,
+        &[],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("torn"), "{}", run.stderr);
     let text = fs::read_to_string(&html).unwrap_or_default();

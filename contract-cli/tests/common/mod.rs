@@ -32,6 +32,70 @@ pub fn contract(args: &[&str]) -> Run {
     }
 }
 
+/// The arguments of one `contract extract` run: the schema, the inputs, the output and
+/// `--quiet`, then the backend and whatever else a test adds.
+#[derive(Debug, Clone)]
+pub struct Extract {
+    args: Vec<String>,
+}
+
+impl Extract {
+    /// `extract --schema SCHEMA --input INPUT --output OUTPUT --quiet`.
+    pub fn new(schema: &str, input: &str, output: &Path) -> Self {
+        Extract {
+            args: ["extract", "--schema", schema, "--input", input, "--output"]
+                .map(str::to_owned)
+                .to_vec(),
+        }
+        .arg(path(output))
+        .arg("--quiet")
+    }
+
+    /// The example invoices (`invoice.schema.json` on `invoices.jsonl`) into `output`.
+    pub fn invoices(output: &Path) -> Self {
+        Extract::new(
+            &data("invoice.schema.json"),
+            &data("invoices.jsonl"),
+            output,
+        )
+    }
+
+    /// `--backend scripted --replies REPLIES`.
+    pub fn scripted(self, replies: &str) -> Self {
+        self.args(&["--backend", "scripted", "--replies", replies])
+    }
+
+    /// One more argument.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_owned());
+        self
+    }
+
+    /// More arguments.
+    pub fn args(self, args: &[&str]) -> Self {
+        args.iter().fold(self, |e, a| e.arg(a))
+    }
+
+    /// Runs `contract` with these arguments to the end.
+    pub fn run(&self) -> Run {
+        contract(&self.args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// `contract` with these arguments, to spawn.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(BIN);
+        command.args(&self.args);
+        command
+    }
+}
+
+/// Runs `contract review ROWS --docs DOCS --html HTML` and `more` to the end.
+pub fn review(rows: &Path, docs: &str, html: &Path, more: &[&str]) -> Run {
+    let mut args = vec!["review", path(rows), "--docs", docs, "--html", path(html)];
+    args.extend_from_slice(more);
+    contract(&args)
+}
+
 /// An empty folder of this test's own.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))

@@ -261,12 +261,34 @@ impl DynContract {
             .unwrap_or("Root")
             .to_owned();
         let document = convert::document(&schema, &name);
-        Ok(DynContract {
+        let mut contract = DynContract {
             schema,
             document,
             gaps: scan.gaps,
             validator,
-        })
+        };
+        let has_rules = contract.gaps.iter().any(|g| g.keyword == "x-rules");
+        if has_rules && contract.decodes_grounded() {
+            for gap in contract.gaps.iter_mut().filter(|g| g.keyword == "x-rules") {
+                gap.note = keywords::RULES_IN_GROUNDED_MASK.to_owned();
+            }
+        }
+        Ok(contract)
+    }
+
+    /// Whether [`Extractor::runtime`](crate::Extractor::runtime) decodes this contract under
+    /// the grounded grammar: its root is an object that grounds a value (`x-grounded`) and it
+    /// refers to no definitions but the library's value types. The local model's mask then
+    /// holds the schema's `x-rules` while decoding (the grammar composes them or the values are
+    /// filtered as they are written), as a derived contract's mask does; otherwise the mask is
+    /// the schema's own JSON Schema, which cannot carry them (its [`gaps`](Self::gaps) say
+    /// which).
+    pub fn decodes_grounded(&self) -> bool {
+        let mut spec = self.root_spec();
+        values::adopt_value_types(&mut spec);
+        !values::has_def_refs(&spec.node)
+            && spec.object().is_some()
+            && crate::ground::has_grounding(&spec)
     }
 
     /// The contract's name: the schema's `title`, else `Root`.

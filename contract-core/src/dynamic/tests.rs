@@ -324,6 +324,67 @@ fn unsupported_keywords_are_reported_by_pointer() {
     );
 }
 
+/// The `x-rules` note says where the rules are held, per schema: in the grounded grammar's mask
+/// for a flat grounded schema (what `Extractor::runtime` decodes it with), by the validator
+/// only for a schema decoded under its own JSON Schema.
+#[test]
+fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
+    let note = |schema: Value| {
+        let c = contract(schema);
+        let notes: Vec<String> = c
+            .gaps()
+            .iter()
+            .filter(|g| g.keyword == "x-rules")
+            .inspect(|g| assert_eq!(g.missing, [G], "a JSON Schema mask never carries them"))
+            .map(|g| g.note.clone())
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        (c.decodes_grounded(), notes[0].clone())
+    };
+    let field = |grounded: bool| {
+        let mut f = json!({"type": ["number", "null"]});
+        if grounded {
+            f["x-grounded"] = json!("source");
+        }
+        f
+    };
+    let flat = |grounded: bool| {
+        json!({"type": "object", "x-rules": ["low <= high"], "required": ["low", "high"],
+               "properties": {"low": field(grounded), "high": field(grounded)}})
+    };
+    // Grounded and flat: the grounded grammar, the rules in its mask.
+    let (grounded, text) = note(flat(true));
+    assert!(grounded);
+    assert!(text.contains("grounded grammar"), "{text}");
+    assert!(!text.contains("validator only"), "{text}");
+    // Nothing grounded: the schema's JSON Schema mask, the rules the validator's only.
+    let (grounded, text) = note(flat(false));
+    assert!(!grounded);
+    assert!(text.contains("validator only"), "{text}");
+    // Grounded, but a field refers to a definition: decoded under the JSON Schema.
+    let mut with_def = flat(true);
+    with_def["properties"]["who"] = json!({"$ref": "#/$defs/who"});
+    with_def["$defs"] = json!({"who": {"type": "string", "x-grounded": "source"}});
+    let (grounded, text) = note(with_def);
+    assert!(!grounded);
+    assert!(text.contains("validator only"), "{text}");
+    // A reference to one of the library's value types keeps the grounded grammar.
+    let mut with_value = flat(true);
+    with_value["properties"]["paid"] = json!({"$ref": "#/$defs/Amount"});
+    with_value["$defs"] = json!({"Amount": {}});
+    let (grounded, text) = note(with_value);
+    assert!(grounded);
+    assert!(text.contains("grounded grammar"), "{text}");
+    // Rules nested in a grounded flat schema are held by the same mask.
+    let nested = json!({"type": "object", "properties": {
+        "who": {"type": "string", "x-grounded": "source"},
+        "range": {"type": "object", "x-rules": ["low <= high"],
+                  "properties": {"low": field(true), "high": field(true)}}}});
+    let (grounded, text) = note(nested);
+    assert!(grounded);
+    assert!(text.contains("grounded grammar"), "{text}");
+}
+
 #[test]
 fn strict_schema_reports_what_moved() {
     let c = contract(json!({
