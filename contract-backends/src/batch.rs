@@ -13,7 +13,10 @@
 //!   (they have no row, so a resumed run does them).
 //!
 //! A progress bar on stderr shows done / failed / rate (hidden when stderr is not a terminal or
-//! [`BatchOptions::progress`] is off).
+//! [`BatchOptions::progress`] is off). [`run_batch_streaming`] also hands every field to a
+//! callback as it closes and is checked ([`Extractor::extract_observed`]: the local backend
+//! streams token by token), and the bar counts the fields and shows the last one; the rows
+//! are the same as [`run_batch`]'s.
 //!
 //! # The local backend
 //!
@@ -47,10 +50,11 @@ use std::fs::{File, OpenOptions};
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use contract_core::extract::{
-    AttemptError, Backend, BackendError, Extraction, Extractor, FinishReason,
+    AttemptError, Backend, BackendError, Extraction, Extractor, FieldEvent, FinishReason,
 };
 use contract_core::Contract;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -355,7 +359,31 @@ where
     B: Backend + Sync,
     F: Fn(&Doc, Extraction<C>) -> Value,
 {
-    run(extractor, docs, options, row, ctrl_c).await
+    run(extractor, docs, options, row, ctrl_c, None).await
+}
+
+/// What [`run_batch_streaming`] calls for each field: the document and the field's event.
+pub type OnField<'a> = &'a (dyn Fn(&Doc, &FieldEvent) + Send + Sync);
+
+/// [`run_batch`], every field of every document handed to `on_field` as soon as it is closed
+/// and checked (the events [`Extractor::stream`] emits, a retry's fields again with their
+/// attempt), and the progress bar showing the fields closed and the last one. The rows, the
+/// output file, resuming and Ctrl-C are [`run_batch`]'s; a document's row is written when its
+/// extraction ends, so a field seen here may still be refused by the contract's reading of the
+/// whole value (the row says what holds).
+pub async fn run_batch_streaming<C, B, F>(
+    extractor: &Extractor<C, B>,
+    docs: Vec<Doc>,
+    options: &BatchOptions,
+    row: F,
+    on_field: OnField<'_>,
+) -> Result<(Vec<Value>, BatchSummary), BatchError>
+where
+    C: Contract + Send + Sync,
+    B: Backend + Sync,
+    F: Fn(&Doc, Extraction<C>) -> Value,
+{
+    run(extractor, docs, options, row, ctrl_c, Some(on_field)).await
 }
 
 /// [`run_batch`] with `stop` in place of Ctrl-C: when `stop` completes, no new document starts,
@@ -383,7 +411,7 @@ where
             }
         }
     };
-    run(extractor, docs, options, row, once).await
+    run(extractor, docs, options, row, once, None).await
 }
 
 /// Completes on Ctrl-C; never when the signal cannot be watched (no tokio signal driver).
@@ -523,6 +551,7 @@ async fn run<C, B, F, S, Fut>(
     options: &BatchOptions,
     row: F,
     mut stop: S,
+    on_field: Option<OnField<'_>>,
 ) -> Result<(Vec<Value>, BatchSummary), BatchError>
 where
     C: Contract + Send + Sync,
@@ -574,12 +603,25 @@ where
     // 0: running; 1: stopping (finish in flight); 2: abandon in flight.
     let mut stops = 0u8;
     let mut signal = std::pin::pin!(stop());
+    // Fields closed so far (run_batch_streaming).
+    let fields = AtomicUsize::new(0);
 
     loop {
         while stops == 0 && in_flight.len() < concurrency {
             let Some(doc) = pending.next() else { break };
+            let (bar, fields) = (bar.clone(), &fields);
             in_flight.push(async move {
-                let ex = extractor.extract(&doc.text).await;
+                let ex = match on_field {
+                    Some(f) => {
+                        let seen = |event: FieldEvent| {
+                            let n = fields.fetch_add(1, Ordering::Relaxed) + 1;
+                            bar.set_message(format!("fields {n}, last {}{}", doc.id, event.path));
+                            f(&doc, &event);
+                        };
+                        extractor.extract_observed(&doc.text, &seen).await
+                    }
+                    None => extractor.extract(&doc.text).await,
+                };
                 (doc, ex)
             });
         }
@@ -612,8 +654,12 @@ where
                 bar.inc(1);
                 let rate = summary.completed() as f64 / started.elapsed().as_secs_f64().max(1e-9);
                 if stops == 0 {
+                    let fields = match on_field {
+                        Some(_) => format!(" fields {}", fields.load(Ordering::Relaxed)),
+                        None => String::new(),
+                    };
                     bar.set_message(format!(
-                        "ok {} failed {} {rate:.1}/s",
+                        "ok {} failed {} {rate:.1}/s{fields}",
                         summary.done, summary.failed
                     ));
                 }

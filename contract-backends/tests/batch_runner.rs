@@ -275,3 +275,77 @@ async fn a_stop_finishes_in_flight_documents_and_a_resume_does_the_rest() {
     assert_eq!(ids.len(), 100);
     assert_eq!(lines(&out).len(), 100);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_streaming_batch_hands_on_every_field_and_writes_the_same_rows() {
+    use contract_backends::batch::run_batch_streaming;
+    use contract_core::extract::FieldEvent;
+    // d1's first reply breaks the contract (quarter 9), its retry fills it: its fields come
+    // twice, the retry's with attempt 2; d2 has no valid reply at all.
+    let script = || {
+        [
+            Ok(Response::text(GOOD)),
+            Ok(Response::text(
+                r#"{"quarter": 9, "year": 2024, "low": 10, "high": 12}"#,
+            )),
+            Ok(Response::text(GOOD)),
+            Ok(Response::text("no json here")),
+            Ok(Response::text("nor here")),
+        ]
+    };
+    let options = quiet().concurrency(1);
+    let seen: Mutex<Vec<(String, FieldEvent)>> = Mutex::new(Vec::new());
+    let on_field = |doc: &Doc, event: &FieldEvent| {
+        seen.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((doc.id.clone(), event.clone()));
+    };
+    let backend = ScriptedBackend::from_script(script());
+    let extractor = Extractor::<Guidance, _>::new(&backend);
+    let (streamed, summary) =
+        run_batch_streaming(&extractor, docs(3), &options, default_row, &on_field)
+            .await
+            .expect("a batch");
+    assert_eq!((summary.done, summary.failed), (2, 1));
+    let seen = seen.into_inner().unwrap_or_else(|e| e.into_inner());
+    let of = |id: &str| -> Vec<(String, usize)> {
+        seen.iter()
+            .filter(|(d, _)| d == id)
+            .map(|(_, e)| (e.path.clone(), e.attempt))
+            .collect()
+    };
+    let fields = ["/quarter", "/year", "/low", "/high"];
+    // d0: each field once, from the first attempt (low and high together, once the rule
+    // holds on both).
+    let mut d0 = of("d0");
+    d0.sort();
+    let mut want = fields.map(|f| (f.to_owned(), 1)).to_vec();
+    want.sort();
+    assert_eq!(d0, want, "{seen:?}");
+    // d1: the refused quarter is never handed on; the retry's fields are, with attempt 2.
+    let d1 = of("d1");
+    assert!(d1.iter().all(|(p, a)| p != "/quarter" || *a == 2), "{d1:?}");
+    assert!(
+        fields.iter().all(|f| d1.contains(&((*f).to_owned(), 2))),
+        "{d1:?}"
+    );
+    assert!(seen
+        .iter()
+        .all(|(_, e)| !(e.path == "/quarter" && e.value == json!(9))));
+    // d2: nothing to hand on.
+    assert!(of("d2").is_empty());
+    // The rows are run_batch's (timings aside).
+    let backend = ScriptedBackend::from_script(script());
+    let extractor = Extractor::<Guidance, _>::new(&backend);
+    let (plain, _) = run_batch(&extractor, docs(3), &options, default_row)
+        .await
+        .expect("a batch");
+    let strip = |rows: &[Value]| -> Vec<Value> {
+        rows.iter()
+            .map(
+                |r| json!({"id": r["id"], "ok": r["ok"], "value": r["value"], "error": r["error"]}),
+            )
+            .collect()
+    };
+    assert_eq!(strip(&streamed), strip(&plain));
+}

@@ -936,6 +936,20 @@ impl<C, B: Backend> Extractor<C, B> {
         self.run(document, source, None).await
     }
 
+    /// [`Extractor::extract`], each field handed to `on_field` as [`Extractor::stream`] would
+    /// emit it (closed, checked, in the same order), for a caller that wants the record at the
+    /// end and the fields on the way without polling a stream (the batch runner's progress per
+    /// field, `contract_backends::batch::run_batch_streaming`). The record is the one
+    /// `extract` returns.
+    pub async fn extract_observed(
+        &self,
+        document: &str,
+        on_field: &(dyn Fn(FieldEvent) + Send + Sync),
+    ) -> Extraction<C> {
+        self.run(document, Source::from_text(document), Some(on_field))
+            .await
+    }
+
     /// Streams the extraction of `C` from `document`: each root field as soon as its value is
     /// closed in a reply and checked, then the record [`Extractor::extract`] returns
     /// ([`StreamEvent::Done`], always the last event).
@@ -985,7 +999,7 @@ impl<C, B: Backend> Extractor<C, B> {
     }
 
     /// The extraction, its fields handed to `sink` as they are checked.
-    async fn run(&self, document: &str, source: Source, sink: Option<&Sink>) -> Extraction<C> {
+    async fn run(&self, document: &str, source: Source, sink: Option<&Sink<'_>>) -> Extraction<C> {
         let started = Instant::now();
         let spec: &ContractSpec = &self.spec;
         let grounded = has_grounding(spec);
@@ -1461,7 +1475,7 @@ impl<C, B: Backend> Extractor<C, B> {
         tok: &(dyn Tokenizer + Send + Sync),
         budget: Budget,
         overlap_lines: usize,
-        sink: Option<&Sink>,
+        sink: Option<&Sink<'_>>,
     ) -> Option<Extraction<C>> {
         /// Chunks decoded at once.
         const AT_ONCE: usize = 8;
@@ -1672,7 +1686,7 @@ impl<C, B: Backend> Extractor<C, B> {
         &self,
         source: &Source,
         started: Instant,
-        sink: Option<&Sink>,
+        sink: Option<&Sink<'_>>,
     ) -> Result<Extraction<C>, String> {
         let spec: &ContractSpec = &self.spec;
         let plans = self.plans();
@@ -1983,7 +1997,7 @@ impl<C, B: Backend> Extractor<C, B> {
 }
 
 /// Emits a settled group's fields (`null` for a field the value lacks).
-fn emit_group(sink: &Sink, group: &FieldGroup, value: &Map<String, Value>, attempt: usize) {
+fn emit_group(sink: &Sink<'_>, group: &FieldGroup, value: &Map<String, Value>, attempt: usize) {
     for name in &group.fields {
         sink(FieldEvent {
             path: pointer(name),

@@ -1049,14 +1049,20 @@ mod tests {
         ];
         for (written, numerals, want) in cases {
             let read = numbers_at(written, numerals);
-            let (range, d) = read.first().unwrap_or_else(|| panic!("{written}: no number"));
+            let (range, d) = read
+                .first()
+                .unwrap_or_else(|| panic!("{written}: no number"));
             assert_eq!(
                 written_literal(d, &written[range.clone()]),
                 want,
                 "{written} ({numerals:?})"
             );
             // The literal is the same number.
-            assert_eq!(Decimal::from_json_literal(want).as_ref(), Some(d), "{written}");
+            assert_eq!(
+                Decimal::from_json_literal(want).as_ref(),
+                Some(d),
+                "{written}"
+            );
         }
         // A negative number keeps its sign; a literal whose digits the numeral does not end in
         // (each digit run read alone) is the normalised one.

@@ -50,7 +50,7 @@ pub enum StreamEvent<C> {
 }
 
 /// Where events go while an extraction runs.
-pub(crate) type Sink = dyn Fn(FieldEvent) + Send + Sync;
+pub(crate) type Sink<'a> = dyn Fn(FieldEvent) + Send + Sync + 'a;
 
 /// One top-level member of the reply's object, closed.
 #[derive(Debug, Clone, PartialEq)]
@@ -424,7 +424,7 @@ impl<'a> FieldReader<'a> {
     }
 
     /// Reads `piece`; the fields it closed that pass their checks go to `sink`.
-    pub(crate) fn push(&mut self, piece: &str, sink: &Sink) {
+    pub(crate) fn push(&mut self, piece: &str, sink: &Sink<'_>) {
         for member in self.scanner.push(piece) {
             let Some((_, set)) = self.ties.iter().find(|(n, _)| *n == member.key) else {
                 continue;

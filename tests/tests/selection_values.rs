@@ -266,4 +266,3 @@ fn every_scored_value_is_written_in_the_document() {
         }
     }
 }
-

@@ -18,11 +18,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use contract_backends::batch::{run_batch, BatchOptions, Doc};
+use contract_backends::batch::{run_batch, run_batch_streaming, BatchOptions, Doc};
 use contract_backends::local::{
     parse_device, Device, Engine, LocalBackend, LocalOptions, WeightFormat,
 };
 use contract_backends::openai::{self, OpenAiBackend};
+use contract_core::extract::FieldEvent;
 use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
 use contract_core::Backend;
@@ -141,6 +142,10 @@ struct Args {
     /// exactly as alone). `routed` takes one release at a time.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
+    /// Print every field to stderr as it closes and is checked (`id /path = value`), the
+    /// batch runner's `run_batch_streaming`; the rows are the same.
+    #[arg(long)]
+    fields: bool,
     /// Score replies produced elsewhere instead of running a backend: `{id, raw, seconds}` JSON
     /// lines, read through the same ladder and normalisation; `--label` names them.
     #[arg(long)]
@@ -409,11 +414,11 @@ async fn run_mode<B: Backend + Sync>(
     if mode.grounded() {
         let extractor = study::grounded_extractor(backend, mode, args.max_tokens)
             .instructions(system_message_with::<GroundedGuidance>(style));
-        return run_extractor(extractor, mode, docs, concurrency, emit).await;
+        return run_extractor(extractor, mode, docs, concurrency, args.fields, emit).await;
     }
     let extractor = study::extractor(backend, mode, args.max_tokens)
         .instructions(system_message_with::<ReleaseGuidance>(style));
-    run_extractor(extractor, mode, docs, concurrency, emit).await
+    run_extractor(extractor, mode, docs, concurrency, args.fields, emit).await
 }
 
 async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>(
@@ -421,6 +426,7 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
     mode: Mode,
     docs: &[StudyDoc],
     concurrency: usize,
+    fields: bool,
     emit: &(dyn Fn(&Value) + Sync),
 ) -> Result<Vec<Value>, String> {
     let by_id: HashMap<&str, &StudyDoc> = docs.iter().map(|d| (d.id.as_str(), d)).collect();
@@ -428,7 +434,7 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
     let options = BatchOptions::default()
         .concurrency(concurrency)
         .label(mode.as_str());
-    let (rows, summary) = run_batch(&extractor, batch, &options, |doc, ex| {
+    let row = |doc: &Doc, ex: contract_core::Extraction<C>| {
         let row = match by_id.get(doc.id.as_str()) {
             Some(d) => study::row(d, mode, &ex),
             None => serde_json::json!({"id": doc.id, "mode": mode.as_str(), "valid": false,
@@ -436,8 +442,18 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
         };
         emit(&row);
         row
-    })
-    .await
+    };
+    let print = |doc: &Doc, f: &FieldEvent| {
+        eprintln!(
+            "{} {} = {} (attempt {})",
+            doc.id, f.path, f.value, f.attempt
+        );
+    };
+    let (rows, summary) = if fields {
+        run_batch_streaming(&extractor, batch, &options, row, &print).await
+    } else {
+        run_batch(&extractor, batch, &options, row).await
+    }
     .map_err(|e| e.to_string())?;
     eprintln!(
         "{:<11} {} documents, {} valid, {:.1} s{}",
