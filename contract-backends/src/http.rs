@@ -490,6 +490,7 @@ impl<'a> Relay<'a> {
     /// failure stays retryable.
     ///
     /// [`Backend::complete`]: contract_core::extract::Backend::complete
+    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
     pub(crate) fn silent() -> Self {
         Relay {
             on_text: None,

@@ -8,6 +8,7 @@
 // README:begin
 use contract_backends::LocalBackend;
 use contract_core::extract::StreamEvent;
+use contract_core::select::Selection;
 use contract_core::{Contract, Extractor};
 use futures_util::StreamExt;
 
@@ -28,13 +29,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let document =
         "Acme Corp, based in Springfield, reported second-quarter revenue of $1.2 billion.";
     let backend = LocalBackend::default_model()?; // or OpenAiBackend, AnthropicBackend: all stream
-    let extractor = Extractor::<Report, _>::new(backend).max_tokens(80);
+    let extractor = Extractor::<Report, _>::new(backend)
+        .selection(Selection::off()) // one request for the whole contract, streamed as decoded
+        .max_tokens(80);
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     runtime.block_on(async {
         let mut events = extractor.stream(document); // dropping it cancels the request
         while let Some(event) = events.next().await {
             match event {
-                // Closed in the reply, checked (and grounded in the document): final.
+                // Closed in the reply and checked (grounded: found in the document).
                 StreamEvent::Field(f) => println!("{} = {}", f.path, f.value),
                 StreamEvent::Done(record) => println!("{}", record.to_json_line()?),
             }
