@@ -281,7 +281,7 @@ async fn fields_arrive_before_the_reply_is_whole_and_dropping_the_stream_hangs_u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_value_is_a_clear_error_never_a_value() {
     // Closed inside the year, no `[DONE]`; the quarter went out before the cut.
-    let cut = format!("{}", content(&[r#"{"quarter": 3, "#, r#""year": 20"#]));
+    let cut = content(&[r#"{"quarter": 3, "#, r#""year": 20"#]);
     let server = MockServer::start(Expect::StructuredOutputs, move |_, _| Reply::Stream {
         text: cut.clone(),
         chunk: 3,
