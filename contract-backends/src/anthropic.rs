@@ -61,15 +61,15 @@ use contract_core::extract::{
 };
 use contract_core::prompt::Role;
 use contract_core::schema::{anthropic_schema, StrictSchema};
-use eventsource_stream::{Event, EventStreamError, Eventsource};
-use futures_util::{Stream, StreamExt};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use eventsource_stream::Event;
+use futures_util::Stream;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
 use reqwest::StatusCode;
 use serde_json::{json, Map, Value};
 
 use crate::http::{
-    chain, excerpt, post_json, reply_json, schema_name, status_failure, status_label,
-    transport_failure, with_retries, Failure,
+    chain, excerpt, is_event_stream, post_json, read_events, reply_json, schema_name,
+    status_failure, status_label, transport_failure, with_retries, EventReader, Failure, Relay,
 };
 pub use crate::http::{parse_retry_after, RetryPolicy, REFUSAL_PREFIX};
 
@@ -358,6 +358,11 @@ impl AnthropicBackend {
     /// Fails with [`BackendError::InvalidRequest`] when the mode needs a schema and the
     /// contract has none, or the request has no user message.
     pub fn request_body(&self, req: &Request) -> Result<Value, BackendError> {
+        self.body(req, self.stream)
+    }
+
+    /// [`AnthropicBackend::request_body`], asking for a streamed reply when `stream`.
+    fn body(&self, req: &Request, stream: bool) -> Result<Value, BackendError> {
         let mut system: Vec<&str> = Vec::new();
         let mut messages: Vec<Value> = Vec::new();
         for m in req.messages.iter() {
@@ -393,7 +398,7 @@ impl AnthropicBackend {
         if let Some(p) = req.sampling.top_p {
             body.insert("top_p".into(), json!(p));
         }
-        if self.stream {
+        if stream {
             body.insert("stream".into(), true.into());
         }
         match self.mode {
@@ -426,38 +431,85 @@ impl AnthropicBackend {
         Ok(Value::Object(body))
     }
 
-    async fn attempt(&self, body: &[u8], tool: &str) -> Result<Response, Failure> {
+    /// One attempt; a streamed reply's answer text is handed on through `relay` as it arrives
+    /// (a failure after a piece was handed on is not retried, see [`Relay::guard`]).
+    async fn attempt(
+        &self,
+        body: &[u8],
+        tool: &str,
+        stream: bool,
+        relay: &Relay<'_>,
+    ) -> Result<Response, Failure> {
+        self.try_attempt(body, tool, stream, relay)
+            .await
+            .map_err(|f| relay.guard(f))
+    }
+
+    async fn try_attempt(
+        &self,
+        body: &[u8],
+        tool: &str,
+        stream: bool,
+        relay: &Relay<'_>,
+    ) -> Result<Response, Failure> {
         let transport = |e: reqwest::Error| transport_failure(&e, self.timeout, &self.url);
-        let request = self
+        let mut request = self
             .http
             .post(&self.url)
             .headers(self.headers.clone())
             .body(body.to_vec());
+        if stream && !self.stream {
+            // Asked to stream by `complete_streaming` (a streaming backend's headers have it).
+            request = request.header(ACCEPT, "text/event-stream");
+        }
         let reply = post_json(request, self.timeout, &self.url).await?;
-        let is_stream = reply
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-        let message = if is_stream {
-            read_stream(reply.bytes_stream(), transport).await?
+        let message = if is_event_stream(&reply) {
+            read_stream(reply.bytes_stream(), self.mode, tool, relay, transport).await?
         } else {
             let bytes = reply.bytes().await.map_err(transport)?;
             read_message(&reply_json(&bytes)?)?
         };
-        message.into_response(self.mode, tool)
+        let response = message.into_response(self.mode, tool)?;
+        relay.finish(&response.text);
+        Ok(response)
+    }
+
+    /// Sends `req` (streamed when `stream`), retrying per the [`RetryPolicy`].
+    async fn send(
+        &self,
+        req: &Request,
+        stream: bool,
+        relay: &Relay<'_>,
+    ) -> Result<Response, BackendError> {
+        let body = self.body(req, stream)?;
+        let body = serde_json::to_vec(&body).map_err(|e| BackendError::InvalidRequest {
+            message: format!("cannot serialise the request: {e}"),
+        })?;
+        let tool = schema_name(req.contract());
+        with_retries(&self.retry, || self.attempt(&body, &tool, stream, relay)).await
     }
 }
 
 impl Backend for AnthropicBackend {
     /// Sends `req`, retrying transient failures per the [`RetryPolicy`].
     async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
-        let body = self.request_body(req)?;
-        let body = serde_json::to_vec(&body).map_err(|e| BackendError::InvalidRequest {
-            message: format!("cannot serialise the request: {e}"),
-        })?;
-        let tool = schema_name(req.contract());
-        with_retries(&self.retry, || self.attempt(&body, &tool)).await
+        self.send(req, self.stream, &Relay::silent()).await
+    }
+
+    /// Sends `req` with `stream: true` (whatever [`AnthropicBuilder::stream`] says) and hands
+    /// the answer on as it arrives: each `text_delta` (in [`Mode::ToolUse`], each
+    /// `input_json_delta` of the forced tool's call), so the pieces make [`Response::text`];
+    /// thinking is not handed on (it is [`Response::reasoning`]). A server that answers with one
+    /// message hands its text on once. Transient failures are retried per the [`RetryPolicy`]
+    /// only while nothing was handed on; a stream cut after that is an error (its message says
+    /// how much was handed on), never a shorter reply. Dropping the future closes the
+    /// connection.
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        self.send(req, true, &Relay::new(on_text)).await
     }
 
     /// Always [`BackendError::Unsupported`]: the Messages API returns no log-probabilities.
@@ -697,14 +749,73 @@ struct Assembly {
     /// Which blocks were started (a delta for another index is a protocol error).
     started: Vec<bool>,
     events: usize,
+    /// In [`Mode::ToolUse`], the forced tool's name: its call's input is the answer handed on;
+    /// otherwise the text blocks are.
+    tool: Option<String>,
+    /// The last content block whose text was handed on.
+    handing: Option<usize>,
+    /// Set when a block's text came after a later block's: nothing more is handed on until the
+    /// end (where the relay hands what it can).
+    out_of_order: bool,
 }
 
 /// The most content blocks a streamed reply may open (an index beyond it is not believed).
 const MAX_BLOCKS: usize = 4096;
 
 impl Assembly {
+    /// An assembly for a reply in `mode` whose forced tool (in [`Mode::ToolUse`]) is `tool`.
+    fn new(mode: Mode, tool: &str) -> Self {
+        Assembly {
+            tool: (mode == Mode::ToolUse).then(|| tool.to_owned()),
+            ..Assembly::default()
+        }
+    }
+
+    /// Hands `piece` of block `index` on when the block is part of the answer and comes in
+    /// order: the answer is the text blocks joined in block order, or the first call of the
+    /// forced tool.
+    fn hand(&mut self, index: usize, piece: &str, relay: &Relay<'_>) {
+        if self.out_of_order {
+            return;
+        }
+        let answer = match (&self.tool, self.message.blocks.get(index)) {
+            (None, Some(Block::Text(_))) => true,
+            (Some(tool), Some(Block::Tool { name, .. })) => {
+                name == tool && self.handing.is_none_or(|h| h == index)
+            }
+            _ => false,
+        };
+        if !answer {
+            return;
+        }
+        if self.handing.is_some_and(|h| index < h) {
+            self.out_of_order = true;
+            return;
+        }
+        self.handing = Some(index);
+        relay.piece(piece);
+    }
+
+    fn index(&self, data: &Value) -> Result<usize, Failure> {
+        data.get("index")
+            .and_then(Value::as_u64)
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|i| *i < MAX_BLOCKS)
+            .ok_or_else(|| {
+                protocol(format!(
+                    "event {} has no usable content block `index`: {}",
+                    self.events,
+                    excerpt(&data.to_string(), 80)
+                ))
+            })
+    }
+}
+
+impl EventReader for Assembly {
+    const END: &'static str = "message_stop";
+
     /// Reads one event; `true` when it was `message_stop`.
-    fn feed(&mut self, event: &Event) -> Result<bool, Failure> {
+    fn feed(&mut self, event: &Event, relay: &Relay<'_>) -> Result<bool, Failure> {
         if event.data.trim().is_empty() {
             return Ok(false);
         }
@@ -737,7 +848,12 @@ impl Assembly {
                     return Err(protocol(format!("content block {index} started twice")));
                 }
                 self.started[index] = true;
+                let first = match &block {
+                    Block::Text(t) | Block::Tool { input: t, .. } => t.clone(),
+                    _ => String::new(),
+                };
                 self.message.blocks[index] = block;
+                self.hand(index, &first, relay);
             }
             "content_block_delta" => {
                 let index = self.index(&data)?;
@@ -751,10 +867,14 @@ impl Assembly {
                 let block = &mut self.message.blocks[index];
                 match (req_str(delta, "type", &what)?, block) {
                     ("text_delta", Block::Text(text)) => {
-                        text.push_str(req_str(delta, "text", &what)?)
+                        let piece = req_str(delta, "text", &what)?;
+                        text.push_str(piece);
+                        self.hand(index, piece, relay);
                     }
                     ("input_json_delta", Block::Tool { input, .. }) => {
-                        input.push_str(req_str(delta, "partial_json", &what)?)
+                        let piece = req_str(delta, "partial_json", &what)?;
+                        input.push_str(piece);
+                        self.hand(index, piece, relay);
                     }
                     ("thinking_delta", Block::Thinking(text)) => {
                         text.push_str(req_str(delta, "thinking", &what)?)
@@ -792,20 +912,6 @@ impl Assembly {
         Ok(false)
     }
 
-    fn index(&self, data: &Value) -> Result<usize, Failure> {
-        data.get("index")
-            .and_then(Value::as_u64)
-            .and_then(|i| usize::try_from(i).ok())
-            .filter(|i| *i < MAX_BLOCKS)
-            .ok_or_else(|| {
-                protocol(format!(
-                    "event {} has no usable content block `index`: {}",
-                    self.events,
-                    excerpt(&data.to_string(), 80)
-                ))
-            })
-    }
-
     /// What was read when a stream ended early, for the error.
     fn so_far(&self) -> String {
         let chars: usize = self
@@ -823,47 +929,23 @@ impl Assembly {
     }
 }
 
-/// Reads a server-sent event stream of byte chunks (cut anywhere) into a [`Message`];
+/// Reads a server-sent event stream of byte chunks (cut anywhere) into a [`Message`] of a reply
+/// in `mode` (`tool`: the forced tool's name), handing the answer's text on through `relay`;
 /// `transport` maps an error of the underlying stream.
 async fn read_stream<S, B, E>(
     stream: S,
+    mode: Mode,
+    tool: &str,
+    relay: &Relay<'_>,
     transport: impl Fn(E) -> Failure,
 ) -> Result<Message, Failure>
 where
     S: Stream<Item = Result<B, E>>,
     B: AsRef<[u8]>,
 {
-    let mut events = std::pin::pin!(stream.eventsource());
-    let mut assembly = Assembly::default();
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(EventStreamError::Transport(e)) => {
-                let mut failure = transport(e);
-                if let BackendError::Protocol { message } | BackendError::Unavailable { message } =
-                    &mut failure.error
-                {
-                    message.push_str(&format!(" (mid-stream, after {})", assembly.so_far()));
-                }
-                return Err(failure);
-            }
-            Err(EventStreamError::Utf8(e)) => {
-                return Err(protocol(format!("the event stream is not UTF-8: {e}")))
-            }
-            Err(EventStreamError::Parser(e)) => {
-                return Err(protocol(format!(
-                    "the reply is not a server-sent event stream: {e}"
-                )))
-            }
-        };
-        if assembly.feed(&event)? {
-            return Ok(assembly.message);
-        }
-    }
-    Err(protocol(format!(
-        "the event stream ended before `message_stop` ({}): the reply is incomplete",
-        assembly.so_far()
-    )))
+    let mut assembly = Assembly::new(mode, tool);
+    read_events(stream, &mut assembly, relay, transport).await?;
+    Ok(assembly.message)
 }
 
 #[cfg(test)]
@@ -883,7 +965,37 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime")
-            .block_on(read_stream(stream, |e: Infallible| match e {}))
+            .block_on(read_stream(
+                stream,
+                Mode::StructuredOutputs,
+                "C",
+                &Relay::silent(),
+                |e: Infallible| match e {},
+            ))
+    }
+
+    /// The pieces a streamed reply in `mode` hands on, read in chunks of `size`, and the text
+    /// of its response.
+    fn handed(text: &str, size: usize, mode: Mode) -> (Vec<String>, Result<String, Failure>) {
+        let pieces = Mutex::new(Vec::new());
+        let on_text = |p: &str| pieces.lock().unwrap().push(p.to_owned());
+        let relay = Relay::new(&on_text);
+        let stream = futures_util::stream::iter(chunks(text, size));
+        let message = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(read_stream(
+                stream,
+                mode,
+                "C",
+                &relay,
+                |e: Infallible| match e {},
+            ));
+        let text = message.and_then(|m| m.into_response(mode, "C")).map(|r| {
+            relay.finish(&r.text);
+            r.text
+        });
+        (pieces.into_inner().unwrap(), text)
     }
 
     /// A streamed reply: thinking, then text in pieces (one with a character of two bytes).
@@ -971,6 +1083,75 @@ mod tests {
             .into_response(Mode::StructuredOutputs, "C")
             .unwrap();
         assert_eq!(r.finish_reason, Some(FinishReason::Length));
+    }
+
+    #[test]
+    fn the_answer_is_handed_on_delta_by_delta() {
+        let text = events("end_turn");
+        for size in [1, 5, usize::MAX] {
+            let (pieces, whole) = handed(&text, size, Mode::StructuredOutputs);
+            // The text deltas as they came, the thinking not among them.
+            assert_eq!(
+                pieces,
+                ["{\"city\": \"Z", "ürich\", ", "\"n\": 3}"],
+                "{size}"
+            );
+            assert_eq!(pieces.concat(), whole.expect("whole"));
+        }
+        // A forced tool call: its input deltas are the answer, a text block is not.
+        let mut tool = String::new();
+        for (name, data) in [
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Calling."}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "C", "input": {}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"n\":"}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": " 3}"}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ] {
+            tool.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+        }
+        let (pieces, whole) = handed(&tool, 4, Mode::ToolUse);
+        assert_eq!(pieces, ["{\"n\":", " 3}"]);
+        assert_eq!(whole.expect("tool input"), "{\"n\": 3}");
+        // The same stream outside tool mode: the text block is the answer.
+        let (pieces, whole) = handed(&tool, 4, Mode::StructuredOutputs);
+        assert_eq!(pieces, ["Calling."]);
+        assert_eq!(whole.expect("text"), "Calling.");
+        // A stream cut after pieces went out: an error that is no longer retried.
+        let cut = &text[..text.find("event: message_delta").unwrap()];
+        let pieces = Mutex::new(0usize);
+        let on_text = |_: &str| *pieces.lock().unwrap() += 1;
+        let relay = Relay::new(&on_text);
+        let failure = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(read_stream(
+                futures_util::stream::iter(chunks(cut, 3)),
+                Mode::StructuredOutputs,
+                "C",
+                &relay,
+                |e: Infallible| match e {},
+            ))
+            .expect_err("cut");
+        assert!(failure.retryable, "read_stream itself says retryable");
+        let guarded = relay.guard(failure);
+        assert!(!guarded.retryable);
+        assert!(
+            guarded.error.to_string().contains("already handed on"),
+            "{}",
+            guarded.error
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the HTTP backends share (OpenAI-compatible and Anthropic): bounded retries with
 //! backoff and `Retry-After`, the mapping of HTTP statuses, transport errors and error bodies to
-//! [`BackendError`]s, and the attempt count in the final error.
+//! [`BackendError`]s, the attempt count in the final error, and the reading of streamed replies
+//! (server-sent events, each piece of text handed on as it arrives).
 
 use std::collections::hash_map::RandomState;
 use std::fmt::Write as _;
@@ -10,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use contract_core::extract::BackendError;
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures_util::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -453,6 +456,178 @@ pub(crate) async fn post_json(
     let wait = retry_after(reply.headers());
     let bytes = reply.bytes().await.map_err(transport)?;
     Err(status_failure(status, wait, &bytes))
+}
+
+/// Whether a reply is a server-sent event stream (`Content-Type: text/event-stream`).
+pub(crate) fn is_event_stream(reply: &reqwest::Response) -> bool {
+    reply
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
+}
+
+/// Hands the text of a streamed reply on as it arrives ([`Backend::complete_streaming`]'s
+/// `on_text`), and remembers what it handed on: once a piece is out it cannot be taken back, so
+/// a failure after it is not retried ([`Relay::guard`]).
+///
+/// [`Backend::complete_streaming`]: contract_core::extract::Backend::complete_streaming
+pub(crate) struct Relay<'a> {
+    on_text: Option<&'a (dyn Fn(&str) + Send + Sync)>,
+    handed: std::sync::Mutex<String>,
+}
+
+impl<'a> Relay<'a> {
+    /// A relay that hands pieces to `on_text`.
+    pub(crate) fn new(on_text: &'a (dyn Fn(&str) + Send + Sync)) -> Self {
+        Relay {
+            on_text: Some(on_text),
+            handed: std::sync::Mutex::default(),
+        }
+    }
+
+    /// A relay that hands nothing on (a streamed reply read for [`Backend::complete`]): every
+    /// failure stays retryable.
+    ///
+    /// [`Backend::complete`]: contract_core::extract::Backend::complete
+    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
+    pub(crate) fn silent() -> Self {
+        Relay {
+            on_text: None,
+            handed: std::sync::Mutex::default(),
+        }
+    }
+
+    fn handed(&self) -> std::sync::MutexGuard<'_, String> {
+        self.handed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands `piece` on (an empty piece is not handed).
+    pub(crate) fn piece(&self, piece: &str) {
+        let Some(on_text) = self.on_text else { return };
+        if piece.is_empty() {
+            return;
+        }
+        self.handed().push_str(piece);
+        on_text(piece);
+    }
+
+    /// Characters handed on so far.
+    pub(crate) fn handed_chars(&self) -> usize {
+        self.handed().chars().count()
+    }
+
+    /// At the end of a whole reply whose text is `text`: hands on the part of it not handed yet
+    /// (all of it for a reply that did not stream, `{}` for an empty tool input), so the pieces
+    /// make `text`. Pieces that are not the start of `text` (a server that sent content blocks
+    /// out of order) cannot be mended: nothing more is handed then.
+    pub(crate) fn finish(&self, text: &str) {
+        let rest = {
+            let handed = self.handed();
+            match text.strip_prefix(handed.as_str()) {
+                Some(rest) => rest.to_owned(),
+                None => return,
+            }
+        };
+        self.piece(&rest);
+    }
+
+    /// `failure`, made final when pieces were handed on already: the caller has read them as
+    /// the start of the reply, and a new attempt would start another.
+    pub(crate) fn guard(&self, failure: Failure) -> Failure {
+        let chars = self.handed_chars();
+        if chars == 0 || !failure.retryable {
+            return failure;
+        }
+        let note = format!("; not retried: {chars} characters of the reply were already handed on");
+        let error = match failure.error {
+            BackendError::Unavailable { message } => BackendError::Unavailable {
+                message: message + &note,
+            },
+            BackendError::Protocol { message } => BackendError::Protocol {
+                message: message + &note,
+            },
+            BackendError::Other { message } => BackendError::Other {
+                message: message + &note,
+            },
+            other => other,
+        };
+        Failure::fatal(error)
+    }
+}
+
+/// A reader of one streamed reply's server-sent events.
+pub(crate) trait EventReader {
+    /// What ends a whole reply (`message_stop`, `data: [DONE]`), for the error of a stream that
+    /// ends without it.
+    const END: &'static str;
+
+    /// Reads one event (its text is handed on through `relay`); `true` when it ends the reply.
+    fn feed(&mut self, event: &Event, relay: &Relay<'_>) -> Result<bool, Failure>;
+
+    /// What was read so far, for an error (`12 events, 40 characters of reply`).
+    fn so_far(&self) -> String;
+}
+
+/// Reads a server-sent event stream of byte chunks (cut anywhere; comments, keep-alives and
+/// CRLF line ends handled by `eventsource-stream`) into `reader`, until it says the reply is
+/// whole; `transport` maps an error of the underlying stream. A stream that ends first is a
+/// retryable `protocol` failure, never a shorter reply.
+pub(crate) async fn read_events<R, S, B, E>(
+    stream: S,
+    reader: &mut R,
+    relay: &Relay<'_>,
+    transport: impl Fn(E) -> Failure,
+) -> Result<(), Failure>
+where
+    R: EventReader,
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+{
+    let mut events = std::pin::pin!(stream.eventsource());
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(EventStreamError::Transport(e)) => {
+                let mut failure = transport(e);
+                if let BackendError::Protocol { message } | BackendError::Unavailable { message } =
+                    &mut failure.error
+                {
+                    message.push_str(&format!(" (mid-stream, after {})", reader.so_far()));
+                }
+                return Err(failure);
+            }
+            Err(EventStreamError::Utf8(e)) => {
+                return Err(Failure::retry(
+                    BackendError::Protocol {
+                        message: format!("the event stream is not UTF-8: {e}"),
+                    },
+                    None,
+                ))
+            }
+            Err(EventStreamError::Parser(e)) => {
+                return Err(Failure::retry(
+                    BackendError::Protocol {
+                        message: format!("the reply is not a server-sent event stream: {e}"),
+                    },
+                    None,
+                ))
+            }
+        };
+        if reader.feed(&event, relay)? {
+            return Ok(());
+        }
+    }
+    Err(Failure::retry(
+        BackendError::Protocol {
+            message: format!(
+                "the event stream ended before `{}` ({}): the reply is incomplete",
+                R::END,
+                reader.so_far()
+            ),
+        },
+        None,
+    ))
 }
 
 /// The builder methods every HTTP backend's builder has, over its fields `timeout`,

@@ -25,6 +25,22 @@
 //! [`FinishReason::Length`]; a refusal (`message.refusal`) is an error whose message starts with
 //! [`REFUSAL_PREFIX`], never retried.
 //!
+//! # Streaming
+//!
+//! [`Backend::complete_streaming`] (what [`Extractor::stream`](contract_core::Extractor::stream)
+//! calls) sends the same body with `stream: true` and `stream_options: {include_usage: true}`
+//! ([`OpenAiBuilder::stream_usage`]), and reads the server-sent events (`data: {chunk}` lines,
+//! ended by `data: [DONE]`; the SSE framing is `eventsource-stream`'s, so chunks cut anywhere,
+//! comments, keep-alives and empty events read as the unbroken stream). Each
+//! `choices[0].delta.content` piece is handed on as it arrives; `delta.reasoning_content` (or
+//! `delta.reasoning`), `finish_reason` and the final `usage` chunk make the same [`Response`]
+//! the reply would have been unstreamed. A stream that ends before `[DONE]` (a dropped
+//! connection), or a chunk that is an `error` object, is an error, never a shorter reply: retried
+//! like any transient failure while nothing was handed on, and final once a piece was (the caller
+//! has read it as the start of the reply), its message saying how much. A server that ignores
+//! `stream` and answers one completion is read as one, its text handed on whole. Dropping the
+//! future closes the connection, which is how a server learns to stop generating.
+//!
 //! # Faults and retries
 //!
 //! Each HTTP attempt has its own timeout ([`OpenAiBuilder::timeout`]). Transient failures are
@@ -71,13 +87,14 @@ use contract_core::extract::{
     Backend, BackendError, Decoding, FinishReason, Request, Response, ScoreRequest, ScoreResponse,
 };
 use contract_core::prompt::Role;
-use reqwest::header::AUTHORIZATION;
+use eventsource_stream::Event;
+use reqwest::header::{ACCEPT, AUTHORIZATION};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::http::{
-    api_error, chain, excerpt, post_json, reply_json, schema_name, transport_failure, with_retries,
-    Failure,
+    api_error, chain, excerpt, is_event_stream, post_json, read_events, reply_json, schema_name,
+    transport_failure, with_retries, EventReader, Failure, Relay,
 };
 pub use crate::http::{parse_retry_after, RetryPolicy, REFUSAL_PREFIX};
 
@@ -248,6 +265,7 @@ pub struct OpenAiBuilder {
     retry: RetryPolicy,
     max_tokens_field: MaxTokensField,
     score_concurrency: usize,
+    stream_usage: bool,
 }
 
 impl OpenAiBuilder {
@@ -284,6 +302,13 @@ impl OpenAiBuilder {
     /// Which body field carries the token limit (default `max_tokens`).
     pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
         self.max_tokens_field = field;
+        self
+    }
+
+    /// Whether a streamed request asks for the token counts (`stream_options: {include_usage:
+    /// true}`, default true); turn it off for a server that refuses `stream_options`.
+    pub fn stream_usage(mut self, on: bool) -> Self {
+        self.stream_usage = on;
         self
     }
 
@@ -346,6 +371,7 @@ impl OpenAiBuilder {
             retry: self.retry,
             max_tokens_field: self.max_tokens_field,
             score_concurrency: self.score_concurrency,
+            stream_usage: self.stream_usage,
         })
     }
 }
@@ -380,6 +406,7 @@ pub struct OpenAiBackend {
     retry: RetryPolicy,
     max_tokens_field: MaxTokensField,
     score_concurrency: usize,
+    stream_usage: bool,
 }
 
 impl OpenAiBackend {
@@ -396,6 +423,7 @@ impl OpenAiBackend {
             retry: RetryPolicy::default(),
             max_tokens_field: MaxTokensField::default(),
             score_concurrency: 8,
+            stream_usage: true,
         }
     }
 
@@ -497,6 +525,51 @@ impl OpenAiBackend {
             _ => {}
         }
         Ok(body)
+    }
+
+    /// The JSON body sent for `req` by [`Backend::complete_streaming`]:
+    /// [`request_body`](Self::request_body) with `stream: true` and, unless turned off with
+    /// [`OpenAiBuilder::stream_usage`], `stream_options: {include_usage: true}`.
+    pub fn streaming_body(&self, req: &Request) -> Result<Value, BackendError> {
+        let mut body = self.request_body(req)?;
+        if let Value::Object(map) = &mut body {
+            map.insert("stream".to_owned(), Value::Bool(true));
+            if self.stream_usage {
+                map.insert(
+                    "stream_options".to_owned(),
+                    serde_json::json!({"include_usage": true}),
+                );
+            }
+        }
+        Ok(body)
+    }
+
+    /// One streamed attempt: the reply's content handed on through `relay` as it arrives; a
+    /// failure after a piece was handed on is final ([`Relay::guard`]).
+    async fn attempt_streaming(&self, body: &[u8], relay: &Relay<'_>) -> Result<Response, Failure> {
+        let transport = |e: reqwest::Error| transport_failure(&e, self.timeout, &self.url);
+        let read = async {
+            let request = self
+                .http
+                .post(&self.url)
+                .query(&self.query)
+                .headers(self.headers.clone())
+                .header(ACCEPT, "text/event-stream")
+                .body(body.to_vec());
+            let reply = post_json(request, self.timeout, &self.url).await?;
+            let response = if is_event_stream(&reply) {
+                let mut chunks = Chunks::default();
+                read_events(reply.bytes_stream(), &mut chunks, relay, transport).await?;
+                chunks.into_response()?
+            } else {
+                // A server that ignored `stream`: one completion.
+                let bytes = reply.bytes().await.map_err(transport)?;
+                parse_reply(&bytes)?
+            };
+            relay.finish(&response.text);
+            Ok::<_, Failure>(response)
+        };
+        read.await.map_err(|f| relay.guard(f))
     }
 
     async fn attempt<T>(
@@ -751,6 +824,143 @@ fn parse_reply(body: &[u8]) -> Result<Response, Failure> {
     })
 }
 
+/// A streamed completion being put together, chunk by chunk (`chat.completion.chunk` objects,
+/// read leniently as replies are).
+#[derive(Debug, Default)]
+struct Chunks {
+    text: String,
+    reasoning: String,
+    refusal: String,
+    finish_reason: Option<String>,
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    events: usize,
+}
+
+/// A retried `protocol` failure.
+fn protocol(message: String) -> Failure {
+    Failure::retry(BackendError::Protocol { message }, None)
+}
+
+impl EventReader for Chunks {
+    const END: &'static str = "data: [DONE]";
+
+    fn feed(&mut self, event: &Event, relay: &Relay<'_>) -> Result<bool, Failure> {
+        let data = event.data.trim();
+        // Keep-alives and empty events.
+        if data.is_empty() {
+            return Ok(false);
+        }
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        self.events += 1;
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            protocol(format!(
+                "chunk {} of the stream is not JSON ({e}): `{}`",
+                self.events,
+                excerpt(data, 80)
+            ))
+        })?;
+        if !chunk.is_object() {
+            return Err(protocol(format!(
+                "chunk {} of the stream is not an object: `{}`",
+                self.events,
+                excerpt(data, 80)
+            )));
+        }
+        if chunk.get("error").is_some_and(|e| !e.is_null()) {
+            let error = api_error(data.as_bytes());
+            return Err(protocol(format!(
+                "the server sent an error mid-stream: {}",
+                excerpt(&error.message, 300)
+            )));
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            let n = |k: &str| usage.get(k).and_then(Value::as_u64);
+            self.prompt_tokens = n("prompt_tokens").or(self.prompt_tokens);
+            self.completion_tokens = n("completion_tokens").or(self.completion_tokens);
+        }
+        let choices = match chunk.get("choices") {
+            None | Some(Value::Null) => return Ok(false),
+            Some(Value::Array(choices)) => choices,
+            Some(other) => {
+                return Err(protocol(format!(
+                    "chunk {}'s `choices` is not a list: {}",
+                    self.events,
+                    excerpt(&other.to_string(), 80)
+                )))
+            }
+        };
+        // The first choice (`n` is never asked for): index 0, or no index at all.
+        let Some(choice) = choices
+            .iter()
+            .find(|c| c.get("index").is_none_or(|i| i.as_u64() == Some(0)))
+        else {
+            return Ok(false);
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(reason.to_owned());
+        }
+        let Some(delta) = choice.get("delta").filter(|d| !d.is_null()) else {
+            return Ok(false);
+        };
+        let text = |key: &str| -> Result<Option<String>, Failure> {
+            match delta.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => content_text(v).map(Some).ok_or_else(|| {
+                    protocol(format!(
+                        "chunk {}'s `delta.{key}` is neither text nor text parts: {}",
+                        self.events,
+                        excerpt(&v.to_string(), 80)
+                    ))
+                }),
+            }
+        };
+        if let Some(piece) = text("content")? {
+            self.text.push_str(&piece);
+            relay.piece(&piece);
+        }
+        if let Some(piece) = text("reasoning_content")? {
+            self.reasoning.push_str(&piece);
+        } else if let Some(Value::String(piece)) = delta.get("reasoning") {
+            self.reasoning.push_str(piece);
+        }
+        if let Some(piece) = text("refusal")? {
+            self.refusal.push_str(&piece);
+        }
+        Ok(false)
+    }
+
+    fn so_far(&self) -> String {
+        format!(
+            "{} chunks, {} characters of reply",
+            self.events,
+            self.text.chars().count()
+        )
+    }
+}
+
+impl Chunks {
+    /// The response the whole stream makes, as [`parse_reply`] reads the same completion.
+    fn into_response(self) -> Result<Response, Failure> {
+        if !self.refusal.trim().is_empty() {
+            return Err(Failure::fatal(BackendError::Other {
+                message: format!("{REFUSAL_PREFIX}: {}", excerpt(&self.refusal, 500)),
+            }));
+        }
+        let tokens = |n: Option<u64>| n.map(|n| n.try_into().unwrap_or(u32::MAX));
+        Ok(Response {
+            text: self.text,
+            reasoning: Some(self.reasoning).filter(|r| !r.trim().is_empty()),
+            finish_reason: self.finish_reason.as_deref().map(finish_reason),
+            prompt_tokens: tokens(self.prompt_tokens),
+            completion_tokens: tokens(self.completion_tokens),
+            forward_calls: None,
+        })
+    }
+}
+
 impl Backend for OpenAiBackend {
     /// Sends `req`, retrying transient failures per the [`RetryPolicy`].
     async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
@@ -759,6 +969,24 @@ impl Backend for OpenAiBackend {
             message: format!("cannot serialise the request: {e}"),
         })?;
         self.send(&body, parse_reply).await
+    }
+
+    /// Sends `req` with `stream: true` ([`OpenAiBackend::streaming_body`]) and hands each
+    /// `delta.content` piece to `on_text` as it arrives; the response is the one
+    /// [`Backend::complete`] gives for the same completion (see the [module docs](self)).
+    /// Transient failures are retried per the [`RetryPolicy`] only while nothing was handed
+    /// on. Dropping the future closes the connection.
+    async fn complete_streaming(
+        &self,
+        req: &Request,
+        on_text: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Response, BackendError> {
+        let body = self.streaming_body(req)?;
+        let body = serde_json::to_vec(&body).map_err(|e| BackendError::InvalidRequest {
+            message: format!("cannot serialise the request: {e}"),
+        })?;
+        let relay = Relay::new(on_text);
+        with_retries(&self.retry, || self.attempt_streaming(&body, &relay)).await
     }
 
     /// Scores the answers after each prompt from the server's log-probabilities: one request
@@ -835,6 +1063,145 @@ mod tests {
             assert!(f.retryable);
             assert_eq!(f.error.kind(), "protocol");
         }
+    }
+
+    /// A stream of `chunks` as `data:` events, ended by `[DONE]` when `done`.
+    fn sse(chunks: &[Value], done: bool) -> String {
+        let mut s: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        if done {
+            s.push_str("data: [DONE]\n\n");
+        }
+        s
+    }
+
+    /// `text` read in byte chunks of `size`, and the pieces handed on.
+    fn read_sse(text: &str, size: usize) -> (Result<Response, Failure>, Vec<String>) {
+        let pieces = std::sync::Mutex::new(Vec::new());
+        let on_text = |p: &str| pieces.lock().unwrap().push(p.to_owned());
+        let relay = Relay::new(&on_text);
+        let stream = futures_util::stream::iter(
+            text.as_bytes()
+                .chunks(size)
+                .map(|c| Ok::<_, std::convert::Infallible>(c.to_vec()))
+                .collect::<Vec<_>>(),
+        );
+        let mut chunks = Chunks::default();
+        let read = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(read_events(stream, &mut chunks, &relay, |e| match e {}))
+            .and_then(|()| chunks.into_response());
+        (read, pieces.into_inner().unwrap())
+    }
+
+    /// What a server streams for content `{"city": "Zürich", "n": 3}` with a reasoning trace.
+    fn streamed() -> Vec<Value> {
+        let mut out = vec![
+            serde_json::json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}),
+        ];
+        for r in ["Zürich is ", "the city."] {
+            out.push(serde_json::json!({"choices": [{"index": 0, "delta": {"reasoning_content": r}, "finish_reason": null}]}));
+        }
+        for piece in ["{\"city\": \"Z", "ürich\", ", "\"n\": 3}"] {
+            out.push(serde_json::json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]}));
+        }
+        out.push(
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        );
+        out.push(serde_json::json!({"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}}));
+        out
+    }
+
+    #[test]
+    fn a_stream_reads_like_the_whole_reply_cut_anywhere() {
+        let whole = parse_reply(br#"{"choices":[{"message":{"content":"{\"city\": \"Z\u00fcrich\", \"n\": 3}","reasoning_content":"Z\u00fcrich is the city."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3}}"#).unwrap();
+        let text = sse(&streamed(), true);
+        for size in [1, 2, 3, 7, 64, usize::MAX] {
+            let (r, pieces) = read_sse(&text, size);
+            assert_eq!(r.expect("read"), whole, "chunks of {size}");
+            assert_eq!(
+                pieces,
+                ["{\"city\": \"Z", "ürich\", ", "\"n\": 3}"],
+                "{size}"
+            );
+        }
+        // Comments, empty events, an event whose JSON spans two `data:` lines, a repeated
+        // role chunk, an empty content delta, CRLF and a second `[DONE]` change nothing.
+        let chunks = streamed();
+        let mut noisy = String::from(": keep-alive\r\n\r\ndata:\r\n\r\n");
+        noisy.push_str(&sse(&chunks[..1], false).replace('\n', "\r\n"));
+        noisy.push_str(&sse(&chunks[..1], false));
+        noisy.push_str(&sse(
+            &[serde_json::json!({"choices": [{"index": 0, "delta": {"content": ""}}]})],
+            false,
+        ));
+        for c in &chunks[1..] {
+            let c = c.to_string();
+            // Split after the opening brace, where the joining newline is whitespace.
+            let (a, b) = c.split_at(1);
+            noisy.push_str(&format!("data: {a}\ndata: {b}\n\n: ping\n\ndata: \n\n"));
+        }
+        noisy.push_str("data: [DONE]\n\ndata: [DONE]\n\n");
+        for size in [1, 5, usize::MAX] {
+            let (r, pieces) = read_sse(&noisy, size);
+            assert_eq!(r.expect("noisy"), whole, "noisy, chunks of {size}");
+            assert_eq!(pieces.concat(), whole.text);
+        }
+        // `finish_reason: length`, no usage chunk (a server not asked for it).
+        let mut short = streamed();
+        short.pop();
+        short.pop();
+        short.push(
+            serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+        );
+        let r = read_sse(&sse(&short, true), 4).0.expect("length");
+        assert_eq!(r.finish_reason, Some(FinishReason::Length));
+        assert_eq!((r.prompt_tokens, r.completion_tokens), (None, None));
+    }
+
+    #[test]
+    fn a_broken_stream_is_an_error_never_a_value() {
+        let text = sse(&streamed(), true);
+        let done = text.find("data: [DONE]").unwrap();
+        let in_value = text.find("ürich").unwrap();
+        for end in [0, 10, in_value, text.len() / 2, done, done + 8] {
+            let (r, _) = read_sse(&text[..end], 3);
+            let f = r.expect_err("cut");
+            assert_eq!(f.error.kind(), "protocol", "{end}");
+            assert!(
+                f.error.to_string().contains("before `data: [DONE]`"),
+                "{end}: {}",
+                f.error
+            );
+        }
+        let error = format!(
+            "{}data: {}\n\n",
+            &text[..text[..in_value].rfind("data:").unwrap()],
+            serde_json::json!({"error": {"message": "the model crashed", "type": "server_error"}})
+        );
+        let (r, _) = read_sse(&error, 2);
+        assert!(r
+            .expect_err("error chunk")
+            .error
+            .to_string()
+            .contains("the model crashed"),);
+        for bad in [
+            "data: {\"choices\": \n\n",
+            "data: [1, 2]\n\n",
+            "data: {\"choices\": 5}\n\n",
+        ] {
+            let (r, _) = read_sse(bad, 1);
+            assert_eq!(r.expect_err(bad).error.kind(), "protocol", "{bad}");
+        }
+        let refusal = sse(
+            &[
+                serde_json::json!({"choices": [{"index": 0, "delta": {"refusal": "I can't."}, "finish_reason": "stop"}]}),
+            ],
+            true,
+        );
+        let f = read_sse(&refusal, 3).0.expect_err("refusal");
+        assert!(!f.retryable);
+        assert!(f.error.to_string().starts_with(REFUSAL_PREFIX));
     }
 
     #[test]

@@ -607,3 +607,110 @@ async fn max_tokens_is_reported_as_length() {
         );
     }
 }
+
+/// `complete_streaming`'s response and the pieces it handed on.
+async fn streamed(
+    backend: &AnthropicBackend,
+) -> (
+    Result<contract_core::extract::Response, BackendError>,
+    Vec<String>,
+) {
+    use contract_core::extract::Backend;
+    let req = contract_core::Request::new(
+        contract_core::Constraint::of::<Guidance>(),
+        contract_core::prompt::Messages::for_contract::<Guidance>(DOC),
+    );
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let on_text = |p: &str| pieces.lock().unwrap().push(p.to_owned());
+    let r = backend.complete_streaming(&req, &on_text).await;
+    (r, pieces.into_inner().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_streaming_hands_the_deltas_on_as_they_arrive() {
+    let blocks = [
+        Block::Thinking("Third quarter, in millions.".into()),
+        Block::Text(GOOD.into()),
+    ];
+    // A backend not built to stream streams when asked to.
+    let server = AnthropicServer::start(Expect::StructuredOutputs, move |seen, _| {
+        if seen.body["stream"] == true {
+            Reply::stream(&blocks, "end_turn", 3)
+        } else {
+            Reply::Message(support::anthropic::message(&blocks, "end_turn"))
+        }
+    })
+    .await;
+    let b = backend(&server, Mode::StructuredOutputs, false, 0);
+    let (r, pieces) = streamed(&b).await;
+    let r = r.expect("streamed");
+    let whole = contract_core::extract::Backend::complete(&b, &{
+        contract_core::Request::new(
+            contract_core::Constraint::of::<Guidance>(),
+            contract_core::prompt::Messages::for_contract::<Guidance>(DOC),
+        )
+    })
+    .await
+    .expect("whole");
+    assert_eq!(r, whole, "the same response streamed or not");
+    assert_eq!(r.reasoning.as_deref(), Some("Third quarter, in millions."));
+    // The mock sends the text in deltas of 7 characters; the thinking is not handed on.
+    assert_eq!(pieces.len(), GOOD.chars().count().div_ceil(7));
+    assert_eq!(pieces.concat(), GOOD);
+    let seen = server.seen();
+    assert_eq!(seen[0].body["stream"], true);
+    assert_eq!(
+        seen[0].headers.get("accept").map(String::as_str),
+        Some("text/event-stream")
+    );
+    assert!(
+        seen[1].body.get("stream").is_none(),
+        "complete does not stream"
+    );
+
+    // A forced tool call: the input deltas are the pieces.
+    let server = AnthropicServer::start(Expect::ToolUse, |_, _| {
+        Reply::stream(
+            &[Block::Tool(
+                "Guidance".into(),
+                serde_json::from_str(GOOD).unwrap(),
+            )],
+            "tool_use",
+            2,
+        )
+    })
+    .await;
+    let (r, pieces) = streamed(&backend(&server, Mode::ToolUse, false, 0)).await;
+    let text = r.expect("tool").text;
+    assert!(pieces.len() > 1, "{pieces:?}");
+    assert_eq!(pieces.concat(), text);
+
+    // Cut after text went out: a clear error, not retried; cut before: retried.
+    let whole = events(&[Block::Text(GOOD.into())], "end_turn");
+    let in_value = whole[..whole.find("\"year").expect("year")]
+        .rfind("event:")
+        .expect("an event");
+    let first_block = whole.find("event: content_block_start").expect("start");
+    for (name, cut, requests) in [
+        ("after pieces", whole[..in_value].to_owned(), 1),
+        ("before any piece", whole[..first_block].to_owned(), 2),
+    ] {
+        let full = whole.clone();
+        let server = AnthropicServer::start(Expect::StructuredOutputs, move |_, n| Reply::Stream {
+            text: if n == 0 { cut.clone() } else { full.clone() },
+            chunk: 5,
+        })
+        .await;
+        let (r, pieces) = streamed(&backend(&server, Mode::StructuredOutputs, false, 2)).await;
+        assert_eq!(server.request_count(), requests, "{name}");
+        if requests == 1 {
+            let err = r.expect_err(name);
+            assert_eq!(err.kind(), "protocol", "{name}");
+            assert!(err.to_string().contains("not retried"), "{name}: {err}");
+            assert!(!pieces.is_empty() && GOOD.starts_with(&pieces.concat()));
+        } else {
+            assert_eq!(r.expect(name).text, GOOD);
+            assert_eq!(pieces.concat(), GOOD, "{name}");
+        }
+    }
+}

@@ -65,6 +65,99 @@ pub enum Reply {
     Truncated,
     /// A 200 with an HTML body.
     NotJson,
+    /// A 200 `text/event-stream` with this text (see [`sse`]), written `chunk` bytes at a time
+    /// (each write flushed alone, Nagle off), then closed: a stream without `[DONE]` is one cut
+    /// off.
+    Stream {
+        /// The events.
+        text: String,
+        /// Bytes per write.
+        chunk: usize,
+    },
+    /// A 200 `text/event-stream` that writes `first`, then holds the connection until `gate`
+    /// is released (then writes `rest` and closes) or the client hangs up (recorded in `gate`).
+    Held {
+        /// Written at once.
+        first: String,
+        /// Written once the gate opens.
+        rest: String,
+        /// The test's handle.
+        gate: Arc<Gate>,
+    },
+}
+
+/// What a test and a [`Reply::Held`] stream share.
+#[derive(Debug, Default)]
+pub struct Gate {
+    release: tokio::sync::Notify,
+    hung_up: tokio::sync::Notify,
+    saw_hang_up: std::sync::atomic::AtomicBool,
+}
+
+impl Gate {
+    /// Lets the held stream go on.
+    pub fn release(&self) {
+        self.release.notify_one();
+    }
+
+    /// Waits until the client closed the held connection.
+    pub async fn hung_up(&self) {
+        self.hung_up.notified().await;
+    }
+
+    /// Whether the client closed the held connection.
+    pub fn saw_hang_up(&self) -> bool {
+        self.saw_hang_up.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A streamed completion as OpenAI sends it: a role chunk, `reasoning` (if any) then `content`
+/// in deltas of `piece` characters, a chunk with `finish_reason`, a usage chunk (when `usage`),
+/// then `data: [DONE]`.
+pub fn sse(
+    content: &str,
+    reasoning: Option<&str>,
+    finish: &str,
+    usage: bool,
+    piece: usize,
+) -> String {
+    let mut out = String::new();
+    let mut chunk = |delta: Value, finish: Option<&str>| {
+        let c = json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "mock-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        out.push_str(&format!("data: {c}\n\n"));
+    };
+    chunk(json!({"role": "assistant", "content": ""}), None);
+    let pieces = |text: &str| -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        chars
+            .chunks(piece.max(1))
+            .map(|c| c.iter().collect())
+            .collect()
+    };
+    for p in pieces(reasoning.unwrap_or_default()) {
+        chunk(json!({"reasoning_content": p}), None);
+    }
+    for p in pieces(content) {
+        chunk(json!({"content": p}), None);
+    }
+    chunk(json!({}), Some(finish));
+    if usage {
+        let c = json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        });
+        out.push_str(&format!("data: {c}\n\n"));
+    }
+    out.push_str("data: [DONE]\n\n");
+    out
 }
 
 impl Reply {
@@ -85,6 +178,15 @@ impl Reply {
             headers: Vec::new(),
             body: json!({"error": {"message": message, "type": "server_error", "code": null}})
                 .to_string(),
+        }
+    }
+
+    /// The stream of a completion with `content` (deltas of 5 characters, usage included),
+    /// written `chunk` bytes at a time.
+    pub fn stream(content: &str, chunk: usize) -> Reply {
+        Reply::Stream {
+            text: sse(content, None, "stop", true, 5),
+            chunk,
         }
     }
 
@@ -192,8 +294,18 @@ pub fn check_shape(expect: Expect, body: &Value) -> Vec<String> {
         }
         _ => errors.push("`messages` must be a non-empty array".into()),
     }
-    if obj.get("stream").is_some_and(|s| s != &Value::Bool(false)) {
-        errors.push("`stream` must be absent or false".into());
+    match obj.get("stream") {
+        None | Some(Value::Bool(false)) => {
+            if obj.contains_key("stream_options") {
+                errors.push("`stream_options` is only allowed with `stream: true`".into());
+            }
+        }
+        Some(Value::Bool(true)) => match obj.get("stream_options") {
+            None => {}
+            Some(o) if o.get("include_usage").is_none_or(Value::is_boolean) => {}
+            Some(o) => errors.push(format!("bad `stream_options`: {o}")),
+        },
+        Some(other) => errors.push(format!("`stream` must be a boolean, not {other}")),
     }
     let rf = obj.get("response_format");
     let guided = obj.get("guided_json");
@@ -444,6 +556,46 @@ async fn write_reply(stream: &mut TcpStream, body: &Value, reply: Reply) -> std:
             stream.flush().await?;
             // A clean close (FIN), so the client reads the headers and half the body first.
             return stream.shutdown().await;
+        }
+        Reply::Stream { text, chunk } => {
+            stream.set_nodelay(true)?;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n")
+                .await?;
+            stream.flush().await?;
+            // No length: the stream ends when the connection closes.
+            for piece in text.as_bytes().chunks(chunk.max(1)) {
+                stream.write_all(piece).await?;
+                stream.flush().await?;
+                tokio::task::yield_now().await;
+            }
+            return stream.shutdown().await;
+        }
+        Reply::Held { first, rest, gate } => {
+            stream.set_nodelay(true)?;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+                .await?;
+            stream.write_all(first.as_bytes()).await?;
+            stream.flush().await?;
+            let mut buf = [0u8; 256];
+            loop {
+                tokio::select! {
+                    () = gate.release.notified() => {
+                        stream.write_all(rest.as_bytes()).await?;
+                        stream.flush().await?;
+                        return stream.shutdown().await;
+                    }
+                    read = stream.read(&mut buf) => {
+                        // The client sends nothing more: a read that ends is its hang-up.
+                        if matches!(read, Ok(0) | Err(_)) {
+                            gate.saw_hang_up.store(true, std::sync::atomic::Ordering::SeqCst);
+                            gate.hung_up.notify_one();
+                            return Ok(());
+                        }
+                    }
+                }
+            }
         }
         Reply::NotJson => (
             200,
