@@ -598,13 +598,13 @@ where
     };
     let mut rows = Vec::with_capacity(todo.len());
     let mut pending = todo.into_iter();
+    // Fields closed so far (run_batch_streaming); declared before the futures that count them.
+    let fields = AtomicUsize::new(0);
     let mut in_flight = FuturesUnordered::new();
     let concurrency = options.concurrency.max(1);
     // 0: running; 1: stopping (finish in flight); 2: abandon in flight.
     let mut stops = 0u8;
     let mut signal = std::pin::pin!(stop());
-    // Fields closed so far (run_batch_streaming).
-    let fields = AtomicUsize::new(0);
 
     loop {
         while stops == 0 && in_flight.len() < concurrency {

@@ -18,6 +18,7 @@ struct Report {
     /// The company that reports, copied from the document.
     #[contract(grounded)]
     company: Option<String>,
+    /// The quarter the results are for (1 to 4).
     #[contract(range = 1..=4)]
     quarter: Option<u8>,
     /// The city of its headquarters, copied from the document.
