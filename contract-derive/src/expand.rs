@@ -57,11 +57,7 @@ fn expand(cont: &Container, assertions: &[Assertion]) -> TokenStream {
     let type_params: Vec<&syn::Ident> = cont.generics.type_params().map(|p| &p.ident).collect();
 
     let rust_name = ident.to_string();
-    let name = cont
-        .attrs
-        .rename
-        .clone()
-        .unwrap_or_else(|| rust_name.clone());
+    let name = &cont.name;
     let (schema_name, schema_id) = if type_params.is_empty() {
         (
             quote!(::contract_core::__private::Cow::Borrowed(#name)),
@@ -233,7 +229,7 @@ fn object_spec(cont: &Container, fields: &[Field], description: &TokenStream) ->
     let checks = cont.attrs.checks.iter().map(path_text);
     let skipped = fields
         .iter()
-        .filter(|f| f.skipped() && f.attrs.serde.skip_serializing.is_none())
+        .filter(|f| f.skipped() && !f.serde.skip_serializing())
         .map(|f| &f.json_name);
     let spec = quote! {
         ::contract_core::__private::object_spec(
@@ -463,7 +459,7 @@ fn run_checks(cont: &Container, fields: &[Field]) -> TokenStream {
 }
 
 fn enum_spec(variants: &[Variant], description: &TokenStream) -> TokenStream {
-    let items = variants.iter().filter(|v| !v.attrs.skip).map(|v| {
+    let items = variants.iter().filter(|v| !v.skipped).map(|v| {
         let name = &v.json_name;
         let desc = opt_str(v.attrs.description.as_deref());
         quote!((#name, #desc))

@@ -1,5 +1,11 @@
 //! Typed nodes of the derive input; each keeps its syn node for spans.
+//!
+//! What `#[serde(..)]` means (names after `rename` and `rename_all`, skips, defaults) is serde's
+//! own reading, `serde_derive_internals`, as schemars_derive reads it; `attr` reads only which
+//! serde keys are given and where, for the spans of the derive's errors.
 
+use proc_macro2::Span;
+use serde_derive_internals as serde;
 use syn::ext::IdentExt;
 use syn::{GenericArgument, PathArguments, Type};
 
@@ -8,6 +14,8 @@ use super::ctxt::Ctxt;
 
 pub struct Container<'a> {
     pub ident: &'a syn::Ident,
+    /// The contract's name: the type's, or serde's `rename`.
+    pub name: String,
     pub attrs: attr::Container,
     pub data: Data<'a>,
     pub generics: &'a syn::Generics,
@@ -25,6 +33,8 @@ pub struct Field<'a> {
     /// The JSON key after serde renames.
     pub json_name: String,
     pub attrs: attr::Field,
+    /// serde's reading of the field's `#[serde(..)]`.
+    pub serde: serde::attr::Field,
     pub ty: &'a Type,
     pub info: TypeInfo<'a>,
 }
@@ -32,7 +42,7 @@ pub struct Field<'a> {
 impl Field<'_> {
     /// Whether the contract leaves the field out (`#[contract(skip)]`, or serde never reads it).
     pub fn skipped(&self) -> bool {
-        self.attrs.skip.is_some() || self.attrs.serde.skip_deserializing.is_some()
+        self.attrs.skip.is_some() || self.serde.skip_deserializing()
     }
 }
 
@@ -40,6 +50,8 @@ pub struct Variant<'a> {
     pub ident: &'a syn::Ident,
     pub json_name: String,
     pub attrs: attr::Variant,
+    /// `#[serde(skip)]` or `#[serde(skip_deserializing)]`: the model cannot write it.
+    pub skipped: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -165,67 +177,92 @@ impl<'a> Container<'a> {
     pub fn from_ast(cx: &Ctxt, input: &'a syn::DeriveInput) -> Option<Container<'a>> {
         let attrs = attr::Container::from_ast(cx, input);
         check_generics(cx, &input.generics);
-        let data = match &input.data {
-            syn::Data::Struct(data) => match &data.fields {
-                syn::Fields::Named(named) => Data::Struct(
-                    named
-                        .named
-                        .iter()
-                        .map(|f| Field::from_ast(cx, f, &attrs))
-                        .collect(),
-                ),
-                syn::Fields::Unnamed(fields) => {
-                    cx.error_spanned_by(fields, format!("{SUPPORTED}, not tuple structs"));
-                    return None;
-                }
-                syn::Fields::Unit => {
-                    cx.error_spanned_by(
-                        input.ident.clone(),
-                        format!("{SUPPORTED}, not unit structs"),
-                    );
-                    return None;
-                }
-            },
-            syn::Data::Enum(data) => {
-                let mut ok = true;
-                for variant in &data.variants {
-                    if !matches!(variant.fields, syn::Fields::Unit) {
-                        cx.error_spanned_by(
-                            &variant.fields,
-                            format!("{SUPPORTED}, variant `{}` carries data", variant.ident),
-                        );
-                        ok = false;
-                    }
-                }
-                if data.variants.is_empty() {
-                    cx.error_spanned_by(
-                        &input.ident,
-                        "an enum contract needs at least one variant",
-                    );
-                    ok = false;
-                }
-                if !ok {
-                    return None;
-                }
-                Data::Enum(
-                    data.variants
-                        .iter()
-                        .map(|v| Variant::from_ast(cx, v, &attrs))
-                        .collect(),
-                )
+        if !check_shape(cx, input) {
+            return None;
+        }
+        // serde's derive reports its own errors (every `#[serde(..)]` comes with one: `serde` is
+        // its helper attribute); reporting them here too would show each twice.
+        let serde_cx = serde::Ctxt::new();
+        let private = syn::Ident::new("__private", Span::call_site());
+        let serde =
+            serde::ast::Container::from_ast(&serde_cx, input, serde::Derive::Deserialize, &private);
+        let _ = serde_cx.check();
+        let serde = serde?;
+        let name = one_name(cx, serde.attrs.name(), &attrs.serde_keys);
+        let rules = serde.attrs.rename_all_rules();
+        if rules.serialize != rules.deserialize {
+            attr::two_names(cx, &attrs.serde_keys, "rename_all");
+        }
+        let data = match serde.data {
+            serde::ast::Data::Struct(_, fields) => {
+                Data::Struct(fields.into_iter().map(|f| Field::from_ast(cx, f)).collect())
             }
-            syn::Data::Union(data) => {
-                cx.error_spanned_by(data.union_token, format!("{SUPPORTED}, not unions"));
-                return None;
-            }
+            serde::ast::Data::Enum(variants) => Data::Enum(
+                variants
+                    .into_iter()
+                    .map(|v| Variant::from_ast(cx, v))
+                    .collect(),
+            ),
         };
         Some(Container {
             ident: &input.ident,
+            name,
             attrs,
             data,
             generics: &input.generics,
         })
     }
+}
+
+/// Structs with named fields and enums of unit variants; false after reporting any other shape.
+fn check_shape(cx: &Ctxt, input: &syn::DeriveInput) -> bool {
+    match &input.data {
+        syn::Data::Struct(data) => match &data.fields {
+            syn::Fields::Named(_) => true,
+            syn::Fields::Unnamed(fields) => {
+                cx.error_spanned_by(fields, format!("{SUPPORTED}, not tuple structs"));
+                false
+            }
+            syn::Fields::Unit => {
+                cx.error_spanned_by(
+                    input.ident.clone(),
+                    format!("{SUPPORTED}, not unit structs"),
+                );
+                false
+            }
+        },
+        syn::Data::Enum(data) => {
+            let mut ok = true;
+            for variant in &data.variants {
+                if !matches!(variant.fields, syn::Fields::Unit) {
+                    cx.error_spanned_by(
+                        &variant.fields,
+                        format!("{SUPPORTED}, variant `{}` carries data", variant.ident),
+                    );
+                    ok = false;
+                }
+            }
+            if data.variants.is_empty() {
+                cx.error_spanned_by(&input.ident, "an enum contract needs at least one variant");
+                ok = false;
+            }
+            ok
+        }
+        syn::Data::Union(data) => {
+            cx.error_spanned_by(data.union_token, format!("{SUPPORTED}, not unions"));
+            false
+        }
+    }
+}
+
+/// The one JSON name serde gives an item; two (`rename(serialize = .., deserialize = ..)` with
+/// different names) is an error at `rename`.
+fn one_name(cx: &Ctxt, name: &serde::name::MultiName, keys: &attr::SerdeKeys) -> String {
+    let (ser, de) = (name.serialize_name(), name.deserialize_name());
+    if ser.value != de.value {
+        attr::two_names(cx, keys, "rename");
+    }
+    de.value.clone()
 }
 
 /// Type parameters are supported; lifetimes and const generics are not.
@@ -254,20 +291,16 @@ pub fn has_unsupported_generics(generics: &syn::Generics) -> bool {
 }
 
 impl<'a> Field<'a> {
-    fn from_ast(cx: &Ctxt, field: &'a syn::Field, container: &attr::Container) -> Self {
+    fn from_ast(cx: &Ctxt, serde: serde::ast::Field<'a>) -> Self {
+        let field = serde.original;
         let ident = field.ident.as_ref().expect("named field");
         let attrs = attr::Field::from_ast(cx, field);
-        let rust_name = ident.unraw().to_string();
-        let json_name = match (&attrs.serde.rename, container.rename_all) {
-            (Some(name), _) => name.clone(),
-            (None, Some(rule)) => rule.apply_to_field(&rust_name),
-            (None, None) => rust_name.clone(),
-        };
         Field {
             ident,
-            rust_name,
-            json_name,
+            rust_name: ident.unraw().to_string(),
+            json_name: one_name(cx, serde.attrs.name(), &attrs.serde_keys),
             attrs,
+            serde: serde.attrs,
             ty: &field.ty,
             info: TypeInfo::of(&field.ty),
         }
@@ -275,18 +308,13 @@ impl<'a> Field<'a> {
 }
 
 impl<'a> Variant<'a> {
-    fn from_ast(cx: &Ctxt, variant: &'a syn::Variant, container: &attr::Container) -> Self {
-        let attrs = attr::Variant::from_ast(cx, variant);
-        let rust_name = variant.ident.unraw().to_string();
-        let json_name = match (&attrs.rename, container.rename_all) {
-            (Some(name), _) => name.clone(),
-            (None, Some(rule)) => rule.apply_to_variant(&rust_name),
-            (None, None) => rust_name,
-        };
+    fn from_ast(cx: &Ctxt, serde: serde::ast::Variant<'a>) -> Self {
+        let attrs = attr::Variant::from_ast(cx, serde.original);
         Variant {
-            ident: &variant.ident,
-            json_name,
+            ident: &serde.original.ident,
+            json_name: one_name(cx, serde.attrs.name(), &attrs.serde_keys),
             attrs,
+            skipped: serde.attrs.skip_deserializing(),
         }
     }
 }

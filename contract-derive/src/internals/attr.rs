@@ -1,4 +1,5 @@
-//! Parsing of `#[contract(..)]`, `#[serde(..)]` and doc comments, one node at a time.
+//! Parsing of `#[contract(..)]` and doc comments, one node at a time, and of which
+//! `#[serde(..)]` keys are given where ([`SerdeKeys`]).
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
@@ -8,7 +9,6 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, RangeLimits, Token, UnOp};
 
-use super::case::RenameRule;
 use super::ctxt::Ctxt;
 use super::suggest;
 use super::symbol::*;
@@ -127,8 +127,7 @@ pub struct Container {
     pub checks: Vec<syn::Path>,
     pub normalizers: Vec<syn::Path>,
     pub question: Option<String>,
-    pub rename: Option<String>,
-    pub rename_all: Option<RenameRule>,
+    pub serde_keys: SerdeKeys,
 }
 
 /// The attributes of a named field.
@@ -149,7 +148,7 @@ pub struct Field {
     pub group: Option<String>,
     /// Every `#[contract(..)]` key given, with the span of its path.
     pub keys: Vec<(Symbol, Span)>,
-    pub serde: SerdeField,
+    pub serde_keys: SerdeKeys,
 }
 
 /// `#[contract(grounded..)]` as written; fields are Rust names, resolved by `check`.
@@ -172,21 +171,10 @@ pub struct Grounded {
     pub span: Span,
 }
 
-/// What the derive needs to know of a field's `#[serde(..)]`.
-#[derive(Default)]
-pub struct SerdeField {
-    pub rename: Option<String>,
-    pub skip_serializing: Option<Span>,
-    pub skip_deserializing: Option<Span>,
-    pub default: Option<Span>,
-}
-
 /// The attributes of an enum variant.
 pub struct Variant {
     pub description: Option<String>,
-    pub rename: Option<String>,
-    /// `#[serde(skip)]` or `#[serde(skip_deserializing)]`: the model cannot write it.
-    pub skip: bool,
+    pub serde_keys: SerdeKeys,
 }
 
 /// Tracks which keys were seen, so that a repeated one is reported at its path.
@@ -360,55 +348,44 @@ pub fn doc_comment(attrs: &[syn::Attribute]) -> Option<String> {
     }
 }
 
-fn unsupported_serde(cx: &Ctxt, meta: &ParseNestedMeta) -> syn::Result<()> {
-    cx.error_spanned_by(
-        &meta.path,
-        format!(
-            "`#[serde({})]` is not supported by `#[derive(Contract)]`: the contract could not describe the JSON shape",
-            key_of(&meta.path)
-        ),
-    );
-    skip_value(meta)
+/// The keys of an item's `#[serde(..)]` attributes, each with the span of its path.
+///
+/// What the keys mean is serde's own reading (`serde_derive_internals`, in `ast`), but it keeps
+/// no key's span, and the derive's errors point at the key (`tests/ui/serde-flatten.stderr`,
+/// `serde-default-on-asked-field.stderr`): so the key names alone are read here, and a key
+/// outside `supported` is an error.
+pub struct SerdeKeys(Vec<(String, Span)>);
+
+impl SerdeKeys {
+    fn from_attrs(cx: &Ctxt, attrs: &[syn::Attribute], supported: &[&str]) -> Self {
+        let mut keys = Vec::new();
+        each_meta(cx, attrs, SERDE, |meta| {
+            let key = key_of(&meta.path);
+            if !supported.contains(&key.as_str()) {
+                cx.error_spanned_by(
+                    &meta.path,
+                    format!("`#[serde({key})]` is not supported by `#[derive(Contract)]`: the contract could not describe the JSON shape"),
+                );
+            }
+            keys.push((key, meta.path.span()));
+            skip_value(meta)
+        });
+        SerdeKeys(keys)
+    }
+
+    /// Where `key` is given, if it is.
+    pub fn span(&self, key: &str) -> Option<Span> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, s)| *s)
+    }
 }
 
-/// `rename = ".."` or `rename(serialize = "..", deserialize = "..")` with equal names.
-fn serde_name(cx: &Ctxt, meta: &ParseNestedMeta) -> syn::Result<Option<String>> {
-    if meta.input.peek(Token![=]) {
-        let expr: Expr = parse_value(meta)?;
-        return Ok(match strip(&expr) {
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(s), ..
-            }) => Some(s.value()),
-            _ => None, // serde reports it
-        });
-    }
-    let mut ser = None;
-    let mut de = None;
-    let key = key_of(&meta.path);
-    let path = meta.path.clone();
-    meta.parse_nested_meta(|inner| {
-        let expr: Expr = parse_value(&inner)?;
-        let value = match strip(&expr) {
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(s), ..
-            }) => Some(s.value()),
-            _ => None,
-        };
-        if inner.path == SERIALIZE {
-            ser = value;
-        } else if inner.path == DESERIALIZE {
-            de = value;
-        }
-        Ok(())
-    })?;
-    if ser.is_some() && ser == de {
-        Ok(ser)
-    } else {
-        cx.error_spanned_by(
-            path,
+/// serde gives an item two names (`key(serialize = .., deserialize = ..)`): an error at `key`.
+pub fn two_names(cx: &Ctxt, keys: &SerdeKeys, key: &str) {
+    if let Some(span) = keys.span(key) {
+        cx.error_at(
+            span,
             format!("`#[serde({key}(serialize = .., deserialize = ..))]` with different names is not supported by `#[derive(Contract)]`: the contract could not describe the JSON shape"),
         );
-        Ok(None)
     }
 }
 
@@ -547,35 +524,7 @@ impl Container {
             Ok(())
         });
 
-        let mut rename = None;
-        let mut rename_all = None;
-        each_meta(cx, &input.attrs, SERDE, |meta| {
-            if meta.path == RENAME {
-                rename = serde_name(cx, meta)?;
-            } else if meta.path == RENAME_ALL {
-                let span = meta.path.span();
-                if let Some(name) = serde_name(cx, meta)? {
-                    match RenameRule::from_str(&name) {
-                        Some(rule) => rename_all = Some(rule),
-                        None => cx.error_at(
-                            span,
-                            format!(
-                                "unknown `rename_all` rule `{name}`, expected one of {}",
-                                RenameRule::ALL_NAMES
-                            ),
-                        ),
-                    }
-                }
-            } else if meta.path == DENY_UNKNOWN_FIELDS {
-                // The contract is closed anyway.
-            } else if meta.path == BOUND || meta.path == CRATE || meta.path == EXPECTING {
-                skip_value(meta)?;
-            } else {
-                unsupported_serde(cx, meta)?;
-            }
-            Ok(())
-        });
-
+        let serde_keys = SerdeKeys::from_attrs(cx, &input.attrs, SERDE_CONTAINER_KEYS);
         Container {
             description: description.or_else(|| doc_comment(&input.attrs)),
             rules,
@@ -583,8 +532,7 @@ impl Container {
             checks,
             normalizers,
             question,
-            rename,
-            rename_all,
+            serde_keys,
         }
     }
 }
@@ -824,7 +772,7 @@ impl Field {
         }
         check_bounds_order(cx, &bounds);
 
-        let serde = serde_field(cx, field);
+        let serde_keys = SerdeKeys::from_attrs(cx, &field.attrs, SERDE_FIELD_KEYS);
         Field {
             description: description.or_else(|| doc_comment(&field.attrs)),
             bounds,
@@ -840,7 +788,7 @@ impl Field {
             question,
             group,
             keys: seen.keys,
-            serde,
+            serde_keys,
         }
     }
 }
@@ -1103,31 +1051,6 @@ fn parse_one_of(cx: &Ctxt, expr: &Expr) -> Option<OneOf> {
     })
 }
 
-fn serde_field(cx: &Ctxt, field: &syn::Field) -> SerdeField {
-    let mut out = SerdeField::default();
-    each_meta(cx, &field.attrs, SERDE, |meta| {
-        if meta.path == RENAME {
-            out.rename = serde_name(cx, meta)?;
-        } else if meta.path == SERDE_SKIP {
-            out.skip_serializing = Some(meta.path.span());
-            out.skip_deserializing = Some(meta.path.span());
-        } else if meta.path == SKIP_SERIALIZING {
-            out.skip_serializing = Some(meta.path.span());
-        } else if meta.path == SKIP_DESERIALIZING {
-            out.skip_deserializing = Some(meta.path.span());
-        } else if meta.path == DEFAULT {
-            out.default = Some(meta.path.span());
-            skip_value(meta)?;
-        } else if meta.path == BOUND {
-            skip_value(meta)?;
-        } else {
-            unsupported_serde(cx, meta)?;
-        }
-        Ok(())
-    });
-    out
-}
-
 impl Variant {
     pub fn from_ast(cx: &Ctxt, variant: &syn::Variant) -> Self {
         let mut seen = Seen::new(cx);
@@ -1144,24 +1067,9 @@ impl Variant {
             }
             Ok(())
         });
-        let mut rename = None;
-        let mut skip = false;
-        each_meta(cx, &variant.attrs, SERDE, |meta| {
-            if meta.path == RENAME {
-                rename = serde_name(cx, meta)?;
-            } else if meta.path == SERDE_SKIP || meta.path == SKIP_DESERIALIZING {
-                skip = true;
-            } else if meta.path == BOUND {
-                skip_value(meta)?;
-            } else {
-                unsupported_serde(cx, meta)?;
-            }
-            Ok(())
-        });
         Variant {
             description: description.or_else(|| doc_comment(&variant.attrs)),
-            rename,
-            skip,
+            serde_keys: SerdeKeys::from_attrs(cx, &variant.attrs, SERDE_VARIANT_KEYS),
         }
     }
 }

@@ -32,7 +32,7 @@ pub fn check<'a>(cx: &Ctxt, cont: &Container<'a>) -> Vec<Assertion<'a>> {
     }
     if let Data::Enum(variants) = &cont.data {
         let mut names: Vec<&str> = Vec::new();
-        for v in variants.iter().filter(|v| !v.attrs.skip) {
+        for v in variants.iter().filter(|v| !v.skipped) {
             if names.contains(&v.json_name.as_str()) {
                 cx.error_spanned_by(v.ident, format!("duplicate JSON name `{}`", v.json_name));
             }
@@ -65,9 +65,9 @@ const CONSTRAINT_KEYS: &[Symbol] = &[
 /// default or be left out of serialization; a skipped field takes no constraints.
 fn check_skip(cx: &Ctxt, fields: &[Field]) {
     for field in fields {
-        let serde = &field.attrs.serde;
+        let (serde, keys) = (&field.serde, &field.attrs.serde_keys);
         if let Some(span) = field.attrs.skip {
-            if serde.skip_deserializing.is_none() && serde.default.is_none() {
+            if !serde.skip_deserializing() && serde.default().is_none() {
                 cx.error_at(
                     span,
                     "`skip` needs `#[serde(skip)]` or `#[serde(default)]`: the model never writes this field",
@@ -88,13 +88,16 @@ fn check_skip(cx: &Ctxt, fields: &[Field]) {
             }
             continue;
         }
-        if let Some(span) = serde.default {
+        if let Some(span) = keys.span("default").filter(|_| !serde.default().is_none()) {
             cx.error_at(
                 span,
                 "`#[serde(default)]` is not supported by `#[derive(Contract)]` on a field the model writes: add `#[contract(skip)]` if it never does",
             );
         }
-        if let Some(span) = serde.skip_serializing {
+        if let Some(span) = keys
+            .span("skip_serializing")
+            .filter(|_| serde.skip_serializing())
+        {
             cx.error_at(
                 span,
                 "`#[serde(skip_serializing)]` is not supported by `#[derive(Contract)]`: the contract could not describe the JSON shape",

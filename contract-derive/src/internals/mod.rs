@@ -1,6 +1,5 @@
 pub mod ast;
 pub mod attr;
-mod case;
 pub mod check;
 pub mod ctxt;
 mod suggest;

@@ -67,31 +67,32 @@ pub const FORM: Symbol = Symbol("form");
 // #[contract(group = "guidance")]
 pub const GROUP: Symbol = Symbol("group");
 
-// Keys of `#[serde(..)]` the derive understands.
+// The keys of `#[serde(..)]` the derive supports (serde_derive_internals reads what they mean);
+// any other is an error: the contract could not describe the JSON shape.
 
-// #[serde(rename = "name")], #[serde(rename(serialize = "a", deserialize = "a"))]
-pub const RENAME: Symbol = Symbol("rename");
-// #[serde(rename_all = "camelCase")]
-pub const RENAME_ALL: Symbol = Symbol("rename_all");
-// #[serde(deny_unknown_fields)]
-pub const DENY_UNKNOWN_FIELDS: Symbol = Symbol("deny_unknown_fields");
-// #[serde(bound = "T: MyTrait")]
-pub const BOUND: Symbol = Symbol("bound");
-// #[serde(crate = "path::to::serde")]
-pub const CRATE: Symbol = Symbol("crate");
-// #[serde(expecting = "a guidance object")]
-pub const EXPECTING: Symbol = Symbol("expecting");
-// #[serde(skip)] (also `skip` of `#[contract(..)]`)
-pub const SERDE_SKIP: Symbol = Symbol("skip");
-// #[serde(skip_serializing)]
-pub const SKIP_SERIALIZING: Symbol = Symbol("skip_serializing");
-// #[serde(skip_deserializing)]
-pub const SKIP_DESERIALIZING: Symbol = Symbol("skip_deserializing");
-// #[serde(default)], #[serde(default = "path::to::fn")]
-pub const DEFAULT: Symbol = Symbol("default");
-// rename(serialize = "..", deserialize = "..")
-pub const SERIALIZE: Symbol = Symbol("serialize");
-pub const DESERIALIZE: Symbol = Symbol("deserialize");
+/// On a struct or enum: `rename`, `rename_all` (with one name each), `deny_unknown_fields` (the
+/// contract is closed anyway), and keys that leave the JSON as it is.
+pub const SERDE_CONTAINER_KEYS: &[&str] = &[
+    "rename",
+    "rename_all",
+    "deny_unknown_fields",
+    "bound",
+    "crate",
+    "expecting",
+];
+
+/// On a field (`default` and `skip_serializing` only where the model never writes it).
+pub const SERDE_FIELD_KEYS: &[&str] = &[
+    "rename",
+    "skip",
+    "skip_serializing",
+    "skip_deserializing",
+    "default",
+    "bound",
+];
+
+/// On an enum variant.
+pub const SERDE_VARIANT_KEYS: &[&str] = &["rename", "skip", "skip_deserializing", "bound"];
 
 /// The container keys of `#[contract(..)]`, for "did you mean" hints.
 pub const CONTAINER_KEYS: &[Symbol] = &[
