@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use contract_backends::batch::{run_batch, run_batch_streaming, BatchOptions, Doc};
@@ -434,16 +434,44 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
     let options = BatchOptions::default()
         .concurrency(concurrency)
         .label(mode.as_str());
+    // With --fields: when each document's first field came (time to first field), beside
+    // the whole record's time (the extraction's own `timings.total_ms`).
+    let first: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
+    let waits: Mutex<Vec<(f64, f64)>> = Mutex::new(Vec::new());
     let row = |doc: &Doc, ex: contract_core::Extraction<C>| {
-        let row = match by_id.get(doc.id.as_str()) {
+        let mut row = match by_id.get(doc.id.as_str()) {
             Some(d) => study::row(d, mode, &ex),
             None => serde_json::json!({"id": doc.id, "mode": mode.as_str(), "valid": false,
                                         "error": "unknown document id"}),
         };
+        let came = first
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&doc.id);
+        if let (Some(came), Value::Object(map)) = (came, &mut row) {
+            let record_ms = ex.timings.total_ms;
+            let elapsed = Duration::from_secs_f64(record_ms.max(0.0) / 1000.0);
+            let start = Instant::now().checked_sub(elapsed).unwrap_or(came);
+            let first_ms = came.saturating_duration_since(start).as_secs_f64() * 1000.0;
+            map.insert("first_field_ms".into(), serde_json::json!(first_ms));
+            eprintln!(
+                "{}: first field at {first_ms:.0} ms, the record at {record_ms:.0} ms",
+                doc.id
+            );
+            waits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((first_ms, record_ms));
+        }
         emit(&row);
         row
     };
     let print = |doc: &Doc, f: &FieldEvent| {
+        first
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(doc.id.clone())
+            .or_insert_with(Instant::now);
         eprintln!(
             "{} {} = {} (attempt {})",
             doc.id, f.path, f.value, f.attempt
@@ -455,6 +483,17 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
         run_batch(&extractor, batch, &options, row).await
     }
     .map_err(|e| e.to_string())?;
+    let waits = waits.into_inner().unwrap_or_else(|e| e.into_inner());
+    if !waits.is_empty() {
+        let n = waits.len() as f64;
+        eprintln!(
+            "{:<11} {} documents with a field: first field {:.0} ms, the record {:.0} ms (means)",
+            mode.as_str(),
+            waits.len(),
+            waits.iter().map(|w| w.0).sum::<f64>() / n,
+            waits.iter().map(|w| w.1).sum::<f64>() / n
+        );
+    }
     eprintln!(
         "{:<11} {} documents, {} valid, {:.1} s{}",
         mode.as_str(),
