@@ -388,3 +388,28 @@ async fn a_long_blank_document_still_gets_a_record() {
     let roster = x.value.as_ref().expect("a value");
     assert!(roster.members.is_empty() && roster.city.is_none());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_chunked_document_hands_on_the_merged_fields_once() {
+    // Fields of a document read in chunks are handed on once the merged value is checked:
+    // each root field once, with the merged value, and the record is `extract`'s.
+    let doc = document();
+    let reader = Reader::new(Fault::None);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let on_field = |e: contract_core::extract::FieldEvent| {
+        seen.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+    };
+    let x = extractor(&reader).extract_observed(&doc, &on_field).await;
+    let seen = seen.into_inner().unwrap_or_else(|e| e.into_inner());
+    assert!(x.chunks.is_some(), "read in chunks");
+    let json = x.json.as_ref().expect("the merged value");
+    let mut paths: Vec<&str> = seen.iter().map(|e| e.path.as_str()).collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["/city", "/members"]);
+    for e in &seen {
+        assert_eq!(&json[&e.path[1..]], &e.value, "{}", e.path);
+    }
+    let reader = Reader::new(Fault::None);
+    let plain = extractor(&reader).extract(&doc).await;
+    assert_eq!(plain.value, x.value);
+}

@@ -266,3 +266,42 @@ fn every_scored_value_is_written_in_the_document() {
         }
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn selected_groups_hand_on_their_fields_and_the_last_value_is_the_records() {
+    // The company's first value (the cashier) is refused by the contract's check after it was
+    // handed on: the group is handed on again with the next value. The last value handed on
+    // for each field is the record's.
+    let replies = [r#"{"total": {"value": 60.3, "currency": null, "unit": null}}"#];
+    let backend = ScriptedBackend::new(replies).with_scorer(scorer);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let on_field = |e: contract_core::extract::FieldEvent| {
+        seen.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+    };
+    let x = Extractor::<Receipt, _>::new(&backend)
+        .extract_observed(RECEIPT, &on_field)
+        .await;
+    let seen = seen.into_inner().unwrap_or_else(|e| e.into_inner());
+    let json = x.json.as_ref().expect("a value");
+    for path in ["/company", "/date", "/total"] {
+        let last = seen
+            .iter()
+            .rev()
+            .find(|e| e.path == path)
+            .unwrap_or_else(|| panic!("{path} never handed on: {seen:?}"));
+        assert_eq!(&json[&path[1..]], &last.value, "{path}");
+        assert_eq!(last.group.as_deref(), Some(&path[1..]));
+    }
+    let companies: Vec<&serde_json::Value> = seen
+        .iter()
+        .filter(|e| e.path == "/company")
+        .map(|e| &e.value)
+        .collect();
+    assert_eq!(
+        companies,
+        [
+            &serde_json::json!("TAN WOON YANN"),
+            &serde_json::json!("INDAH GIFT & HOME DECO")
+        ]
+    );
+}
