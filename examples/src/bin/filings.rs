@@ -449,10 +449,9 @@ async fn run_extractor<C: study::StudyContract + Send + Sync, B: Backend + Sync>
             .unwrap_or_else(|e| e.into_inner())
             .remove(&doc.id);
         if let (Some(came), Value::Object(map)) = (came, &mut row) {
+            // The record ends now: the first field came `came.elapsed()` before its end.
             let record_ms = ex.timings.total_ms;
-            let elapsed = Duration::from_secs_f64(record_ms.max(0.0) / 1000.0);
-            let start = Instant::now().checked_sub(elapsed).unwrap_or(came);
-            let first_ms = came.saturating_duration_since(start).as_secs_f64() * 1000.0;
+            let first_ms = (record_ms - came.elapsed().as_secs_f64() * 1000.0).max(0.0);
             map.insert("first_field_ms".into(), serde_json::json!(first_ms));
             eprintln!(
                 "{}: first field at {first_ms:.0} ms, the record at {record_ms:.0} ms",
