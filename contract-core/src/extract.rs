@@ -1726,8 +1726,11 @@ impl<C, B: Backend> Extractor<C, B> {
             .filter(|&g| candidates[g].is_none())
             .collect();
         let asked_groups: Vec<FieldGroup> = asked.iter().map(|&g| groups[g].clone()).collect();
-        let (request, owners, counts) =
-            judge_plan(&asked_groups, &passages, self.selection.max_judged);
+        let mut plan = judge_plan(&asked_groups, &passages, self.selection.max_judged);
+        let request = ScoreRequest {
+            prompts: std::mem::take(&mut plan.request.prompts),
+            answers: plan.request.answers.clone(),
+        };
         let t0 = Instant::now();
         let score = |request: ScoreRequest| async move {
             if request.prompts.is_empty() {
@@ -1744,8 +1747,13 @@ impl<C, B: Backend> Extractor<C, B> {
         };
         let scored = score(request).await?;
         let mut forward_calls = scored.forward_calls;
-        let mut judged_prompts = owners.len();
-        let asked_ranked = rank(asked_groups.len(), &owners, &counts, &scored)?;
+        let mut judged_prompts = plan.owners.len();
+        let asked_ranked = rank(
+            asked_groups.len(),
+            &plan,
+            &scored,
+            self.selection.lexical_weight,
+        )?;
         let mut ranked: Vec<Option<Ranked>> = vec![None; groups.len()];
         for (&g, r) in asked.iter().zip(asked_ranked) {
             ranked[g] = Some(r);

@@ -305,3 +305,63 @@ async fn selected_groups_hand_on_their_fields_and_the_last_value_is_the_records(
         ]
     );
 }
+
+/// A receipt with a postcode, a barcode and a slip number: digit runs no amount is written as.
+const CODES: &str = "GERBANG ALAF RESTAURANTS SDN BHD
+NO.3, JALAN SS21/39, 47400 PETALING JAYA
+6194020100124
+SLIP: 0020070154
+TOTAL ROUNDED
+28.50
+CASH 50.00";
+
+/// A count of things a receipt lists (a whole number).
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Counted {
+    /// The number of items bought.
+    #[contract(grounded)]
+    items: Option<u32>,
+    /// The total amount paid.
+    #[contract(grounded)]
+    total: Option<Amount>,
+}
+
+/// An amount's values leave out runs of five or more bare digits (postcodes, barcodes, slip
+/// numbers) when the document writes amounts with minor units; a whole-number field keeps
+/// them, and so does an amount in a document that writes no minor units (yen, say).
+#[test]
+fn an_amount_is_not_offered_the_codes_of_a_document_that_writes_minor_units() {
+    let spec = Counted::contract_spec();
+    let groups = field_groups(spec, &Default::default());
+    let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["items", "total"]);
+    let source = Source::from_text(CODES);
+    let total = value_candidates(spec, &groups[1], &source, 120, 400).expect("values");
+    for written in ["28.50,", "50.00,", "3,", "21,", "39,"] {
+        assert!(
+            total.values.contains(&written.to_owned()),
+            "{written}: {:?}",
+            total.values
+        );
+    }
+    for code in ["47400,", "6194020100124,", "0020070154,", "20070154,"] {
+        assert!(
+            !total.values.iter().any(|v| v == code),
+            "{code}: {:?}",
+            total.values
+        );
+    }
+    let items = value_candidates(spec, &groups[0], &source, 120, 400).expect("values");
+    assert!(
+        items.values.iter().any(|v| v.starts_with("47400")),
+        "{:?}",
+        items.values
+    );
+    let yen = Source::from_text("TOTAL\n12500\nCASH 20000");
+    let total = value_candidates(spec, &groups[1], &yen, 120, 400).expect("values");
+    assert!(
+        total.values.contains(&"12500}".to_owned()) || total.values.contains(&"12500,".to_owned()),
+        "{:?}",
+        total.values
+    );
+}
