@@ -26,6 +26,7 @@ use contract_backends::openai::{self, OpenAiBackend};
 use contract_core::extract::FieldEvent;
 use contract_core::grammar::Whitespace;
 use contract_core::prompt::{system_message_with, Instructions};
+use contract_core::select::Selection;
 use contract_core::Backend;
 use examples::filings::study::{self, Mode, ModeBackend, StudyDoc};
 use examples::filings::{generate, GroundedGuidance, ReleaseGuidance, DEFAULT_DOCS, DEFAULT_SEED};
@@ -78,6 +79,11 @@ enum PromptStyle {
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
+    /// In `routed` mode: what the words a passage shares with the judge's question add to its
+    /// margin, at most, in nats (`Selection::lexical_weight`; the library's default, 1, when not
+    /// given; 0 for the model's margins alone).
+    #[arg(long)]
+    lexical_weight: Option<f64>,
     /// `{id, text}` JSON lines to run on instead of the generated releases (no truth: `correct`
     /// is null).
     #[arg(long)]
@@ -412,8 +418,11 @@ async fn run_mode<B: Backend + Sync>(
         Some(PromptStyle::Fields) => Instructions::SignatureAndFields,
     };
     if mode.grounded() {
-        let extractor = study::grounded_extractor(backend, mode, args.max_tokens)
+        let mut extractor = study::grounded_extractor(backend, mode, args.max_tokens)
             .instructions(system_message_with::<GroundedGuidance>(style));
+        if let (Some(w), Mode::Routed) = (args.lexical_weight, mode) {
+            extractor = extractor.selection(Selection::default().lexical_weight(w));
+        }
         return run_extractor(extractor, mode, docs, concurrency, args.fields, emit).await;
     }
     let extractor = study::extractor(backend, mode, args.max_tokens)
