@@ -7,7 +7,10 @@
 //! - every input id gets exactly one row: duplicate ids are refused before anything runs, and an
 //!   [`Extraction`] never fails (a backend error is a row with its reason, see [`default_row`]);
 //! - with [`BatchOptions::resume`], ids already in the output are skipped (a truncated last line
-//!   from an interrupted run is cut off and its document runs again);
+//!   from an interrupted run is cut off and its document runs again), and with
+//!   [`BatchOptions::retry_errors`] the rows a predicate picks (say [`is_error_row`]: no reply)
+//!   are taken out and their documents run again; without it the output is replaced, or refused
+//!   when it has rows and [`BatchOptions::overwrite`] is off;
 //! - on Ctrl-C the runner starts no new document, finishes the ones in flight, writes their rows
 //!   and returns with [`BatchSummary::interrupted`]; a second Ctrl-C abandons the ones in flight
 //!   (they have no row, so a resumed run does them).
@@ -17,6 +20,10 @@
 //! callback as it closes and is checked ([`Extractor::extract_observed`]: the local backend
 //! streams token by token), and the bar counts the fields and shows the last one; the rows
 //! are the same as [`run_batch`]'s.
+//!
+//! All three run on [`run_jobs`], the runner for any job that turns a document into a row
+//! (the `contract` command line runs its runtime contracts on it): the output, resume, the
+//! bar, the stop and the one-row-per-document guarantee without an [`Extractor`].
 //!
 //! # The local backend
 //!
@@ -51,6 +58,7 @@ use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use contract_core::extract::{
@@ -123,6 +131,13 @@ pub enum BatchError {
         /// What is wrong.
         message: String,
     },
+    /// The output already has rows, and neither [`BatchOptions::resume`] nor
+    /// [`BatchOptions::overwrite`] is set.
+    #[error("{}: already has rows (resume appends to them, overwrite starts again)", .path.display())]
+    OutputHasRows {
+        /// The output file.
+        path: PathBuf,
+    },
 }
 
 fn where_(first: &Option<usize>, again: &Option<usize>) -> String {
@@ -172,6 +187,8 @@ pub fn read_jsonl_docs(path: &Path) -> Result<Vec<Doc>, BatchError> {
 }
 
 /// How to run a batch.
+// Two options are equal with the same `retry_errors` function (its address), as intended.
+#[allow(unpredictable_function_pointer_comparisons)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchOptions {
     /// Extractions in flight at once (at least 1; use 1 with the local backend).
@@ -181,6 +198,15 @@ pub struct BatchOptions {
     /// Skip documents whose id is already in `output` and append; without it `output` is
     /// overwritten.
     pub resume: bool,
+    /// Without `resume`, replace an `output` that already has rows (`true`, the default); when
+    /// `false` such an output is refused with [`BatchError::OutputHasRows`] and left as it is.
+    pub overwrite: bool,
+    /// With `resume`, the rows this predicate accepts (say, a document that got no reply, see
+    /// [`is_error_row`]) are taken out of `output` and their documents run again; `None` (the
+    /// default) keeps every row. The rows kept go to a new file that replaces `output` in one
+    /// rename, so a kill leaves the old output or the new one, never a mix. A document with
+    /// such a row and another one keeps the other and is not run.
+    pub retry_errors: Option<fn(&Value) -> bool>,
     /// Show a progress bar on stderr (only drawn when stderr is a terminal).
     pub progress: bool,
     /// The progress bar's label.
@@ -188,12 +214,15 @@ pub struct BatchOptions {
 }
 
 impl Default for BatchOptions {
-    /// Concurrency 4, no output file, no resume, progress bar on, label `extract`.
+    /// Concurrency 4, no output file, no resume, overwrite, no retried rows, progress bar on,
+    /// label `extract`.
     fn default() -> Self {
         BatchOptions {
             concurrency: 4,
             output: None,
             resume: false,
+            overwrite: true,
+            retry_errors: None,
             progress: true,
             label: "extract".to_owned(),
         }
@@ -216,6 +245,19 @@ impl BatchOptions {
     /// Sets [`resume`](Self::resume).
     pub fn resume(mut self, on: bool) -> Self {
         self.resume = on;
+        self
+    }
+
+    /// Sets [`overwrite`](Self::overwrite).
+    pub fn overwrite(mut self, on: bool) -> Self {
+        self.overwrite = on;
+        self
+    }
+
+    /// Sets [`retry_errors`](Self::retry_errors): with `resume`, the documents whose row
+    /// `is_error` accepts run again.
+    pub fn retry_errors(mut self, is_error: fn(&Value) -> bool) -> Self {
+        self.retry_errors = Some(is_error);
         self
     }
 
@@ -248,6 +290,12 @@ pub struct BatchSummary {
     pub interrupted: bool,
     /// Wall time of the run, in seconds.
     pub seconds: f64,
+    /// Bytes of a torn last line (an interrupted write) cut off the output when resuming; its
+    /// document ran again.
+    pub torn_bytes: usize,
+    /// Documents whose rows [`BatchOptions::retry_errors`] took out of the output to run again
+    /// (not counted in `skipped`).
+    pub retried: usize,
 }
 
 impl BatchSummary {
@@ -341,6 +389,17 @@ pub fn default_row<C: Serialize>(doc: &Doc, ex: Extraction<C>) -> Value {
     })
 }
 
+/// Whether `row`, a [`default_row`] (or any row with its `ok` and `error_kind`), is that of a
+/// document that got no reply: no value, and an `error_kind` other than the ones a reply gives
+/// (`invalid`, `length`, `content_filter`). The predicate to hand to
+/// [`BatchOptions::retry_errors`] for default rows.
+pub fn is_error_row(row: &Value) -> bool {
+    row["ok"] != true
+        && row["error_kind"]
+            .as_str()
+            .is_some_and(|k| !matches!(k, "invalid" | "length" | "content_filter"))
+}
+
 /// Runs `extractor` over `docs`; for each doc calls `row(&doc, extraction)` to build the JSON row
 /// written to the output (as results arrive, flushed), and returns the rows produced in this run
 /// (in completion order) plus the summary.
@@ -359,7 +418,7 @@ where
     B: Backend + Sync,
     F: Fn(&Doc, Extraction<C>) -> Value,
 {
-    run(extractor, docs, options, row, ctrl_c, None).await
+    extract_all(extractor, docs, options, row, None, ctrl_c).await
 }
 
 /// What [`run_batch_streaming`] calls for each field: the document and the field's event.
@@ -383,7 +442,7 @@ where
     B: Backend + Sync,
     F: Fn(&Doc, Extraction<C>) -> Value,
 {
-    run(extractor, docs, options, row, ctrl_c, Some(on_field)).await
+    extract_all(extractor, docs, options, row, Some(on_field), ctrl_c).await
 }
 
 /// [`run_batch`] with `stop` in place of Ctrl-C: when `stop` completes, no new document starts,
@@ -411,14 +470,224 @@ where
             }
         }
     };
-    run(extractor, docs, options, row, once, None).await
+    extract_all(extractor, docs, options, row, None, once).await
 }
 
-/// Completes on Ctrl-C; never when the signal cannot be watched (no tokio signal driver).
-async fn ctrl_c() {
+/// The three `run_batch` forms on [`run_jobs`]: one extraction a job, its rows kept.
+async fn extract_all<C, B, F, S, Fut>(
+    extractor: &Extractor<C, B>,
+    docs: Vec<Doc>,
+    options: &BatchOptions,
+    row: F,
+    on_field: Option<OnField<'_>>,
+    stop: S,
+) -> Result<(Vec<Value>, BatchSummary), BatchError>
+where
+    C: Contract + Send + Sync,
+    B: Backend + Sync,
+    F: Fn(&Doc, Extraction<C>) -> Value,
+    S: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let row = &row;
+    let job = |doc: Doc, progress: Progress| async move {
+        let ex = match on_field {
+            Some(f) => {
+                let seen = |event: FieldEvent| {
+                    progress.field(&doc.id, &event.path);
+                    f(&doc, &event);
+                };
+                extractor.extract_observed(&doc.text, &seen).await
+            }
+            None => extractor.extract(&doc.text).await,
+        };
+        let ok = ex.value.is_some();
+        (row(&doc, ex), ok)
+    };
+    let mut rows = Vec::new();
+    let summary = run_jobs(docs, options, job, |r| rows.push(r), stop).await?;
+    Ok((rows, summary))
+}
+
+/// Completes on Ctrl-C; never when the signal cannot be watched (no tokio signal driver). The
+/// `stop` of [`run_jobs`] for a command line.
+pub async fn ctrl_c() {
     if tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// The progress bar of a running batch, handed to each job of [`run_jobs`].
+#[derive(Clone)]
+pub struct Progress {
+    bar: ProgressBar,
+    fields: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("fields", &self.fields.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Progress {
+    /// Counts a field of document `id` as closed and shows it (`path`, its JSON pointer) on the
+    /// bar; from then on the bar also counts the fields.
+    pub fn field(&self, id: &str, path: &str) {
+        let n = self.fields.fetch_add(1, Ordering::Relaxed) + 1;
+        self.bar.set_message(format!("fields {n}, last {id}{path}"));
+    }
+}
+
+/// The runner under [`run_batch`], for any job that turns a document into a row: a caller
+/// with its own kind of extraction (a runtime contract, several extractors, a pipeline) gets
+/// the same output file, resume, bounded concurrency, progress bar and stop.
+///
+/// `job(doc, progress)` runs one document and gives its row and whether the row holds a value
+/// (counted as `done`, else `failed`); it must always give a row (a failure is a row with its
+/// reason), so every document gets exactly one. Up to [`BatchOptions::concurrency`] jobs run at
+/// once, on the calling task. Each row, with `"id": doc.id` put first (a row that is not an
+/// object is wrapped as `{"id", "row"}`), is written to [`BatchOptions::output`] with one
+/// write and a flush, then handed to `on_row`.
+///
+/// Before anything runs, duplicate ids are refused, and the output is opened: created (or
+/// refused when it has rows and [`BatchOptions::overwrite`] is off), or with
+/// [`BatchOptions::resume`] read back: a torn last line is cut off, the rows
+/// [`BatchOptions::retry_errors`] accepts are taken out, and the documents with a row left are
+/// skipped. A corrupt row before the last is [`BatchError::BadOutput`] (cutting it would lose
+/// the rows after it), and the file is left as it was.
+///
+/// When `stop()` completes (pass [`ctrl_c`] for Ctrl-C), no new document starts and the jobs in
+/// flight finish and get their rows; `stop` is then called again, and its second completion
+/// drops the jobs in flight (they have no row, so a resumed run does them).
+pub async fn run_jobs<J, JobFut, R, S, StopFut>(
+    docs: Vec<Doc>,
+    options: &BatchOptions,
+    job: J,
+    mut on_row: R,
+    mut stop: S,
+) -> Result<BatchSummary, BatchError>
+where
+    J: Fn(Doc, Progress) -> JobFut,
+    JobFut: Future<Output = (Value, bool)>,
+    R: FnMut(Value),
+    S: FnMut() -> StopFut,
+    StopFut: Future<Output = ()>,
+{
+    let started = Instant::now();
+    let total = docs.len();
+    let mut ids = HashSet::with_capacity(total);
+    for doc in &docs {
+        if !ids.insert(doc.id.as_str()) {
+            return Err(BatchError::DuplicateId {
+                id: doc.id.clone(),
+                first_line: None,
+                line: None,
+            });
+        }
+    }
+    drop(ids);
+
+    let mut summary = BatchSummary {
+        total,
+        skipped: 0,
+        done: 0,
+        failed: 0,
+        interrupted: false,
+        seconds: 0.0,
+        torn_bytes: 0,
+        retried: 0,
+    };
+    let (mut output, already) = match &options.output {
+        Some(path) => {
+            let (out, done) = open_output(path, options, &mut summary)?;
+            (Some(out), done)
+        }
+        None => (None, HashSet::new()),
+    };
+    let todo: Vec<Doc> = docs
+        .into_iter()
+        .filter(|d| !already.contains(&d.id))
+        .collect();
+    summary.skipped = total - todo.len();
+
+    let progress = Progress {
+        bar: progress_bar(options, todo.len()),
+        fields: Arc::new(AtomicUsize::new(0)),
+    };
+    let bar = &progress.bar;
+    let mut pending = todo.into_iter();
+    let mut in_flight = FuturesUnordered::new();
+    let concurrency = options.concurrency.max(1);
+    // 0: running; 1: stopping (finish in flight); 2: abandon in flight.
+    let mut stops = 0u8;
+    let mut signal = std::pin::pin!(stop());
+
+    loop {
+        while stops == 0 && in_flight.len() < concurrency {
+            let Some(doc) = pending.next() else { break };
+            let id = doc.id.clone();
+            let run = job(doc, progress.clone());
+            in_flight.push(async move { (id, run.await) });
+        }
+        if in_flight.is_empty() || stops >= 2 {
+            break;
+        }
+        tokio::select! {
+            biased;
+            () = &mut signal => {
+                stops += 1;
+                summary.interrupted = true;
+                bar.set_message(format!(
+                    "interrupted: finishing {} in flight (again to abandon them)",
+                    in_flight.len()
+                ));
+                signal.set(stop());
+            }
+            Some((id, (row, ok))) = in_flight.next() => {
+                let row = with_id(&id, row);
+                if let Some(out) = output.as_mut() {
+                    out.write(&row)?;
+                }
+                on_row(row);
+                if ok {
+                    summary.done += 1;
+                } else {
+                    summary.failed += 1;
+                }
+                bar.inc(1);
+                let rate = summary.completed() as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                if stops == 0 {
+                    let fields = match progress.fields.load(Ordering::Relaxed) {
+                        0 => String::new(),
+                        n => format!(" fields {n}"),
+                    };
+                    bar.set_message(format!(
+                        "ok {} failed {} {rate:.1}/s{fields}",
+                        summary.done, summary.failed
+                    ));
+                }
+            }
+        }
+    }
+    if pending.len() > 0 || !in_flight.is_empty() {
+        summary.interrupted = true;
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    bar.finish_with_message(format!(
+        "ok {} failed {} skipped {}{}",
+        summary.done,
+        summary.failed,
+        summary.skipped,
+        if summary.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        }
+    ));
+    Ok(summary)
 }
 
 /// The output file, opened for appending after the rows already there.
@@ -438,22 +707,29 @@ impl Output {
     }
 }
 
-/// Opens `path` for a run: truncated, or (resume) with the ids of its complete rows, after
-/// cutting off a truncated last line.
-fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), BatchError> {
+/// Opens `path` for a run: created (refused when it has rows and `overwrite` is off), or
+/// (resume) with the ids of its whole rows, after cutting off a torn last line and taking out
+/// the rows `retry_errors` accepts (counted in `summary`).
+fn open_output(
+    path: &Path,
+    options: &BatchOptions,
+    summary: &mut BatchSummary,
+) -> Result<(Output, HashSet<String>), BatchError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     }
-    let mut done = HashSet::new();
-    if !resume {
-        let file = File::create(path).map_err(io_error(path))?;
-        return Ok((
-            Output {
+    let output = |file| Output {
+        path: path.to_path_buf(),
+        file,
+    };
+    if !options.resume {
+        if !options.overwrite && std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            return Err(BatchError::OutputHasRows {
                 path: path.to_path_buf(),
-                file,
-            },
-            done,
-        ));
+            });
+        }
+        let file = File::create(path).map_err(io_error(path))?;
+        return Ok((output(file), HashSet::new()));
     }
     let mut file = OpenOptions::new()
         .read(true)
@@ -463,17 +739,49 @@ fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), B
         .map_err(io_error(path))?;
     let mut text = Vec::new();
     file.read_to_end(&mut text).map_err(io_error(path))?;
-    let mut keep = 0usize; // bytes of complete, readable rows
+    let (keep, mut done) = whole_rows(path, &text)?;
+    if keep < text.len() {
+        summary.torn_bytes = text.len() - keep;
+        file.set_len(keep as u64).map_err(io_error(path))?;
+    }
+    if let Some(is_error) = options.retry_errors {
+        let (kept, retried) = without(&text[..keep], is_error);
+        if !retried.is_empty() {
+            // The rows kept go to a new file that replaces the output in one rename, so a kill
+            // here leaves the old output or the new one, never a mix.
+            let tmp = path.with_extension("retry-errors.tmp");
+            std::fs::write(&tmp, &kept)
+                .and_then(|()| File::open(&tmp)?.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .map_err(io_error(&tmp))?;
+            file = OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(io_error(path))?;
+            summary.retried = retried.len();
+            done.retain(|id| !retried.contains(id));
+        }
+    }
+    file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
+    Ok((output(file), done))
+}
+
+/// The length of the whole rows of `text` and their ids. Only the last line may be torn (no
+/// newline, or not a row): a broken line before it is [`BatchError::BadOutput`].
+fn whole_rows(path: &Path, text: &[u8]) -> Result<(usize, HashSet<String>), BatchError> {
+    let mut done = HashSet::new();
     let mut start = 0usize;
     let mut line_no = 0usize;
     while start < text.len() {
         line_no += 1;
-        let end = text[start..]
+        let Some(end) = text[start..]
             .iter()
             .position(|&b| b == b'\n')
-            .map(|i| start + i);
-        let line = &text[start..end.unwrap_or(text.len())];
-        let parsed = std::str::from_utf8(line)
+            .map(|i| start + i)
+        else {
+            break; // the last line without its newline: an interrupted write
+        };
+        let parsed = std::str::from_utf8(&text[start..end])
             .map_err(|e| e.to_string())
             .and_then(|s| {
                 if s.trim().is_empty() {
@@ -485,17 +793,11 @@ fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), B
                     _ => Err("the row has no string `id`".to_owned()),
                 }
             });
-        let last = end.is_none_or(|e| e + 1 >= text.len());
-        match (parsed, end) {
-            (Ok(id), Some(e)) => {
-                done.extend(id);
-                keep = e + 1;
-                start = e + 1;
-            }
-            // The last line without its newline, or unreadable: an interrupted write.
-            (_, None) => break,
-            (Err(_), Some(_)) if last => break,
-            (Err(message), Some(_)) => {
+        match parsed {
+            Ok(id) => done.extend(id),
+            // The last line, unreadable: an interrupted write.
+            Err(_) if end + 1 >= text.len() => break,
+            Err(message) => {
                 return Err(BatchError::BadOutput {
                     path: path.to_path_buf(),
                     line: line_no,
@@ -503,18 +805,35 @@ fn open_output(path: &Path, resume: bool) -> Result<(Output, HashSet<String>), B
                 })
             }
         }
+        start = end + 1;
     }
-    if keep < text.len() {
-        file.set_len(keep as u64).map_err(io_error(path))?;
+    Ok((start, done))
+}
+
+/// The whole rows of `text` less those `is_error` accepts, and the ids of those (less the ids
+/// that also have a row kept: an edited file keeps that one).
+fn without(text: &[u8], is_error: fn(&Value) -> bool) -> (Vec<u8>, HashSet<String>) {
+    let mut kept = Vec::with_capacity(text.len());
+    let mut dropped = HashSet::new();
+    let mut kept_ids = HashSet::new();
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        let row: Option<Value> = serde_json::from_slice(line).ok();
+        let id = row
+            .as_ref()
+            .and_then(|r| r["id"].as_str())
+            .map(str::to_owned);
+        match (row, id) {
+            (Some(r), Some(id)) if is_error(&r) => {
+                dropped.insert(id);
+            }
+            (_, id) => {
+                kept_ids.extend(id);
+                kept.extend_from_slice(line);
+            }
+        }
     }
-    file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
-    Ok((
-        Output {
-            path: path.to_path_buf(),
-            file,
-        },
-        done,
-    ))
+    dropped.retain(|id| !kept_ids.contains(id));
+    (kept, dropped)
 }
 
 fn progress_bar(options: &BatchOptions, len: usize) -> ProgressBar {
@@ -543,143 +862,4 @@ fn with_id(id: &str, row: Value) -> Value {
         }
         other => json!({ "id": id, "row": other }),
     }
-}
-
-async fn run<C, B, F, S, Fut>(
-    extractor: &Extractor<C, B>,
-    docs: Vec<Doc>,
-    options: &BatchOptions,
-    row: F,
-    mut stop: S,
-    on_field: Option<OnField<'_>>,
-) -> Result<(Vec<Value>, BatchSummary), BatchError>
-where
-    C: Contract + Send + Sync,
-    B: Backend + Sync,
-    F: Fn(&Doc, Extraction<C>) -> Value,
-    S: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let started = Instant::now();
-    let total = docs.len();
-    let mut ids = HashSet::with_capacity(total);
-    for doc in &docs {
-        if !ids.insert(doc.id.as_str()) {
-            return Err(BatchError::DuplicateId {
-                id: doc.id.clone(),
-                first_line: None,
-                line: None,
-            });
-        }
-    }
-    drop(ids);
-
-    let (mut output, already) = match &options.output {
-        Some(path) => {
-            let (out, done) = open_output(path, options.resume)?;
-            (Some(out), done)
-        }
-        None => (None, HashSet::new()),
-    };
-    let todo: Vec<Doc> = docs
-        .into_iter()
-        .filter(|d| !already.contains(&d.id))
-        .collect();
-    let skipped = total - todo.len();
-
-    let bar = progress_bar(options, todo.len());
-    let mut summary = BatchSummary {
-        total,
-        skipped,
-        done: 0,
-        failed: 0,
-        interrupted: false,
-        seconds: 0.0,
-    };
-    let mut rows = Vec::with_capacity(todo.len());
-    let mut pending = todo.into_iter();
-    // Fields closed so far (run_batch_streaming); declared before the futures that count them.
-    let fields = AtomicUsize::new(0);
-    let mut in_flight = FuturesUnordered::new();
-    let concurrency = options.concurrency.max(1);
-    // 0: running; 1: stopping (finish in flight); 2: abandon in flight.
-    let mut stops = 0u8;
-    let mut signal = std::pin::pin!(stop());
-
-    loop {
-        while stops == 0 && in_flight.len() < concurrency {
-            let Some(doc) = pending.next() else { break };
-            let (bar, fields) = (bar.clone(), &fields);
-            in_flight.push(async move {
-                let ex = match on_field {
-                    Some(f) => {
-                        let seen = |event: FieldEvent| {
-                            let n = fields.fetch_add(1, Ordering::Relaxed) + 1;
-                            bar.set_message(format!("fields {n}, last {}{}", doc.id, event.path));
-                            f(&doc, &event);
-                        };
-                        extractor.extract_observed(&doc.text, &seen).await
-                    }
-                    None => extractor.extract(&doc.text).await,
-                };
-                (doc, ex)
-            });
-        }
-        if in_flight.is_empty() || stops >= 2 {
-            break;
-        }
-        tokio::select! {
-            biased;
-            () = &mut signal => {
-                stops += 1;
-                summary.interrupted = true;
-                bar.set_message(format!(
-                    "interrupted: finishing {} in flight (again to abandon them)",
-                    in_flight.len()
-                ));
-                signal.set(stop());
-            }
-            Some((doc, ex)) = in_flight.next() => {
-                let ok = ex.value.is_some();
-                let value = with_id(&doc.id, row(&doc, ex));
-                if let Some(out) = output.as_mut() {
-                    out.write(&value)?;
-                }
-                rows.push(value);
-                if ok {
-                    summary.done += 1;
-                } else {
-                    summary.failed += 1;
-                }
-                bar.inc(1);
-                let rate = summary.completed() as f64 / started.elapsed().as_secs_f64().max(1e-9);
-                if stops == 0 {
-                    let fields = match on_field {
-                        Some(_) => format!(" fields {}", fields.load(Ordering::Relaxed)),
-                        None => String::new(),
-                    };
-                    bar.set_message(format!(
-                        "ok {} failed {} {rate:.1}/s{fields}",
-                        summary.done, summary.failed
-                    ));
-                }
-            }
-        }
-    }
-    if pending.len() > 0 || !in_flight.is_empty() {
-        summary.interrupted = true;
-    }
-    summary.seconds = started.elapsed().as_secs_f64();
-    bar.finish_with_message(format!(
-        "ok {} failed {} skipped {}{}",
-        summary.done,
-        summary.failed,
-        summary.skipped,
-        if summary.interrupted {
-            " (interrupted)"
-        } else {
-            ""
-        }
-    ));
-    Ok((rows, summary))
 }

@@ -9,7 +9,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use contract_backends::batch::{
-    default_row, read_jsonl_docs, run_batch, run_batch_until, BatchError, BatchOptions, Doc,
+    default_row, is_error_row, read_jsonl_docs, run_batch, run_batch_until, BatchError,
+    BatchOptions, Doc,
 };
 use contract_backends::ScriptedBackend;
 use contract_core::extract::{Backend, BackendError, Request, Response};
@@ -348,4 +349,100 @@ async fn a_streaming_batch_hands_on_every_field_and_writes_the_same_rows() {
             .collect()
     };
     assert_eq!(strip(&streamed), strip(&plain));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_output_with_rows_is_refused_without_overwrite_and_left_as_it_is() {
+    let out = temp("overwrite.jsonl");
+    let kept = "{\"id\": \"d0\", \"ok\": true}\n";
+    std::fs::write(&out, kept).expect("write");
+    let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD, GOOD]));
+    let options = quiet().output(&out).overwrite(false);
+    let err = run_batch(&extractor, docs(2), &options, default_row)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BatchError::OutputHasRows { path } if path == &out),
+        "{err}"
+    );
+    assert!(extractor.backend().requests().is_empty());
+    assert_eq!(std::fs::read_to_string(&out).expect("output"), kept);
+    // An empty output is no loss: it is written.
+    std::fs::write(&out, "").expect("write");
+    let (rows, _) = run_batch(&extractor, docs(2), &options, default_row)
+        .await
+        .expect("an empty output");
+    assert_eq!(rows.len(), 2);
+    // Resuming appends, overwrite or not.
+    let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD]));
+    let (rows, summary) = run_batch(&extractor, docs(3), &options.resume(true), default_row)
+        .await
+        .expect("resume");
+    assert_eq!((rows.len(), summary.skipped), (1, 2));
+    assert_eq!(lines(&out).len(), 3);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
+    let out = temp("retry.jsonl");
+    // d1 gets no reply (a timeout), d2 an invalid one (twice): only d1 is an error row.
+    let backend = ScriptedBackend::from_script([
+        Ok(Response::text(GOOD)),
+        Err(BackendError::Timeout {
+            after_ms: 5,
+            attempts: 1,
+            elapsed_ms: 5,
+        }),
+        Ok(Response::text("no json here")),
+        Ok(Response::text("nor here")),
+    ]);
+    let extractor = Extractor::<Guidance, _>::new(backend).max_attempts(2);
+    let options = quiet().concurrency(1).output(&out);
+    let (rows, _) = run_batch(&extractor, docs(3), &options, default_row)
+        .await
+        .expect("batch");
+    let errors: Vec<&str> = rows
+        .iter()
+        .filter(|r| is_error_row(r))
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(errors, ["d1"]);
+    // A torn last line (one that happens to end in a newline) is cut off and runs again too.
+    let mut text = std::fs::read_to_string(&out).expect("output");
+    text.push_str("{\"id\": \"d3\", \"ok\":\n");
+    std::fs::write(&out, &text).expect("write");
+
+    let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD, GOOD]));
+    let options = options.resume(true).retry_errors(is_error_row);
+    let (rows, summary) = run_batch(&extractor, docs(4), &options, default_row)
+        .await
+        .expect("retry");
+    assert_eq!(
+        (
+            summary.skipped,
+            summary.retried,
+            summary.done,
+            summary.failed
+        ),
+        (2, 1, 2, 0)
+    );
+    assert_eq!(summary.torn_bytes, "{\"id\": \"d3\", \"ok\":\n".len());
+    let mut ran: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
+    ran.sort();
+    assert_eq!(ran, ["d1", "d3"]);
+    let all = lines(&out);
+    let ids: Vec<&str> = all.iter().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(ids, ["d0", "d2", "d1", "d3"], "each document once");
+    assert!(all.iter().all(|r| !is_error_row(r)));
+    assert_eq!(all[1]["error_kind"], "invalid", "an invalid row is kept");
+    assert!(!out.with_extension("retry-errors.tmp").exists());
+
+    // Nothing to retry: the file is untouched and nothing runs.
+    let extractor = Extractor::<Guidance, _>::new(ScriptedBackend::new([GOOD]));
+    let before = std::fs::read(&out).expect("output");
+    let (rows, summary) = run_batch(&extractor, docs(4), &options, default_row)
+        .await
+        .expect("again");
+    assert_eq!((rows.len(), summary.skipped, summary.retried), (0, 4, 0));
+    assert_eq!(std::fs::read(&out).expect("output"), before);
 }

@@ -4,18 +4,11 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use crate::error::CliError;
 
-/// One input document.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Doc {
-    /// Its id: the `id` of its JSON line, else the path of its text file.
-    pub id: String,
-    /// Its text.
-    pub text: String,
-}
+/// One input document: its id (the `id` of its JSON line, else the path of its text file) and
+/// its text.
+pub use contract_backends::batch::Doc;
 
 /// Whether `path` names a JSON lines file (by its extension).
 fn is_jsonl(path: &Path) -> bool {

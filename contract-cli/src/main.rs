@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use contract_backends::batch::BatchOptions;
 
 mod backend;
 mod commands;
@@ -233,33 +234,49 @@ fn extract(a: ExtractArgs) -> Result<u8, CliError> {
     if let Some(tokens) = a.budget {
         ex = ex.with_budget(model.budget(tokens)?);
     }
-    let options = runner::RunOptions {
-        output: a.output.clone(),
-        resume: a.resume,
-        overwrite: a.overwrite,
-        retry_errors: a.retry_errors,
-        concurrency: a.concurrency,
-        progress: !a.quiet,
-    };
+    let mut options = BatchOptions::default()
+        .concurrency(a.concurrency)
+        .output(&a.output)
+        .resume(a.resume)
+        .overwrite(a.overwrite)
+        .progress(!a.quiet);
+    if a.retry_errors {
+        options = options.retry_errors(runner::is_error);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Backend(format!("cannot start the async runtime: {e}")))?;
-    let summary = runtime.block_on(runner::run(&docs, &options, |doc| {
-        model.extract(&ex, &doc.id, &doc.text)
-    }))?;
+    // The runner takes the documents; the review page reads them after.
+    let review_docs = a.html.as_ref().map(|_| docs.clone());
+    let (summary, errors) = runtime.block_on(runner::run(docs, &options, &model, &ex))?;
+    if summary.torn_bytes > 0 {
+        eprintln!(
+            "resume: cut off a torn last line ({} bytes; its document ran again)",
+            summary.torn_bytes
+        );
+    }
+    if summary.retried > 0 {
+        eprintln!(
+            "resume: {} documents with an error row ran again",
+            summary.retried
+        );
+    }
+    if summary.skipped > 0 {
+        eprintln!("resume: {} documents already have a row", summary.skipped);
+    }
     eprintln!(
         "{} documents: {} with a value, {} without (see their `error`), {} already done; {:.1} s",
-        summary.total, summary.ok, summary.failed, summary.skipped, summary.seconds
+        summary.total, summary.done, summary.failed, summary.skipped, summary.seconds
     );
-    if let (n, Some(first)) = &summary.errors {
+    if let (n, Some(first)) = &errors {
         eprintln!(
             "{n} documents got no reply (outcome `error`); the first: {first}\n  \
              once that is fixed, `--resume --retry-errors` runs them again"
         );
     }
-    if let Some(html) = &a.html {
-        commands::write_review(&a.output, &docs, html, &title)?;
+    if let (Some(html), Some(docs)) = (&a.html, &review_docs) {
+        commands::write_review(&a.output, docs, html, &title)?;
     }
     if summary.interrupted {
         eprintln!(
