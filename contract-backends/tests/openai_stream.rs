@@ -492,3 +492,90 @@ async fn a_server_that_ignores_stream_is_read_whole() {
     );
     assert_eq!(pieces, [GOOD]);
 }
+
+/// The parties a lease names, each with the line that names it.
+#[derive(Contract, Debug, Serialize, Deserialize)]
+struct Parties {
+    /// Every party named, copied from the line cited.
+    #[contract(len = 1..=4)]
+    parties: Vec<contract_core::Evidenced<String>>,
+    /// The monthly rent.
+    #[contract(grounded)]
+    rent: Option<u32>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_items_arrive_one_by_one_over_server_sent_events() {
+    let item = |party: &str| {
+        format!(
+            r#"{{"evidence": [{{"start_line": 1, "end_line": 1, "quote": null}}], "value": "{party}"}}"#
+        )
+    };
+    let (acme, blue) = (item("Acme Rentals"), item("Blue Fin Foods Ltd"));
+    // The server sends the first item and half the second, then holds the rest; the pieces cut
+    // inside both items.
+    let sent = format!(r#"{{"parties": [{acme}, {}"#, &blue[..30]);
+    let held = format!(r#"{}, {}], "rent": 4200}}"#, &blue[30..], item("Acme"));
+    // Pieces of 9 bytes (the text is ASCII).
+    let sse_of = |text: &str| -> String {
+        let pieces: Vec<&str> = text
+            .as_bytes()
+            .chunks(9)
+            .filter_map(|c| std::str::from_utf8(c).ok())
+            .collect();
+        content(&pieces)
+    };
+    let (first, rest) = (sse_of(&sent), format!("{}{}", sse_of(&held), end()));
+    let gate = Arc::new(Gate::default());
+    let g = gate.clone();
+    let server = MockServer::start(Expect::StructuredOutputs, move |_, _| Reply::Held {
+        first: first.clone(),
+        rest: rest.clone(),
+        gate: g.clone(),
+    })
+    .await;
+    let x = Extractor::<Parties, _>::new(backend(&server, 0))
+        .selection(Selection::off())
+        .max_attempts(1);
+    let mut stream = x.stream(LEASE);
+    // The first item is closed in what was sent: it comes before the reply is whole, with its
+    // span; the second, cut in the middle, does not.
+    match tokio::time::timeout(PATIENCE, stream.next()).await {
+        Ok(Some(StreamEvent::Field(f))) => {
+            assert_eq!((f.path.as_str(), f.item), ("/parties/0", Some(0)));
+            assert_eq!(f.value["value"], json!("Acme Rentals"));
+            assert_eq!(f.value["evidence"][0]["start_line"], json!(1));
+        }
+        other => panic!("expected the first item, got {other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), stream.next())
+            .await
+            .is_err(),
+        "nothing more until the server sends the rest"
+    );
+    gate.release();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        events.push(event);
+    }
+    let Some(StreamEvent::Done(done)) = events.pop() else {
+        panic!("Done last")
+    };
+    let paths: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::Field(f) => f.path.clone(),
+            StreamEvent::Done(_) => "done".into(),
+        })
+        .collect();
+    assert_eq!(paths, ["/parties/1", "/parties/2", "/parties", "/rent"]);
+    assert!(done.is_ok(), "{:?} {:?}", done.error, done.violations);
+    let json = done.json.clone().expect("the reply's JSON");
+    for e in &events {
+        if let StreamEvent::Field(f) = e {
+            assert_eq!(Some(&f.value), json.pointer(&f.path), "{}", f.path);
+        }
+    }
+    assert!(!gate.saw_hang_up());
+}

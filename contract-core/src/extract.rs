@@ -39,7 +39,7 @@ use crate::select::{
     Judge, Outcome, Ranked, RankedPassage, Selection, SelectionRecord, Skipped, ValueCandidates,
 };
 use crate::source::Source;
-use crate::stream::{pointer, tied_fields, FieldReader, Shared, Sink};
+use crate::stream::{emit_field, tied_fields, FieldReader, Shared, Sink};
 pub use crate::stream::{ExtractionStream, FieldEvent, StreamEvent};
 use crate::validate::Violations;
 use crate::validate::{check_value, Violation, ViolationKind};
@@ -968,7 +968,16 @@ impl<C, B: Backend> Extractor<C, B> {
     /// try is accepted, and emitted again when a rule of the whole contract sends the group
     /// to its next passage (as `null` when the group ends refused). A document read in
     /// chunks emits the merged value's fields once the merged value is checked, before
-    /// `Done`. Lists are emitted whole, when the list closes.
+    /// `Done`.
+    ///
+    /// A list field streams item by item: each item is emitted as soon as it is closed in
+    /// the reply and passes its own checks (the item type's constraints, its grounding: an
+    /// `Evidenced` item's value in the lines its spans cite), as a [`FieldEvent`] with
+    /// [`FieldEvent::item`] set and the item's pointer (`/items/2`); the whole list follows
+    /// as a field event when it closes and passes the list's own checks. An item that fails
+    /// is not emitted (its index is skipped; the violation is in the `Done` record). Where a
+    /// group or a chunked document's merged value is emitted whole, its lists' items are
+    /// emitted just before the list.
     ///
     /// Nothing is spawned: the extraction runs as the stream is polled, and dropping the
     /// stream drops the extraction and the backend's request with it. A backend that does
@@ -1583,12 +1592,7 @@ impl<C, B: Backend> Extractor<C, B> {
                     out.value = Some(value);
                     if let (Some(sink), Value::Object(map)) = (sink, &merged) {
                         for (name, value) in map {
-                            sink(FieldEvent {
-                                path: pointer(name),
-                                value: value.clone(),
-                                attempt: out.attempts.len(),
-                                group: None,
-                            });
+                            emit_field(sink, spec, name, value.clone(), out.attempts.len(), None);
                         }
                     }
                 }
@@ -1858,7 +1862,7 @@ impl<C, B: Backend> Extractor<C, B> {
                     match result.value {
                         Some(v) => {
                             if let Some(sink) = sink {
-                                emit_group(sink, &groups[*g], &v, out.attempts.len());
+                                emit_group(sink, spec, &groups[*g], &v, out.attempts.len());
                             }
                             state.value = Some(v);
                             state.level = result.level;
@@ -1938,7 +1942,7 @@ impl<C, B: Backend> Extractor<C, B> {
                             state.outcome = Outcome::Refused;
                             moved = true;
                             if let Some(sink) = sink {
-                                emit_group(sink, &groups[g], &Map::new(), out.attempts.len());
+                                emit_group(sink, spec, &groups[g], &Map::new(), out.attempts.len());
                             }
                         }
                     }
@@ -2004,15 +2008,24 @@ impl<C, B: Backend> Extractor<C, B> {
     }
 }
 
-/// Emits a settled group's fields (`null` for a field the value lacks).
-fn emit_group(sink: &Sink<'_>, group: &FieldGroup, value: &Map<String, Value>, attempt: usize) {
+/// Emits a settled group's fields (`null` for a field the value lacks), a list field's items
+/// before the list.
+fn emit_group(
+    sink: &Sink<'_>,
+    spec: &ContractSpec,
+    group: &FieldGroup,
+    value: &Map<String, Value>,
+    attempt: usize,
+) {
     for name in &group.fields {
-        sink(FieldEvent {
-            path: pointer(name),
-            value: value.get(name).cloned().unwrap_or(Value::Null),
+        emit_field(
+            sink,
+            spec,
+            name,
+            value.get(name).cloned().unwrap_or(Value::Null),
             attempt,
-            group: Some(group.name.clone()),
-        });
+            Some(group.name.clone()),
+        );
     }
 }
 

@@ -24,18 +24,50 @@ use crate::extract::Extraction;
 use crate::ground::{check_reply, Grounds};
 use crate::validate::{check_value, Violations};
 
-/// One field of the contract, closed in a reply and checked.
+/// One field of the contract, or one item of a list field, closed in a reply and checked.
+///
+/// A list field (`Vec<T>`, `Vec<Evidenced<T>>`) streams item by item: each item is emitted
+/// as soon as it is closed in the reply and passes its own checks (the item type's
+/// constraints and, with grounding on, its grounding in the source: an `Evidenced` item's
+/// value inside the lines its spans cite), with [`FieldEvent::item`] set and its pointer as
+/// [`FieldEvent::path`] (`/items/2`). The whole list follows as a field event of its own
+/// (`item: None`, path `/items`) when it closes and passes the list's checks (its length,
+/// the rules it takes part in). An item that fails its checks is not emitted: its index is
+/// skipped (the next item keeps its own index, so a gap says an item was refused), the whole
+/// list is then not emitted either, and the violation is in the [`StreamEvent::Done`]
+/// record's attempts, at the item's pointer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldEvent {
-    /// The field's JSON pointer (`/company`).
+    /// The field's JSON pointer (`/company`), or a list item's (`/items/2`).
     pub path: String,
     /// The value as the reply wrote it (the contract's reading, which may normalise it, runs on
-    /// the whole reply at the end: the [`StreamEvent::Done`] record).
+    /// the whole reply at the end: the [`StreamEvent::Done`] record): a list item's value for
+    /// an item event, evidence spans included when the item type carries them.
     pub value: Value,
     /// Which attempt gave it: its 1-based index in [`Extraction::attempts`].
     pub attempt: usize,
     /// With evidence selection, the group of fields it was asked with.
     pub group: Option<String>,
+    /// `Some(i)` when the event is item `i` (0-based) of the list field whose pointer is
+    /// `path` less its last segment; `None` for a whole field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<usize>,
+}
+
+impl FieldEvent {
+    /// Whether the event is one item of a list field (not the whole field).
+    pub fn is_item(&self) -> bool {
+        self.item.is_some()
+    }
+
+    /// The JSON pointer of the root field the event belongs to: `path` itself for a whole
+    /// field, the list's pointer for an item (`/items` for `/items/2`).
+    pub fn field_path(&self) -> &str {
+        match self.item {
+            Some(_) => self.path.rsplit_once('/').map_or(&self.path, |(f, _)| f),
+            None => &self.path,
+        }
+    }
 }
 
 /// What [`Extractor::stream`](crate::extract::Extractor::stream) hands on.
@@ -63,6 +95,54 @@ pub struct Member {
     pub value: Value,
 }
 
+/// One item of a top-level member whose value is an array, closed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    /// The member's name, unescaped.
+    pub key: String,
+    /// The item's 0-based index in the array.
+    pub index: usize,
+    /// The item's text, as written.
+    pub raw: String,
+    /// The item, parsed.
+    pub value: Value,
+}
+
+/// What [`MemberScanner::scan`] finds closed, in the order the reply closes them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scanned {
+    /// An item of a top-level array, closed (an object or array item at its closing bracket,
+    /// a string at its closing quote, a number or literal at the `,`, `]` or whitespace after
+    /// it). Each comes before its array's [`Scanned::Member`].
+    Item(Item),
+    /// A top-level member, closed.
+    Member(Member),
+}
+
+/// Where a top-level array member's items stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Items {
+    /// The next item's index.
+    index: usize,
+    /// Where the current item's text starts, while it is open.
+    start: Option<usize>,
+    /// What the array's own level may hold next.
+    next: Next,
+}
+
+/// What an array may hold next, at its own level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// After `[`: an item or `]`.
+    First,
+    /// After `,`: an item.
+    Item,
+    /// Inside an item.
+    In,
+    /// After an item: `,` or `]`.
+    Sep,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Before the object: whitespace, a code fence, a `<think>` block.
@@ -77,12 +157,13 @@ enum State {
     Value,
     /// Inside a string value.
     InString { start: usize, escape: bool },
-    /// Inside an object or array value.
+    /// Inside an object or array value; an array's items are tracked.
     InContainer {
         start: usize,
         depth: usize,
         in_string: bool,
         escape: bool,
+        items: Option<Items>,
     },
     /// Inside a number or literal.
     InScalar { start: usize },
@@ -137,6 +218,18 @@ impl MemberScanner {
 
     /// Reads `piece`, the next part of the reply; returns the members it closed, in order.
     pub fn push(&mut self, piece: &str) -> Vec<Member> {
+        self.scan(piece)
+            .into_iter()
+            .filter_map(|s| match s {
+                Scanned::Member(m) => Some(m),
+                Scanned::Item(_) => None,
+            })
+            .collect()
+    }
+
+    /// [`MemberScanner::push`], with the items of top-level arrays as they close: each
+    /// array's items in order, then the array's member.
+    pub fn scan(&mut self, piece: &str) -> Vec<Scanned> {
         self.text.push_str(piece);
         let mut out = Vec::new();
         while self.pos < self.text.len() {
@@ -204,6 +297,11 @@ impl MemberScanner {
                         depth: 1,
                         in_string: false,
                         escape: false,
+                        items: (b == b'[').then_some(Items {
+                            index: 0,
+                            start: None,
+                            next: Next::First,
+                        }),
                     },
                     b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => State::InScalar { start: at },
                     _ => State::Dead,
@@ -225,7 +323,9 @@ impl MemberScanner {
                     depth,
                     in_string,
                     escape,
+                    items,
                 } => {
+                    let (was_depth, was_in_string) = (depth, in_string);
                     let (depth, in_string, escape) = match (in_string, escape, b) {
                         (true, true, _) => (depth, true, false),
                         (true, false, b'\\') => (depth, true, true),
@@ -236,7 +336,59 @@ impl MemberScanner {
                         (false, _, b'}' | b']') => (depth - 1, false, false),
                         (false, _, _) => (depth, false, false),
                     };
-                    if depth == 0 {
+                    let mut broken = false;
+                    let items = items.map(|mut it| {
+                        // Only what happens at the array's own level opens or closes an item;
+                        // the separators are checked, so that no item of a broken array is
+                        // handed out after the break.
+                        let scalar = it.next == Next::In && was_depth == 1 && !was_in_string;
+                        let mut closed_at = None;
+                        if was_depth == 1 && !was_in_string {
+                            match (b, it.next) {
+                                (b' ' | b'\t' | b'\r' | b'\n', _) => {
+                                    if scalar {
+                                        closed_at = it.start.map(|s| (s, at));
+                                    }
+                                }
+                                (b',', Next::In | Next::Sep) => {
+                                    if scalar {
+                                        closed_at = it.start.map(|s| (s, at));
+                                    }
+                                    it.next = Next::Item;
+                                }
+                                (b']', Next::In | Next::Sep | Next::First) => {
+                                    if scalar {
+                                        closed_at = it.start.map(|s| (s, at));
+                                    }
+                                }
+                                (b',' | b']', _) => broken = true,
+                                (_, Next::First | Next::Item) => {
+                                    it.start = Some(at);
+                                    it.next = Next::In;
+                                }
+                                (b'"' | b'{' | b'[', _) | (_, Next::Sep) => broken = true,
+                                // The rest of a number or literal.
+                                (_, Next::In) => {}
+                            }
+                        } else if (was_depth == 1 && was_in_string && !in_string)
+                            || (was_depth == 2 && depth == 1 && !was_in_string)
+                        {
+                            // A string item at its closing quote, a container at its bracket.
+                            closed_at = it.start.map(|s| (s, at + 1));
+                        }
+                        if let Some((s, e)) = closed_at {
+                            it.start = None;
+                            if it.next == Next::In {
+                                it.next = Next::Sep;
+                            }
+                            broken |= !self.item(s, e, it.index, &mut out);
+                            it.index += 1;
+                        }
+                        it
+                    });
+                    if broken {
+                        State::Dead
+                    } else if depth == 0 {
                         self.close(start, at + 1, &mut out)
                     } else {
                         State::InContainer {
@@ -244,6 +396,7 @@ impl MemberScanner {
                             depth,
                             in_string,
                             escape,
+                            items,
                         }
                     }
                 }
@@ -268,18 +421,36 @@ impl MemberScanner {
     }
 
     /// The value `start..end` closed: parsed and handed out, or the scanner stops.
-    fn close(&mut self, start: usize, end: usize, out: &mut Vec<Member>) -> State {
+    fn close(&mut self, start: usize, end: usize, out: &mut Vec<Scanned>) -> State {
         let raw = self.text.get(start..end).unwrap_or_default();
         match (self.key.take(), serde_json::from_str::<Value>(raw).ok()) {
             (Some(key), Some(value)) => {
-                out.push(Member {
+                out.push(Scanned::Member(Member {
                     key,
                     raw: raw.to_owned(),
                     value,
-                });
+                }));
                 State::After
             }
             _ => State::Dead,
+        }
+    }
+
+    /// Item `index` of the current member, `start..end`, closed: handed out when it parses;
+    /// `false` when it does not (the scanner then stops).
+    fn item(&self, start: usize, end: usize, index: usize, out: &mut Vec<Scanned>) -> bool {
+        let raw = self.text.get(start..end).unwrap_or_default();
+        match (&self.key, serde_json::from_str::<Value>(raw)) {
+            (Some(key), Ok(value)) => {
+                out.push(Scanned::Item(Item {
+                    key: key.clone(),
+                    index,
+                    raw: raw.to_owned(),
+                    value,
+                }));
+                true
+            }
+            _ => false,
         }
     }
 
@@ -391,12 +562,91 @@ pub(crate) fn tied_fields(spec: &ContractSpec) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// Reads one reply as it arrives and emits its fields once closed and checked.
+/// The contract a list field's items are checked against, one at a time: the list field
+/// (with the fields its grounding reads, such as `grounded(in = ..)`), the list's own length
+/// and uniqueness left out, and no rule (a rule reads the whole list, checked when it closes).
+/// `None` when `name` is not a list field.
+fn item_contract(spec: &ContractSpec, name: &str) -> Option<(ContractSpec, Vec<String>)> {
+    let field = spec.field(name)?;
+    field.node.non_null().items()?;
+    let deps: Vec<String> = field
+        .node
+        .grounded
+        .as_ref()
+        .map(|g| g.depends_on().into_iter().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mut names: Vec<&str> = vec![name];
+    names.extend(deps.iter().map(String::as_str));
+    let mut part = spec.subset(&names);
+    if let Some(object) = part.node.object.as_deref_mut() {
+        object.rules.clear();
+        for f in object.properties.iter_mut().filter(|f| f.name == name) {
+            let unbound = |node: &mut crate::ir::Node| {
+                if let Some(array) = node.array.as_deref_mut() {
+                    array.min_items = None;
+                    array.max_items = None;
+                    array.unique_items = false;
+                }
+            };
+            unbound(&mut f.node);
+            f.node.any_of.iter_mut().flatten().for_each(unbound);
+        }
+    }
+    Some((part, deps))
+}
+
+/// Hands `value`, the checked value of root field `name`, to `sink`: when the field is a list,
+/// each item first (its pointer `/name/i`, [`FieldEvent::item`] set), then the whole list.
+/// The paths that check a settled value whole (a chunked document's merged value, a group of
+/// fields accepted) emit through this; the reply reader emits items as they close instead.
+pub(crate) fn emit_field(
+    sink: &Sink<'_>,
+    spec: &ContractSpec,
+    name: &str,
+    value: Value,
+    attempt: usize,
+    group: Option<String>,
+) {
+    let is_list = spec
+        .field(name)
+        .is_some_and(|f| f.node.non_null().items().is_some());
+    if let (true, Value::Array(items)) = (is_list, &value) {
+        for (i, item) in items.iter().enumerate() {
+            sink(FieldEvent {
+                path: format!("{}/{i}", pointer(name)),
+                value: item.clone(),
+                attempt,
+                group: group.clone(),
+                item: Some(i),
+            });
+        }
+    }
+    sink(FieldEvent {
+        path: pointer(name),
+        value,
+        attempt,
+        group,
+        item: None,
+    });
+}
+
+/// A list field's item checks: its item contract and the fields its grounding reads.
+struct ListCheck {
+    name: String,
+    part: ContractSpec,
+    deps: Vec<String>,
+}
+
+/// Reads one reply as it arrives and emits its fields once closed and checked, and the items
+/// of its list fields once each item is closed and checked.
 pub(crate) struct FieldReader<'a> {
     scanner: MemberScanner,
     spec: &'a ContractSpec,
     ties: &'a [(String, Vec<String>)],
     grounds: Option<&'a Grounds<'a>>,
+    lists: Vec<ListCheck>,
+    /// Items closed before the fields their grounding reads, in order.
+    pending: Vec<Item>,
     closed: Map<String, Value>,
     raws: Map<String, Value>,
     attempt: usize,
@@ -411,11 +661,23 @@ impl<'a> FieldReader<'a> {
         attempt: usize,
         group: Option<String>,
     ) -> FieldReader<'a> {
+        let lists = ties
+            .iter()
+            .filter_map(|(name, _)| {
+                item_contract(spec, name).map(|(part, deps)| ListCheck {
+                    name: name.clone(),
+                    part,
+                    deps,
+                })
+            })
+            .collect();
         FieldReader {
             scanner: MemberScanner::new(),
             spec,
             ties,
             grounds,
+            lists,
+            pending: Vec::new(),
             closed: Map::new(),
             raws: Map::new(),
             attempt,
@@ -423,55 +685,120 @@ impl<'a> FieldReader<'a> {
         }
     }
 
-    /// Reads `piece`; the fields it closed that pass their checks go to `sink`.
+    /// Reads `piece`; the fields and list items it closed that pass their checks go to `sink`.
     pub(crate) fn push(&mut self, piece: &str, sink: &Sink<'_>) {
-        for member in self.scanner.push(piece) {
-            let Some((_, set)) = self.ties.iter().find(|(n, _)| *n == member.key) else {
+        for scanned in self.scanner.scan(piece) {
+            match scanned {
+                Scanned::Item(item) => {
+                    self.pending.push(item);
+                    self.flush_items(sink);
+                }
+                Scanned::Member(member) => self.member(member, sink),
+            }
+        }
+    }
+
+    /// Emits the pending items whose checks can run (the fields their grounding reads are
+    /// closed), in order; an item that fails its checks is dropped.
+    fn flush_items(&mut self, sink: &Sink<'_>) {
+        let pending = std::mem::take(&mut self.pending);
+        for item in pending {
+            let Some(list) = self.lists.iter().find(|l| l.name == item.key) else {
+                // Not a list field of the contract: its member's checks report it.
                 continue;
             };
-            self.closed.insert(member.key.clone(), member.value);
-            self.raws.insert(member.key, Value::String(member.raw));
-            if !set.iter().all(|n| self.closed.contains_key(n)) {
+            if !list.deps.iter().all(|d| self.closed.contains_key(d)) {
+                self.pending.push(item);
                 continue;
             }
-            let names: Vec<&str> = set.iter().map(String::as_str).collect();
-            let part = self.spec.subset(&names);
             let mut object = Map::new();
             let mut raw = String::from("{");
-            for (i, n) in set.iter().enumerate() {
-                let (Some(v), Some(Value::String(r))) = (self.closed.get(n), self.raws.get(n))
-                else {
-                    continue;
-                };
-                object.insert(n.clone(), v.clone());
-                if i > 0 {
+            raw.push_str(&Value::String(item.key.clone()).to_string());
+            raw.push_str(":[");
+            raw.push_str(&item.raw);
+            raw.push(']');
+            object.insert(item.key.clone(), Value::Array(vec![item.value.clone()]));
+            for d in &list.deps {
+                if let (Some(v), Some(Value::String(r))) = (self.closed.get(d), self.raws.get(d)) {
+                    object.insert(d.clone(), v.clone());
                     raw.push(',');
+                    raw.push_str(&Value::String(d.clone()).to_string());
+                    raw.push(':');
+                    raw.push_str(r);
                 }
-                raw.push_str(&Value::String(n.clone()).to_string());
-                raw.push(':');
-                raw.push_str(r);
             }
             raw.push('}');
             let object = Value::Object(object);
             let mut violations = Violations::new();
-            check_value(&part, &object, "", &mut violations);
+            check_value(&list.part, &object, "", &mut violations);
             if let Some(grounds) = self.grounds {
                 violations
                     .0
-                    .extend(check_reply(&part, &object, &raw, grounds).0);
+                    .extend(check_reply(&list.part, &object, &raw, grounds).0);
             }
-            if !violations.is_empty() {
+            if violations.is_empty() {
+                sink(FieldEvent {
+                    path: format!("{}/{}", pointer(&item.key), item.index),
+                    value: item.value,
+                    attempt: self.attempt,
+                    group: self.group.clone(),
+                    item: Some(item.index),
+                });
+            }
+        }
+    }
+
+    /// A root member closed: its pending items may now be checked, then its set of tied
+    /// fields, once all closed.
+    fn member(&mut self, member: Member, sink: &Sink<'_>) {
+        let Some((_, set)) = self.ties.iter().find(|(n, _)| *n == member.key) else {
+            return;
+        };
+        self.closed.insert(member.key.clone(), member.value);
+        self.raws.insert(member.key, Value::String(member.raw));
+        if !self.pending.is_empty() {
+            self.flush_items(sink);
+        }
+        if !set.iter().all(|n| self.closed.contains_key(n)) {
+            return;
+        }
+        let names: Vec<&str> = set.iter().map(String::as_str).collect();
+        let part = self.spec.subset(&names);
+        let mut object = Map::new();
+        let mut raw = String::from("{");
+        for (i, n) in set.iter().enumerate() {
+            let (Some(v), Some(Value::String(r))) = (self.closed.get(n), self.raws.get(n)) else {
                 continue;
+            };
+            object.insert(n.clone(), v.clone());
+            if i > 0 {
+                raw.push(',');
             }
-            if let Value::Object(map) = object {
-                for (name, value) in map {
-                    sink(FieldEvent {
-                        path: pointer(&name),
-                        value,
-                        attempt: self.attempt,
-                        group: self.group.clone(),
-                    });
-                }
+            raw.push_str(&Value::String(n.clone()).to_string());
+            raw.push(':');
+            raw.push_str(r);
+        }
+        raw.push('}');
+        let object = Value::Object(object);
+        let mut violations = Violations::new();
+        check_value(&part, &object, "", &mut violations);
+        if let Some(grounds) = self.grounds {
+            violations
+                .0
+                .extend(check_reply(&part, &object, &raw, grounds).0);
+        }
+        if !violations.is_empty() {
+            return;
+        }
+        if let Value::Object(map) = object {
+            for (name, value) in map {
+                sink(FieldEvent {
+                    path: pointer(&name),
+                    value,
+                    attempt: self.attempt,
+                    group: self.group.clone(),
+                    item: None,
+                });
             }
         }
     }
@@ -561,6 +888,7 @@ impl<C> futures_util::Stream for ExtractionStream<'_, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn members(pieces: &[&str]) -> (Vec<(String, Value)>, MemberScanner) {
         let mut s = MemberScanner::new();
@@ -650,6 +978,102 @@ mod tests {
         for cut in 0..REPLY.len() {
             let (a, b) = REPLY.split_at(cut);
             let _ = members(&[a, b, b, a, "\u{00e9}", "}"]);
+        }
+    }
+
+    const LISTS: &str = r#"{"xs": [ {"a": "]}", "b": [1, {"c": "\"["}]}, "s\"]" ,-1.5e3 , true,null, [] ,{}], "e": [], "n": 2}"#;
+
+    /// The items and members `pieces` closed, in order (`key` for a member, `key/index` for an
+    /// item).
+    fn scanned(pieces: &[&str]) -> Vec<(String, Value)> {
+        let mut s = MemberScanner::new();
+        let mut out = Vec::new();
+        for p in pieces {
+            out.extend(s.scan(p).into_iter().map(|x| match x {
+                Scanned::Item(i) => (format!("{}/{}", i.key, i.index), i.value),
+                Scanned::Member(m) => (m.key, m.value),
+            }));
+        }
+        out
+    }
+
+    #[test]
+    fn array_items_are_handed_out_in_order_before_their_member_at_every_cut() {
+        let whole: Value = serde_json::from_str(LISTS).unwrap();
+        let mut want: Vec<(String, Value)> = whole["xs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("xs/{i}"), v.clone()))
+            .collect();
+        want.push(("xs".into(), whole["xs"].clone()));
+        want.push(("e".into(), json!([])));
+        want.push(("n".into(), json!(2)));
+        for cut in 0..=LISTS.len() {
+            let (a, b) = LISTS.split_at(cut);
+            assert_eq!(scanned(&[a, "", b]), want, "cut at {cut}");
+        }
+        let bytes: Vec<String> = LISTS.chars().map(String::from).collect();
+        let pieces: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        assert_eq!(scanned(&pieces), want);
+        // `push` hands out the members alone, as before.
+        let mut s = MemberScanner::new();
+        let keys: Vec<String> = s.push(LISTS).into_iter().map(|m| m.key).collect();
+        assert_eq!(keys, ["xs", "e", "n"]);
+    }
+
+    #[test]
+    fn an_item_is_handed_out_only_once_closed() {
+        let mut s = MemberScanner::new();
+        assert!(s.scan(r#"{"xs": [{"a": 1"#).is_empty());
+        assert!(
+            s.scan(r#"}"#).len() == 1,
+            "the object item closes at its brace"
+        );
+        assert!(s.scan(r#", 12"#).is_empty(), "12 may go on");
+        let got = s.scan(r#"3]"#);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(matches!(&got[0], Scanned::Item(i) if i.index == 1 && i.value == json!(123)));
+        assert!(matches!(&got[1], Scanned::Member(m) if m.key == "xs"));
+        // Items of nested arrays are the top-level item's own business.
+        let got = scanned(&[r#"{"o": {"xs": [1, 2]}, "ys": [[1, 2], [3]]}"#]);
+        let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["o", "ys/0", "ys/1", "ys"]);
+    }
+
+    #[test]
+    fn no_item_is_handed_out_after_an_array_breaks() {
+        for bad in [
+            r#"{"xs": [{"a": 1}, tru e, {"b": 2}], "n": 1}"#,
+            r#"{"xs": [{"a": 1} {"b": 2}], "n": 1}"#,
+            r#"{"xs": [{"a": 1}, , {"b": 2}], "n": 1}"#,
+            r#"{"xs": [{"a": 1}, 1"y", {"b": 2}], "n": 1}"#,
+            r#"{"xs": [{"a": 1}, 01, {"b": 2}], "n": 1}"#,
+        ] {
+            let mut s = MemberScanner::new();
+            let got: Vec<String> = s
+                .scan(bad)
+                .into_iter()
+                .map(|x| match x {
+                    Scanned::Item(i) => format!("{}/{}", i.key, i.index),
+                    Scanned::Member(m) => m.key,
+                })
+                .collect();
+            assert_eq!(got, ["xs/0"], "{bad}");
+            assert!(s.is_dead(), "{bad}");
+        }
+        // The items closed before the break were whole when they closed; none after it.
+        for bad in [
+            r#"{"xs": [1, 2,], "n": 1}"#,
+            r#"{"xs": [1, 2 3, 4], "n": 1}"#,
+            r#"{"xs": [1, "x" "y", 4], "n": 1}"#,
+        ] {
+            let mut s = MemberScanner::new();
+            let got = s.scan(bad);
+            assert_eq!(got.len(), 2, "{bad}: {got:?}");
+            assert!(got.iter().all(|x| matches!(x, Scanned::Item(_))), "{bad}");
+            assert!(s.is_dead(), "{bad}");
         }
     }
 

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use contract_core::extract::{
     Backend, BackendError, Extraction, Extractor, FieldEvent, Request, Response, StreamEvent,
 };
-use contract_core::Contract;
+use contract_core::{Contract, Evidenced};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -300,4 +300,200 @@ fn dropping_the_stream_drops_the_request() {
     assert!(!dropped.load(Ordering::SeqCst), "the request runs");
     drop(stream);
     assert!(dropped.load(Ordering::SeqCst), "the request was dropped");
+}
+
+/// An officer a release names.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Officer {
+    /// The officer's name, copied from the lines cited.
+    #[contract(grounded(with_container))]
+    name: String,
+    /// A short title.
+    #[contract(len = 1..=24)]
+    role: String,
+}
+
+/// The officers a release names, each with the lines that name them.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Roster {
+    /// The company.
+    #[contract(grounded)]
+    company: String,
+    /// Every officer named.
+    #[contract(len = 1..=5)]
+    officers: Vec<Evidenced<Officer>>,
+    /// How many officers the release names.
+    #[contract(range = 0..=10)]
+    count: u8,
+}
+
+const ROSTER_DOC: &str = "Acme Corp names its officers.\n\
+Jane Roe is the chief executive.\n\
+John Poe is the chief financial officer.\n\
+Ann Lee is the general counsel.";
+
+/// Three officers, each with its spans.
+const OFFICERS: [&str; 3] = [
+    r#"{"evidence": [{"start_line": 2, "end_line": 2, "quote": "Jane Roe"}], "value": {"name": "Jane Roe", "role": "chief executive"}}"#,
+    r#"{"evidence": [{"start_line": 3, "end_line": 3, "quote": null}], "value": {"name": "John Poe", "role": "finance chief"}}"#,
+    r#"{"evidence": [{"start_line": 4, "end_line": 4, "quote": "general counsel"}], "value": {"name": "Ann Lee", "role": "general counsel"}}"#,
+];
+
+/// A roster reply with `officers` as its list.
+fn roster(officers: &[&str]) -> String {
+    format!(
+        r#"{{"company": "Acme Corp", "officers": [{}], "count": {}}}"#,
+        officers.join(", "),
+        officers.len()
+    )
+}
+
+/// The events of a roster stream (each with the bytes handed when it came) and its record.
+fn run_roster(
+    extractor: &Extractor<Roster, Script>,
+    sent: Option<&AtomicUsize>,
+) -> (Vec<(FieldEvent, usize)>, Extraction<Roster>) {
+    block_on(async {
+        let mut stream = extractor.stream(ROSTER_DOC);
+        let mut fields = Vec::new();
+        let mut done = None;
+        while let Some(event) = stream.next().await {
+            assert!(done.is_none(), "an event after Done");
+            match event {
+                StreamEvent::Field(f) => {
+                    fields.push((f, sent.map_or(0, |s| s.load(Ordering::SeqCst))))
+                }
+                StreamEvent::Done(out) => done = Some(out),
+            }
+        }
+        (fields, done.expect("a Done event"))
+    })
+}
+
+#[test]
+fn list_items_stream_one_by_one_each_once_closed_and_before_the_list() {
+    let reply = roster(&OFFICERS);
+    // Where each officer's closing brace is in the reply (one past it).
+    let ends: Vec<usize> = OFFICERS
+        .iter()
+        .map(|o| reply.find(o).expect("the item") + o.len())
+        .collect();
+    for n in [1, 4, 7, 19] {
+        let script = Script::new(&[&reply], Some(n));
+        let sent = script.sent.clone();
+        let extractor = Extractor::<Roster, _>::new(script);
+        let (events, done) = run_roster(&extractor, Some(&sent));
+        assert!(done.is_ok(), "{:?}", done.violations);
+        let json = done.json.clone().expect("the reply's JSON");
+        let items: Vec<(usize, &FieldEvent, usize)> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, (f, _))| f.is_item())
+            .map(|(i, (f, at))| (i, f, *at))
+            .collect();
+        assert_eq!(items.len(), 3, "pieces of {n}: {events:?}");
+        let list_at = events
+            .iter()
+            .position(|(f, _)| f.path == "/officers" && !f.is_item())
+            .expect("the list's own event");
+        for (k, (i, f, at)) in items.iter().enumerate() {
+            assert_eq!(f.item, Some(k), "in order");
+            assert_eq!(f.path, format!("/officers/{k}"));
+            assert_eq!(f.field_path(), "/officers");
+            assert_eq!(
+                f.value, json["officers"][k],
+                "the item as the record has it"
+            );
+            assert!(
+                f.value["evidence"][0]["start_line"].is_u64(),
+                "with its spans"
+            );
+            assert!(*i < list_at, "item {k} before the list");
+            // Never before its closing brace was fed, and in the piece that fed it.
+            assert!(
+                *at >= ends[k],
+                "item {k} at byte {at}, closes at {}",
+                ends[k]
+            );
+            assert!(
+                *at < ends[k] + n,
+                "item {k} late: byte {at}, closed at {}",
+                ends[k]
+            );
+        }
+        assert_eq!(events[list_at].0.value, json["officers"]);
+        // The item events come before the reply is whole: the first long before.
+        assert!(items[0].2 < reply.len() / 2);
+        // The whole fields, last value per path, are the record's JSON.
+        let mut last = Map::new();
+        for (f, _) in events.iter().filter(|(f, _)| !f.is_item()) {
+            last.insert(f.path.trim_start_matches('/').to_owned(), f.value.clone());
+        }
+        assert_eq!(Value::Object(last), json);
+        // And the record is `extract`'s.
+        let extracted = block_on(
+            Extractor::<Roster, _>::new(Script::new(&[&reply], Some(n))).extract(ROSTER_DOC),
+        );
+        assert_eq!(timeless(done), timeless(extracted));
+    }
+}
+
+#[test]
+fn an_item_that_fails_its_checks_is_never_emitted_and_its_index_is_skipped() {
+    let bad = roster(&[
+        OFFICERS[0],
+        // Not in the document.
+        r#"{"evidence": [{"start_line": 3, "end_line": 3, "quote": null}], "value": {"name": "Bob Smith", "role": "finance chief"}}"#,
+        // In the document, not in the line its span cites.
+        r#"{"evidence": [{"start_line": 2, "end_line": 2, "quote": null}], "value": {"name": "Ann Lee", "role": "general counsel"}}"#,
+        // Its role breaks its length.
+        r#"{"evidence": [{"start_line": 4, "end_line": 4, "quote": null}], "value": {"name": "Ann Lee", "role": "the general counsel of the whole company"}}"#,
+        OFFICERS[2],
+    ]);
+    let good = roster(&OFFICERS);
+    for pieces in [None, Some(1), Some(6)] {
+        let extractor =
+            Extractor::<Roster, _>::new(Script::new(&[&bad, &good], pieces)).max_attempts(2);
+        let (events, done) = run_roster(&extractor, None);
+        let first: Vec<&str> = events
+            .iter()
+            .filter(|(f, _)| f.attempt == 1)
+            .map(|(f, _)| f.path.as_str())
+            .collect();
+        // Items 1 to 3 are refused, the list with them; the item after them keeps its index.
+        assert_eq!(
+            first,
+            ["/company", "/officers/0", "/officers/4", "/count"],
+            "pieces {pieces:?}"
+        );
+        let off: Vec<&str> = done.attempts[0]
+            .violations
+            .iter()
+            .map(|v| v.path.as_str())
+            .collect();
+        for k in 1..=3 {
+            assert!(
+                off.iter()
+                    .any(|p| p.starts_with(&format!("/officers/{k}/"))),
+                "item {k}'s violation in the record: {off:?}"
+            );
+        }
+        assert!(done.is_ok(), "the retry holds");
+        let second: Vec<&str> = events
+            .iter()
+            .filter(|(f, _)| f.attempt == 2)
+            .map(|(f, _)| f.path.as_str())
+            .collect();
+        assert_eq!(
+            second,
+            [
+                "/company",
+                "/officers/0",
+                "/officers/1",
+                "/officers/2",
+                "/officers",
+                "/count"
+            ]
+        );
+    }
 }
