@@ -13,9 +13,18 @@
 //! runs it after the other checks, and the [`Extractor`](crate::Extractor) runs it on every reply
 //! of every backend, so a remote model's invented value is rejected and fed back on retry.
 //!
+//! A reply is read once: [`from_json_in`] and [`check_text`] parse it with the validator's reader
+//! into its borrowed tree, which keeps each number's literal text
+//! (`validate::read::tree`; why not serde_json's `arbitrary_precision` or `RawValue`s:
+//! that module's comment), walk it for grounding, then hand the same tree to the validator.
+//! Text that reader leaves to serde_json is read as before: a `Value`, then the literals by
+//! pointer ([`number_literals`]), then `from_json`. [`check_grounding`] and [`check_reply`]
+//! check a `Value` already parsed, with the literals from the reply's text.
+//!
 //! Reading numbers from prose is hand-written: no crate in the workspace reads `2,757` and
 //! `1.730` by a document's conventions, and the comparison must be exact decimal text.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -28,7 +37,9 @@ use crate::contract::{ContractSpec, Form, Grounding};
 use crate::evidence::find_spans;
 use crate::ir::Node;
 use crate::source::Source;
-use crate::validate::{join_pointer, Violation, ViolationKind, Violations};
+use crate::validate::{
+    join_pointer, Doc, Json, JsonMap, View, Violation, ViolationKind, Violations,
+};
 
 /// How a text writes decimal numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -702,14 +713,20 @@ impl<'a> Grounds<'a> {
     /// The text of a decoded field value a later value is grounded in: a string itself; else
     /// the source lines of every span inside it; else every string inside it. `None` for null.
     pub fn text_of(&self, value: &Value, place: &str) -> Option<GroundText> {
-        let text = match value {
-            Value::Null => return None,
-            Value::String(s) => s.clone(),
-            other => {
-                let spans = find_spans(other);
-                if spans.is_empty() {
+        self.text_of_reply(value, place)
+    }
+
+    /// [`Grounds::text_of`] on either tree.
+    fn text_of_reply<J: Reply>(&self, value: &J, place: &str) -> Option<GroundText> {
+        let text = match value.view() {
+            View::Null => return None,
+            View::String(s) => Cow::Borrowed(s),
+            _ => {
+                let value = value.as_value();
+                let spans = find_spans(&value);
+                Cow::Owned(if spans.is_empty() {
                     let mut strings = Vec::new();
-                    collect_strings(other, &mut strings);
+                    collect_strings(&value, &mut strings);
                     strings.join("\n")
                 } else {
                     spans
@@ -717,7 +734,7 @@ impl<'a> Grounds<'a> {
                         .map(|(_, s)| self.source.snippet(s))
                         .collect::<Vec<_>>()
                         .join("\n")
-                }
+                })
             }
         };
         Some(GroundText::new(&text, format!("`{place}`"), self.numerals))
@@ -743,13 +760,28 @@ impl<'a> Grounds<'a> {
         object: &serde_json::Map<String, Value>,
         inherited: Option<&GroundText>,
     ) -> Option<Option<GroundText>> {
+        self.resolve_in::<Value>(g, object, inherited)
+    }
+
+    /// [`Grounds::resolve`] on either tree.
+    fn resolve_in<J: Reply>(
+        &self,
+        g: &Grounding,
+        object: &J::Map,
+        inherited: Option<&GroundText>,
+    ) -> Option<Option<GroundText>> {
         match g {
             Grounding::Source => Some(Some(self.whole.clone())),
             Grounding::Line => Some(Some(self.whole.clone().lines_only())),
             Grounding::WithContainer => inherited.map(|t| Some(t.clone())),
-            Grounding::In(field) => Some(object.get(field).and_then(|v| self.text_of(v, field))),
+            Grounding::In(field) => {
+                Some(object.get(field).and_then(|v| self.text_of_reply(v, field)))
+            }
             Grounding::Lines { start, end } => {
-                let line = |k: &str| object.get(k).and_then(Value::as_u64);
+                let line = |k: &str| match object.get(k).map(Json::view) {
+                    Some(View::Number(n)) => n.as_u64(),
+                    _ => None,
+                };
                 Some(match (line(start), line(end)) {
                     (Some(a), Some(b)) if a >= 1 && a <= b => Some(self.lines(a, b)),
                     _ => None,
@@ -787,6 +819,56 @@ pub fn check_grounding(
     walker.contract(spec, value, "", None);
 }
 
+/// A parsed reply the grounding walk reads: a `Value` (its numbers' literals given apart, by
+/// pointer) or the validator's borrowed tree (which keeps them).
+trait Reply: Json {
+    /// The number's literal text, where the tree kept it.
+    fn literal(&self) -> Option<&str>;
+
+    /// The value as a `Value`, for the spans and strings of a field another is grounded in.
+    fn as_value(&self) -> Cow<'_, Value>;
+}
+
+impl Reply for Value {
+    fn literal(&self) -> Option<&str> {
+        None
+    }
+
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl Reply for Doc<'_> {
+    fn literal(&self) -> Option<&str> {
+        match self {
+            Doc::Number(_, literal) => *literal,
+            _ => None,
+        }
+    }
+
+    fn as_value(&self) -> Cow<'_, Value> {
+        fn convert(doc: &Doc<'_>) -> Value {
+            match doc {
+                Doc::Null => Value::Null,
+                Doc::Bool(b) => Value::Bool(*b),
+                Doc::Number(n, _) => Value::Number(n.clone()),
+                Doc::String(s) => Value::String(s.as_ref().to_owned()),
+                Doc::Array(items) => Value::Array(items.iter().map(convert).collect()),
+                // `insert` keeps a repeated key where it came first, with its last value, as
+                // serde_json's `Value` reads it.
+                Doc::Object(entries) => Value::Object(
+                    entries
+                        .iter()
+                        .map(|(k, v)| (k.as_ref().to_owned(), convert(v)))
+                        .collect(),
+                ),
+            }
+        }
+        Cow::Owned(convert(self))
+    }
+}
+
 struct Walker<'g, 's, 'o> {
     grounds: &'g Grounds<'s>,
     literals: Option<&'g HashMap<String, String>>,
@@ -794,14 +876,14 @@ struct Walker<'g, 's, 'o> {
 }
 
 impl Walker<'_, '_, '_> {
-    fn contract(
+    fn contract<J: Reply>(
         &mut self,
         spec: &ContractSpec,
-        value: &Value,
+        value: &J,
         path: &str,
         inherited: Option<&GroundText>,
     ) {
-        let (Some(object), Value::Object(map)) = (spec.object(), value) else {
+        let (Some(object), View::Object(map)) = (spec.object(), value.view()) else {
             return;
         };
         for field in &object.properties {
@@ -811,7 +893,7 @@ impl Walker<'_, '_, '_> {
             let p = join_pointer(path, &field.name);
             match &field.node.grounded {
                 None => self.ungrounded(&field.node, v, &p),
-                Some(g) => match self.grounds.resolve(g, map, inherited) {
+                Some(g) => match self.grounds.resolve_in::<J>(g, map, inherited) {
                     None => self.ungrounded(&field.node, v, &p),
                     Some(text) => {
                         self.grounded(&field.node, v, &p, text.as_ref(), g, field.node.form)
@@ -822,10 +904,10 @@ impl Walker<'_, '_, '_> {
     }
 
     /// A value not grounded itself: nested contracts may still ground their own fields.
-    fn ungrounded(&mut self, node: &Node, value: &Value, path: &str) {
+    fn ungrounded<J: Reply>(&mut self, node: &Node, value: &J, path: &str) {
         let node = node.non_null();
-        match (node.items(), value) {
-            (Some(item), Value::Array(items)) => {
+        match (node.items(), value.view()) {
+            (Some(item), View::Array(items)) => {
                 for (i, v) in items.iter().enumerate() {
                     self.ungrounded(item, v, &join_pointer(path, &i.to_string()));
                 }
@@ -838,16 +920,16 @@ impl Walker<'_, '_, '_> {
         }
     }
 
-    fn grounded(
+    fn grounded<J: Reply>(
         &mut self,
         node: &Node,
-        value: &Value,
+        value: &J,
         path: &str,
         text: Option<&GroundText>,
         g: &Grounding,
         form: Option<Form>,
     ) {
-        if value.is_null() {
+        if let View::Null = value.view() {
             return;
         }
         let Some(text) = text else {
@@ -866,7 +948,7 @@ impl Walker<'_, '_, '_> {
             return;
         };
         let node = node.non_null();
-        if let (Some(item), Value::Array(items)) = (node.items(), value) {
+        if let (Some(item), View::Array(items)) = (node.items(), value.view()) {
             for (i, v) in items.iter().enumerate() {
                 self.grounded(
                     item,
@@ -883,8 +965,8 @@ impl Walker<'_, '_, '_> {
             self.contract(spec, value, path, Some(text));
             return;
         }
-        match value {
-            Value::String(s) if form.is_some_and(|f| !text.contains_expression(f, s)) => {
+        match value.view() {
+            View::String(s) if form.is_some_and(|f| !text.contains_expression(f, s)) => {
                 let form = form.unwrap_or(Form::Date);
                 let found = text.expressions(form);
                 let hint = if found.is_empty() {
@@ -905,7 +987,7 @@ impl Walker<'_, '_, '_> {
                     ),
                 ));
             }
-            Value::String(s) => {
+            View::String(s) => {
                 let why = match text.find_str(s) {
                     StrMatch::Found => return,
                     StrMatch::Missing => "copy it exactly as written".to_owned(),
@@ -925,12 +1007,15 @@ impl Walker<'_, '_, '_> {
                     format!("{s:?} is not in {}: {why}", text.place),
                 ));
             }
-            Value::Number(n) => {
-                let literal = self
-                    .literals
-                    .and_then(|l| l.get(path))
-                    .cloned()
-                    .unwrap_or_else(|| n.to_string());
+            View::Number(n) => {
+                let literal = match value.literal() {
+                    Some(written) => written.to_owned(),
+                    None => self
+                        .literals
+                        .and_then(|l| l.get(path))
+                        .cloned()
+                        .unwrap_or_else(|| n.to_string()),
+                };
                 let ok =
                     Decimal::from_json_literal(&literal).is_some_and(|d| text.contains_number(&d));
                 if !ok {
@@ -951,14 +1036,35 @@ impl Walker<'_, '_, '_> {
 
 /// `C::from_json_in`: [`Contract::from_json`](crate::Contract::from_json) plus
 /// [`check_text`] against `source`, all violations at once.
+///
+/// The reply is parsed once (the module comment): the tree the grounding walk reads is the one
+/// the validator checks and decodes.
 pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C, Violations> {
     let spec = C::contract_spec();
-    let grounded = if has_grounding(spec) {
-        check_text(spec, text, &Grounds::new(source))
-    } else {
-        Violations::new()
+    let cx = crate::DocContext::of(source);
+    if !has_grounding(spec) {
+        return crate::validate::from_json_with::<C>(text, &cx);
+    }
+    let grounds = Grounds::new(source);
+    let (grounded, read) = match crate::validate::tree(text) {
+        Some(doc) => {
+            let mut grounded = Violations::new();
+            let mut walker = Walker {
+                grounds: &grounds,
+                literals: None,
+                out: &mut grounded,
+            };
+            // Before the validator normalises the tree (`3.0` made `3` in an integer field).
+            walker.contract(spec, &doc, "", None);
+            (grounded, crate::validate::from_doc_with::<C>(doc, &cx))
+        }
+        // Left to serde_json: its error, or its tree and the literals read apart.
+        None => (
+            check_value_text(spec, text, &grounds),
+            crate::validate::from_json_with::<C>(text, &cx),
+        ),
     };
-    match crate::validate::from_json_with::<C>(text, &crate::DocContext::of(source)) {
+    match read {
         Ok(v) if grounded.is_empty() => Ok(v),
         Ok(_) => Err(grounded),
         Err(mut e) => {
@@ -971,6 +1077,22 @@ pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C
 /// The grounding violations of the JSON document `text` (nothing when it is not JSON: the
 /// other checks report that).
 pub fn check_text(spec: &ContractSpec, text: &str, grounds: &Grounds<'_>) -> Violations {
+    let Some(doc) = crate::validate::tree(text) else {
+        return check_value_text(spec, text, grounds);
+    };
+    let mut out = Violations::new();
+    let mut walker = Walker {
+        grounds,
+        literals: None,
+        out: &mut out,
+    };
+    walker.contract(spec, &doc, "", None);
+    out
+}
+
+/// [`check_text`] through serde_json, for text the validator's reader leaves to it: a `Value`,
+/// and the literals read apart.
+fn check_value_text(spec: &ContractSpec, text: &str, grounds: &Grounds<'_>) -> Violations {
     let mut out = Violations::new();
     if let Ok(value) = serde_json::from_str::<Value>(text) {
         let literals = number_literals(text);
@@ -1259,5 +1381,152 @@ mod tests {
         assert_eq!(l.get("/b/1/c").map(String::as_str), Some("-2e3"));
         assert!(!l.contains_key("/d"));
         assert!(number_literals("{not json").is_none());
+    }
+
+    /// A contract with every kind of grounding: in the source, in another field (a string, and
+    /// a nested value with spans), in lines two fields name, nested and in lists.
+    #[derive(crate::Contract, Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    #[contract(rule = "low <= high")]
+    struct Quoted {
+        #[contract(grounded)]
+        quote: Option<String>,
+        #[contract(grounded(in = quote))]
+        low: Option<f64>,
+        #[contract(grounded(in = quote))]
+        high: Option<f64>,
+        #[contract(grounded)]
+        counts: Vec<u32>,
+        start_line: Option<u32>,
+        end_line: Option<u32>,
+        #[contract(grounded(in = start_line..=end_line))]
+        said: Option<String>,
+        #[contract(grounded)]
+        revenue: Option<crate::values::Amount>,
+        cited: Option<crate::values::Span>,
+        #[contract(grounded(in = cited))]
+        cited_figure: Option<f64>,
+    }
+
+    const RELEASE: &str = "Acme Reports Third Quarter 2024 Results\n\
+        Revenue was $2,757.50 million, up 7.5% year over year.\n\
+        For the fourth quarter, Acme expects revenue between $4,065 and $4,140.25 million.\n\
+        Acme had 12,400 employees in 3 offices.";
+
+    /// Replies of every shape: copied and invented values, numbers written as the document
+    /// writes them and otherwise, escapes, repeated keys, nested values, text serde_json
+    /// reads and the validator's reader leaves to it, and text that is not JSON.
+    fn replies() -> Vec<String> {
+        let quote =
+            "For the fourth quarter, Acme expects revenue between $4,065 and $4,140.25 million.";
+        let mut out = vec![
+            format!(r#"{{"quote": "{quote}", "low": 4065, "high": 4140.25}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 4065.000, "high": 4.14025e3}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 4065, "high": 4140.2500000000000000001}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 4066, "high": 4140.25, "counts": [12400, 3, 4]}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 2757.5, "high": 4140.25}}"#),
+            r#"{"quote": "Revenue was $2,757.50 million", "low": 2757.50, "high": 2757.5}"#.into(),
+            r#"{"quote": "Revenue was \u0024\u0032,757.50 million", "low": 2757.5}"#.into(),
+            r#"{"quote": "Revenue was\n$2,757.50", "low": 2757.5}"#.into(),
+            r#"{"quote": "Revenue is \"$9\"", "low": 9}"#.into(),
+            r#"{"quote": null, "low": 4065}"#.into(),
+            r#"{"low": 4065, "low": 4066}"#.into(),
+            r#"{"quote": "Acme had 12,400 employees", "low": 12400, "low": 12400.0}"#.into(),
+            r#"{"start_line": 2, "end_line": 3, "said": "up 7.5% year over year"}"#.into(),
+            r#"{"start_line": 2, "end_line": 2, "said": "Acme expects"}"#.into(),
+            r#"{"start_line": 2.0, "end_line": 3, "said": "up 7.5%"}"#.into(),
+            r#"{"start_line": 3, "end_line": 2, "said": "up 7.5%"}"#.into(),
+            r#"{"revenue": {"value": 2757.50, "unit": "million"}}"#.into(),
+            r#"{"revenue": {"value": 2757.51, "unit": "billion"}}"#.into(),
+            r#"{"cited": {"start_line": 3, "end_line": 3, "quote": "between $4,065"}, "cited_figure": 4065}"#.into(),
+            r#"{"cited": {"start_line": 3, "end_line": 3}, "cited_figure": 7.5}"#.into(),
+            r#"{"counts": [12400, -0, 3]}"#.into(),
+            r#"{"counts": [12400, 12345678901234567890]}"#.into(),
+            r#"{"quote": "Revenue was \ud83d", "low": 1}"#.into(),
+            r#"{"quote": "Acme", "low": 1,}"#.into(),
+            r#"{"quote": "Acme", "extra": {"deep": [1, 2.50]}}"#.into(),
+            "[1, 2]".into(),
+            "{not json".into(),
+            String::new(),
+        ];
+        // Every field alone with each number written several ways.
+        for n in [
+            "4065", "4065.0", "4.065e3", "40650e-1", "-4065", "0.1", "1e400",
+        ] {
+            out.push(format!(r#"{{"quote": "{quote}", "low": {n}}}"#));
+            out.push(format!(r#"{{"counts": [{n}]}}"#));
+        }
+        // The keys a reply leaves out, added (every field is required), so that replies pass.
+        let keys = [
+            ("quote", "null"),
+            ("low", "null"),
+            ("high", "null"),
+            ("counts", "[]"),
+            ("start_line", "null"),
+            ("end_line", "null"),
+            ("said", "null"),
+            ("revenue", "null"),
+            ("cited", "null"),
+            ("cited_figure", "null"),
+        ];
+        for reply in out.iter_mut() {
+            if reply.starts_with(r#"{""#) {
+                for (key, null) in keys {
+                    if !reply.contains(&format!(r#""{key}""#)) {
+                        reply.insert_str(1, &format!(r#""{key}": {null}, "#));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The walk over the validator's tree finds what the walk over serde_json's `Value` with
+    /// the literals read apart finds, to the message.
+    #[test]
+    fn one_parse_finds_what_three_found() {
+        let source = Source::from_text(RELEASE);
+        let grounds = Grounds::new(&source);
+        let spec = <Quoted as crate::Contract>::contract_spec();
+        let mut refused = 0;
+        for reply in replies() {
+            let once = check_text(spec, &reply, &grounds);
+            let thrice = check_value_text(spec, &reply, &grounds);
+            assert_eq!(once, thrice, "on {reply}");
+            refused += usize::from(!once.is_empty());
+        }
+        assert!(refused >= 10, "only {refused} replies refused");
+    }
+
+    /// `from_json_in` gives what `from_json_with` and the `Value` walk give together, on every
+    /// reply: the value, or the same violations in the same order.
+    #[test]
+    fn from_json_in_is_from_json_and_the_grounding_check() {
+        let source = Source::from_text(RELEASE);
+        let spec = <Quoted as crate::Contract>::contract_spec();
+        let (mut accepted, mut refused) = (0, 0);
+        for reply in replies() {
+            let grounded = check_value_text(spec, &reply, &Grounds::new(&source));
+            let before = match crate::validate::from_json_with::<Quoted>(
+                &reply,
+                &crate::DocContext::of(&source),
+            ) {
+                Ok(v) if grounded.is_empty() => Ok(v),
+                Ok(_) => Err(grounded),
+                Err(mut e) => {
+                    e.0.extend(grounded.0);
+                    Err(e)
+                }
+            };
+            let now = from_json_in::<Quoted>(&reply, &source);
+            assert_eq!(now, before, "on {reply}");
+            match now {
+                Ok(_) => accepted += 1,
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            accepted >= 5 && refused >= 10,
+            "{accepted} accepted, {refused} refused"
+        );
     }
 }
