@@ -10,13 +10,17 @@
 //! the fastest of several rounds, to keep other load on the machine out of it. Nothing about
 //! time is asserted.
 //!
+//! Then `from_json_in` (the grounding check against a source document) on 10,000 replies of a
+//! grounded contract, `Quoted`: a quote, and a period and two numbers grounded in the quote, a
+//! few values invented or written with other digits, so that some replies are refused.
+//!
 //! With `BENCH_DOCS_OUT=path` the documents are also written there, one per line, so the same
 //! set can be fed to Pydantic's `model_validate_json` for comparison.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use contract_core::{Contract, Violations};
+use contract_core::{Contract, Source, Violations};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -33,6 +37,66 @@ struct Guidance {
     low: Option<f64>,
     #[contract(exclusive_min = 0, unit = "USD millions")]
     high: Option<f64>,
+}
+
+/// Guidance quoted from a release: the quote from the document, the rest from the quote.
+#[derive(Contract, Debug, Serialize, Deserialize)]
+#[contract(rule = "low <= high", both_or_neither(low, high))]
+struct Quoted {
+    /// The sentence that states the guidance.
+    #[contract(grounded)]
+    quote: Option<String>,
+    #[contract(grounded(in = quote), len = 1..=60)]
+    period: Option<String>,
+    #[contract(grounded(in = quote))]
+    low: Option<f64>,
+    #[contract(grounded(in = quote))]
+    high: Option<f64>,
+}
+
+/// The release `Quoted` replies are checked against.
+const RELEASE: &str = "Acme Reports Third Quarter 2024 Results\n\
+Revenue was $2,757.50 million, up 7.5% year over year.\n\
+For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140.25 million.\n\
+For the full year 2025, Acme expects revenue between $16,200 and $16,900 million.\n\
+Acme had 12,400 employees.";
+
+/// One `Quoted` reply: mostly copied, sometimes a number or period invented or reworded.
+fn quoted(rng: &mut Rng) -> String {
+    let (quote, period, low, high) = if rng.chance(50) {
+        (
+            "For the fourth quarter of 2024, Acme expects revenue between $4,065 and $4,140.25 million.",
+            "the fourth quarter of 2024",
+            "4065",
+            "4140.25",
+        )
+    } else {
+        (
+            "For the full year 2025, Acme expects revenue between $16,200 and $16,900 million.",
+            "the full year 2025",
+            "16200",
+            "16900.0",
+        )
+    };
+    let mut low = low.to_owned();
+    let mut high = high.to_owned();
+    let mut period = format!("\"{period}\"");
+    if rng.chance(30) {
+        match rng.below(5) {
+            0 => low = format!("{}", 1000 + rng.below(9000)),
+            1 => high = "4140.2500".into(),
+            2 => period = "\"Q4 2024\"".into(),
+            3 => period = "null".into(),
+            _ => high = "4.14025e3".into(),
+        }
+    }
+    if rng.chance(50) {
+        format!(
+            "{{\"quote\": \"{quote}\", \"period\": {period}, \"low\": {low}, \"high\": {high}}}"
+        )
+    } else {
+        format!("{{\"quote\":\"{quote}\",\"period\":{period},\"low\":{low},\"high\":{high}}}")
+    }
 }
 
 const DOCUMENTS: usize = 10_000;
@@ -238,6 +302,16 @@ fn main() {
                 .is_some_and(|v| black_box(v.clone()).is_empty())
         },
     );
+
+    let mut qrng = Rng(0x0BAD_5EED);
+    let replies: Vec<String> = (0..DOCUMENTS).map(|_| quoted(&mut qrng)).collect();
+    let release = Source::from_text(RELEASE);
+    run("Quoted::from_json_in (grounded)", &replies, &mut |d| {
+        Quoted::from_json_in(d, &release).is_ok()
+    });
+    run("Quoted::from_json (no source)", &replies, &mut |d| {
+        Quoted::from_json(d).is_ok()
+    });
 
     let ratio = |a: &str, b: &str| match (ns.get(a), ns.get(b)) {
         (Some(a), Some(b)) => format!("{:.2}x", a / b),

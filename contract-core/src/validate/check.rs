@@ -123,7 +123,7 @@ pub(super) fn from_json_tree_with<C: Contract>(
     text: &str,
     cx: &DocContext<'_>,
 ) -> Result<C, Violations> {
-    let mut doc: Doc<'_> = match serde_json::from_str(text) {
+    let doc: Doc<'_> = match serde_json::from_str(text) {
         Ok(doc) => doc,
         Err(e) => {
             return Err(Violations::one(Violation::new(
@@ -133,6 +133,15 @@ pub(super) fn from_json_tree_with<C: Contract>(
             )))
         }
     };
+    from_doc_with(doc, cx)
+}
+
+/// [`from_json_tree_with`] on a document already parsed (by serde_json or by
+/// [`read::tree`](super::read::tree)): checked, normalised, decoded.
+pub(crate) fn from_doc_with<C: Contract>(
+    mut doc: Doc<'_>,
+    cx: &DocContext<'_>,
+) -> Result<C, Violations> {
     let spec = C::contract_spec();
     let mut out = Violations::new();
     let mut checker = Checker::new(&mut out, false);
@@ -1147,7 +1156,7 @@ fn normalise_doc(spec: &ContractSpec, doc: &mut Doc<'_>) {
             return normalise_doc(spec, doc);
         }
         match doc {
-            Doc::Number(n) if node.has_type(JsonType::Integer) => {
+            Doc::Number(n, _) if node.has_type(JsonType::Integer) => {
                 if let Some(int) = as_integer(n) {
                     *n = int;
                 }

@@ -1,7 +1,9 @@
 //! The parsed document `from_json` checks: a JSON tree that borrows its strings from the text
 //! and keeps object entries in a plain vector, so parsing a small document costs one
 //! allocation per object or array instead of a hash map and a `String` per key. It deserializes
-//! directly into the contract type, without a second parse.
+//! directly into the contract type, without a second parse. Built by [`read::tree`](super::read::tree),
+//! each number keeps its literal text, which the grounding check compares with the document
+//! (`ground::from_json_in`); built by serde_json, it does not.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -15,7 +17,9 @@ use serde_json::{Map, Number, Value};
 pub(crate) enum Doc<'a> {
     Null,
     Bool(bool),
-    Number(Number),
+    /// A number and, where the reader kept it, its literal text (`4140.250`, `4.14025e3`);
+    /// the tree is no larger for it.
+    Number(Number, Option<&'a str>),
     String(Cow<'a, str>),
     Array(Vec<Doc<'a>>),
     Object(Vec<(Cow<'a, str>, Doc<'a>)>),
@@ -86,7 +90,7 @@ impl<'a> Json for Doc<'a> {
         match self {
             Doc::Null => View::Null,
             Doc::Bool(b) => View::Bool(*b),
-            Doc::Number(n) => View::Number(n),
+            Doc::Number(n, _) => View::Number(n),
             Doc::String(s) => View::String(s),
             Doc::Array(items) => View::Array(items),
             Doc::Object(entries) => View::Object(entries.as_slice()),
@@ -147,16 +151,16 @@ impl<'de> Visitor<'de> for DocVisitor {
     }
 
     fn visit_i64<E>(self, n: i64) -> Result<Doc<'de>, E> {
-        Ok(Doc::Number(n.into()))
+        Ok(Doc::Number(n.into(), None))
     }
 
     fn visit_u64<E>(self, n: u64) -> Result<Doc<'de>, E> {
-        Ok(Doc::Number(n.into()))
+        Ok(Doc::Number(n.into(), None))
     }
 
     fn visit_f64<E: de::Error>(self, n: f64) -> Result<Doc<'de>, E> {
         Number::from_f64(n)
-            .map(Doc::Number)
+            .map(|n| Doc::Number(n, None))
             .ok_or_else(|| E::custom("a number must be finite"))
     }
 
@@ -217,7 +221,7 @@ impl<'de> Deserializer<'de> for &'de Doc<'_> {
         match self {
             Doc::Null => visitor.visit_unit(),
             Doc::Bool(b) => visitor.visit_bool(*b),
-            Doc::Number(n) => visit_number(n, visitor),
+            Doc::Number(n, _) => visit_number(n, visitor),
             Doc::String(s) => visitor.visit_borrowed_str(s),
             Doc::Array(items) => {
                 let mut seq = SeqDeserializer::new(items.iter());

@@ -10,12 +10,14 @@ mod flat;
 mod format;
 mod read;
 
-pub(crate) use check::rule_violations;
 pub use check::{
     check_value, from_json, from_json_with, from_value, from_value_in, strip_skipped,
     validate_typed,
 };
+pub(crate) use check::{from_doc_with, rule_violations};
+pub(crate) use doc::{Doc, Json, JsonMap, View};
 pub use format::format_ok;
+pub(crate) use read::tree;
 
 /// What kind of rule a value broke. Serialized snake_case; a kind never changes meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -20,10 +20,24 @@
 //! digits, a float out of range, a syntax error) gives `None`, and `from_json` reads the text
 //! with serde_json, which then gives its tree or its error message. Tests hold the reader to
 //! serde_json's values on every document it accepts.
+//!
+//! [`tree`] reads the whole grammar (nesting, escapes) with the same scanner into the borrowed
+//! [`Doc`], each number with its literal text: `from_json_in` reads a reply once with it and
+//! gives the one tree to the grounding check (which compares numbers by their literal) and to
+//! the validator. serde_json gives no number's text without its `arbitrary_precision` feature,
+//! which would change every `Number` in the workspace; a walk of `RawValue`s re-reads each
+//! nested value once per level. What `tree` leaves (the same numbers as [`flat`], a lone
+//! surrogate, nesting deeper than [`MAX_DEPTH`], any syntax error) goes to serde_json as before.
+
+use std::borrow::Cow;
 
 use serde_json::Number;
 
+use super::doc::Doc;
 use super::flat::{Entries, Scalar};
+
+/// The deepest nesting [`tree`] reads; deeper text is left to serde_json (which refuses 128).
+const MAX_DEPTH: usize = 100;
 
 /// `text` as one object whose values are all scalars (the shape of most contracts' output), its
 /// entries in document order; `None` for anything else, or where serde_json should read it.
@@ -73,6 +87,16 @@ pub(crate) fn flat<'a>(text: &'a str, entries: &mut Entries<'a>, keys: &[Key]) -
     }
     reader.skip_space();
     (reader.pos == text.len()).then_some(matched)
+}
+
+/// `text` as one JSON value, every number with its literal text; `None` for anything the
+/// reader leaves to serde_json (see the module comment). The tree is serde_json's otherwise:
+/// the same strings, the same numbers, repeated keys kept in order.
+pub(crate) fn tree(text: &str) -> Option<Doc<'_>> {
+    let mut reader = Reader { text, pos: 0 };
+    let doc = reader.value(0)?;
+    reader.skip_space();
+    (reader.pos == text.len()).then_some(doc)
 }
 
 /// A key [`flat`] expects: a name and, when the name and its closing quote fit in 8 bytes, both
@@ -155,7 +179,150 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Any value, white space skipped before it, nested `depth` deep.
+    fn value(&mut self, depth: usize) -> Option<Doc<'a>> {
+        self.skip_space();
+        Some(match self.peek()? {
+            b'"' => Doc::String(self.escaped()?),
+            b'n' => self.word("null").map(|()| Doc::Null)?,
+            b't' => self.word("true").map(|()| Doc::Bool(true))?,
+            b'f' => self.word("false").map(|()| Doc::Bool(false))?,
+            b'-' | b'0'..=b'9' => {
+                let start = self.pos;
+                let n = self.number()?;
+                Doc::Number(n, self.text.get(start..self.pos))
+            }
+            b'[' if depth < MAX_DEPTH => {
+                self.pos += 1;
+                let mut items = Vec::new();
+                if !self.eat(b']') {
+                    loop {
+                        items.push(self.value(depth + 1)?);
+                        if !self.more(b']')? {
+                            break;
+                        }
+                    }
+                }
+                Doc::Array(items)
+            }
+            b'{' if depth < MAX_DEPTH => {
+                self.pos += 1;
+                let mut entries = Vec::with_capacity(8);
+                if !self.eat(b'}') {
+                    loop {
+                        self.skip_space();
+                        if self.peek()? != b'"' {
+                            return None;
+                        }
+                        let key = self.escaped()?;
+                        if !self.eat(b':') {
+                            return None;
+                        }
+                        entries.push((key, self.value(depth + 1)?));
+                        if !self.more(b'}')? {
+                            break;
+                        }
+                    }
+                }
+                Doc::Object(entries)
+            }
+            _ => return None,
+        })
+    }
+
+    /// After an item of an array or object closed by `close`: `true` past a comma (another
+    /// item comes), `false` past `close`, `None` for anything else.
     #[inline]
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.skip_space();
+        let next = self.peek()?;
+        self.pos += 1;
+        match next {
+            b',' => Some(true),
+            b if b == close => Some(false),
+            _ => None,
+        }
+    }
+
+    /// A string at `pos` (on its opening quote), escapes read as serde_json reads them:
+    /// borrowed from the text when it has none.
+    fn escaped(&mut self) -> Option<Cow<'a, str>> {
+        let bytes = self.text.as_bytes();
+        let start = self.pos + 1;
+        let mut at = start;
+        loop {
+            match *bytes.get(at)? {
+                b'"' => {
+                    self.pos = at + 1;
+                    // Both ends sit next to an ASCII byte, so on character boundaries.
+                    return self.text.get(start..at).map(Cow::Borrowed);
+                }
+                b'\\' => break,
+                0..=0x1f => return None,
+                _ => at += 1,
+            }
+        }
+        let mut out = String::with_capacity(at - start + 8);
+        out.push_str(self.text.get(start..at)?);
+        loop {
+            match *bytes.get(at)? {
+                b'"' => {
+                    self.pos = at + 1;
+                    return Some(Cow::Owned(out));
+                }
+                b'\\' => {
+                    let c = match *bytes.get(at + 1)? {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let high = hex4(bytes.get(at + 2..at + 6)?)?;
+                            at += 4;
+                            match high {
+                                0xD800..=0xDBFF => {
+                                    // Only a pair; a lone half is serde_json's to report.
+                                    if bytes.get(at + 2..at + 4)? != b"\\u" {
+                                        return None;
+                                    }
+                                    let low = hex4(bytes.get(at + 4..at + 8)?)?;
+                                    if !(0xDC00..=0xDFFF).contains(&low) {
+                                        return None;
+                                    }
+                                    at += 6;
+                                    char::from_u32(
+                                        0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00),
+                                    )?
+                                }
+                                0xDC00..=0xDFFF => return None,
+                                _ => char::from_u32(high)?,
+                            }
+                        }
+                        _ => return None,
+                    };
+                    out.push(c);
+                    at += 2;
+                }
+                0..=0x1f => return None,
+                _ => {
+                    let run = at;
+                    while let Some(&b) = bytes.get(at) {
+                        if b == b'"' || b == b'\\' || b < 0x20 {
+                            break;
+                        }
+                        at += 1;
+                    }
+                    out.push_str(self.text.get(run..at)?);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
     fn word(&mut self, word: &str) -> Option<()> {
         let end = self.pos + word.len();
         if self.text.as_bytes().get(self.pos..end)? == word.as_bytes() {
@@ -224,7 +391,10 @@ impl<'a> Reader<'a> {
         self.pos - start
     }
 
-    /// A number in JSON's grammar, read as serde_json reads it.
+    /// A number in JSON's grammar, read as serde_json reads it. Inlined into both readers:
+    /// left to the compiler once [`tree`] called it too, [`flat`] lost 15% on the bench's
+    /// valid documents (`cargo bench -p contract-core --bench from_json`, 175 against 152 ns).
+    #[inline(always)]
     fn number(&mut self) -> Option<Number> {
         let bytes = self.text.as_bytes();
         let start = self.pos;
@@ -296,6 +466,19 @@ impl<'a> Reader<'a> {
             i64::try_from(digits).ok().map(|m| Number::from(-m))
         }
     }
+}
+
+/// Four hexadecimal digits (either case) as a number.
+fn hex4(digits: &[u8]) -> Option<u32> {
+    digits.iter().try_fold(0u32, |n, &d| {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        Some(n * 16 + u32::from(v))
+    })
 }
 
 /// Powers of ten up to 10^15, exact as floats.
@@ -599,5 +782,189 @@ mod tests {
             assert_eq!(super::flat(text, &mut plain, &[]), Some(0), "{text}");
             assert_eq!(entries, plain, "{text}");
         }
+    }
+
+    /// The tree with its literals dropped (serde_json's tree has none).
+    fn unwritten(doc: Doc<'_>) -> Doc<'_> {
+        match doc {
+            Doc::Number(n, _) => Doc::Number(n, None),
+            Doc::Array(items) => Doc::Array(items.into_iter().map(unwritten).collect()),
+            Doc::Object(entries) => Doc::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, unwritten(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    /// Every literal `tree` kept, in document order.
+    fn literals<'a>(doc: &Doc<'a>, out: &mut Vec<&'a str>) {
+        match doc {
+            Doc::Number(_, literal) => out.push(literal.unwrap_or("?")),
+            Doc::Array(items) => items.iter().for_each(|v| literals(v, out)),
+            Doc::Object(entries) => entries.iter().for_each(|(_, v)| literals(v, out)),
+            _ => {}
+        }
+    }
+
+    /// Whether `tree` read `text`; where it did, its tree is serde_json's (repeated keys,
+    /// escapes, numbers to the bit) and each number's literal reads back as that number.
+    fn tree_agrees(text: &str) -> bool {
+        let Some(ours) = tree(text) else {
+            return false;
+        };
+        let mut written = Vec::new();
+        literals(&ours, &mut written);
+        for literal in written {
+            let n: Number = serde_json::from_str(literal)
+                .unwrap_or_else(|e| panic!("{literal:?} in {text:?}: {e}"));
+            assert!(text.contains(literal), "{literal:?} in {text:?}");
+            assert!(n.is_f64() || n.is_u64() || n.is_i64());
+        }
+        let theirs: Doc<'_> = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("serde_json refuses {text:?}: {e}"));
+        let ours = unwritten(ours);
+        assert_eq!(ours, theirs, "on {text:?}");
+        // Bit for bit: `PartialEq` on `Number` compares floats as floats.
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "on {text:?}");
+        true
+    }
+
+    #[test]
+    fn the_tree_is_serde_jsons_with_the_literals() {
+        for text in [
+            r#"{"quarter": 3, "year": 2024, "low": 7230.50, "high": 4.14025e3}"#,
+            r#"{"a": [1, -2, 2.5, true, null, [], {}], "b\n": "x", "c": {"d": "é\"", "d": 1}}"#,
+            r#" [ {"quote": "a \"b\" \\ \/ \b\f\n\r\t \u00e9 \u0000 \ud83d\ude00 z"} , "" ] "#,
+            r#""just a string""#,
+            "12",
+            "-7.5e-3",
+            "null",
+            "[[[[[[1]]]]]]",
+            r#"{"k": {"span": {"start_line": 3, "end_line": 4, "quote": "x"}}, "n": 0.1}"#,
+        ] {
+            assert!(tree_agrees(text), "the reader left {text:?} to serde_json");
+        }
+        let Some(doc) = tree(r#"{"low": 4065.50, "xs": [1, -2e3]}"#) else {
+            panic!("not read")
+        };
+        let mut written = Vec::new();
+        literals(&doc, &mut written);
+        assert_eq!(written, ["4065.50", "1", "-2e3"]);
+    }
+
+    #[test]
+    fn the_tree_leaves_the_rest_to_serde_json() {
+        let deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        let deep_enough = format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(tree_agrees(&deep_enough));
+        for text in [
+            "",
+            " ",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\" 1}",
+            "[1 2]",
+            "{} x",
+            "nul",
+            "\"a\\u12\"",
+            "\"\\x\"",
+            "\"\\ud83d\"",
+            "\"\\ude00\"",
+            "\"\\ud83d\\u0041\"",
+            "\"tab\there\"",
+            "01",
+            "-0",
+            "1e999",
+            "12345678901234567890",
+            deep.as_str(),
+        ] {
+            assert!(tree(text).is_none(), "{text:?}");
+        }
+    }
+
+    /// A random JSON value (pieces of the grammar the reader reads, with random white space),
+    /// from `state`.
+    fn random_json(state: &mut u64, depth: usize, out: &mut String) {
+        fn below(state: &mut u64, n: u64) -> u64 {
+            *state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (*state >> 33) % n
+        }
+        let space = [" ", "", "\n ", "\t"];
+        out.push_str(space[below(state, 4) as usize]);
+        let pick = below(state, if depth > 3 { 8 } else { 10 });
+        match pick {
+            8 | 9 => {
+                let (open, close) = if pick == 8 { ('[', ']') } else { ('{', '}') };
+                out.push(open);
+                let n = below(state, 4);
+                for i in 0..n {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    if pick == 9 {
+                        let keys = ["\"k\"", "\"k\"", "\"a\\\"b\"", "\"\\u00e9\"", "\"\""];
+                        out.push_str(keys[below(state, 5) as usize]);
+                        out.push_str(space[below(state, 4) as usize]);
+                        out.push(':');
+                    }
+                    random_json(state, depth + 1, out);
+                }
+                out.push_str(space[below(state, 4) as usize]);
+                out.push(close);
+            }
+            _ => {
+                let scalars = [
+                    "1",
+                    "-2.50",
+                    "3e2",
+                    "true",
+                    "null",
+                    "\"x y\"",
+                    "0.1",
+                    "\"\\n\\/\"",
+                ];
+                out.push_str(scalars[pick as usize]);
+            }
+        }
+        out.push_str(space[below(state, 4) as usize]);
+    }
+
+    /// Random documents, and each with one byte cut: whatever the reader takes, serde_json
+    /// reads the same; whatever it leaves, serde_json refuses (none of these is one of the
+    /// numbers it leaves).
+    #[test]
+    fn random_documents_read_as_serde_json_reads_them() {
+        let mut state = 0x5EED_u64;
+        let (mut read, mut left) = (0, 0);
+        for i in 0..5_000 {
+            let mut text = String::new();
+            random_json(&mut state, 0, &mut text);
+            assert!(tree_agrees(&text), "the reader left {text:?} to serde_json");
+            read += 1;
+            // Cut one ASCII byte (every byte of these documents is ASCII but `é`'s escape).
+            let at = i % text.len().max(1);
+            if text.is_char_boundary(at) && text.is_char_boundary(at + 1) {
+                let mut cut = text.clone();
+                cut.remove(at);
+                if !tree_agrees(&cut) {
+                    assert!(
+                        serde_json::from_str::<serde_json::Value>(&cut).is_err(),
+                        "the reader left valid {cut:?} to serde_json"
+                    );
+                    left += 1;
+                }
+            }
+        }
+        assert!(read == 5_000 && left > 1_000, "{read} read, {left} left");
     }
 }

@@ -13,352 +13,38 @@
 //! runs it after the other checks, and the [`Extractor`](crate::Extractor) runs it on every reply
 //! of every backend, so a remote model's invented value is rejected and fed back on retry.
 //!
+//! A reply is read once: [`from_json_in`] and [`check_text`] parse it with the validator's reader
+//! into its borrowed tree, which keeps each number's literal text
+//! (`validate::read::tree`; why not serde_json's `arbitrary_precision` or `RawValue`s:
+//! that module's comment), walk it for grounding, then hand the same tree to the validator.
+//! Text that reader leaves to serde_json is read as before: a `Value`, then the literals by
+//! pointer ([`number_literals`]), then `from_json`. [`check_grounding`] and [`check_reply`]
+//! check a `Value` already parsed, with the literals from the reply's text.
+//!
+//! Where it lives: `numbers.rs` reads the numbers a text writes ([`Numerals`], [`Decimal`],
+//! [`numbers_in`]); this file holds the texts a value is looked for in ([`GroundText`],
+//! [`Grounds`]) and the check itself.
+//!
 //! Reading numbers from prose is hand-written: no crate in the workspace reads `2,757` and
 //! `1.730` by a document's conventions, and the comparison must be exact decimal text.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::ops::Range;
-use std::sync::OnceLock;
 
-use regex::Regex;
 use serde_json::Value;
 
 use crate::contract::{ContractSpec, Form, Grounding};
 use crate::evidence::find_spans;
 use crate::ir::Node;
 use crate::source::Source;
-use crate::validate::{join_pointer, Violation, ViolationKind, Violations};
+use crate::validate::{
+    join_pointer, Doc, Json, JsonMap, View, Violation, ViolationKind, Violations,
+};
 
-/// How a text writes decimal numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Numerals {
-    /// A decimal point, commas between thousands: `2,757.5` (English).
-    Point,
-    /// A decimal comma, dots between thousands: `2.757,5` (Spanish, most of Europe).
-    Comma,
-}
+mod numbers;
 
-impl Numerals {
-    /// The convention `text` uses, from the numbers it writes: decimal fractions of one or two
-    /// digits (`7,23` against `7.23`), mixed separators (`1.730,5` against `1,730.5`) and a
-    /// separator repeated inside one number (`1.234.567` against `1,234,567`, only thousands
-    /// repeat). When none of those tells, a separator followed by exactly three digits decides
-    /// (`3.590 millones` and `305.624` read as thousands, so as [`Numerals::Comma`]; `1,355` as
-    /// [`Numerals::Point`]): a text of such numbers alone is ambiguous, and thousands are what
-    /// releases write far more often than three decimals. A text with no telling number reads
-    /// as [`Numerals::Point`].
-    pub fn detect(text: &str) -> Numerals {
-        static RES: OnceLock<[Regex; 8]> = OnceLock::new();
-        let [comma_frac, comma_mixed, comma_repeat, point_frac, point_mixed, point_repeat, dot3, comma3] =
-            RES.get_or_init(|| {
-                let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
-                [
-                    re(r"\d,\d{1,2}(?:[^\d,.]|$)"),
-                    re(r"\d\.\d{3},\d"),
-                    re(r"\d\.\d{3}\.\d{3}"),
-                    re(r"\d\.\d{1,2}(?:[^\d,.]|$)"),
-                    re(r"\d,\d{3}\.\d"),
-                    re(r"\d,\d{3},\d{3}"),
-                    re(r"\d\.\d{3}(?:[^\d,.]|[.,](?:\D|$)|$)"),
-                    re(r"\d,\d{3}(?:[^\d,.]|[.,](?:\D|$)|$)"),
-                ]
-            });
-        let count = |r: &Regex| r.find_iter(text).count();
-        let comma = count(comma_frac) + 2 * (count(comma_mixed) + count(comma_repeat));
-        let point = count(point_frac) + 2 * (count(point_mixed) + count(point_repeat));
-        let (comma, point) = if comma == point {
-            (count(dot3), count(comma3))
-        } else {
-            (comma, point)
-        };
-        if comma > point {
-            Numerals::Comma
-        } else {
-            Numerals::Point
-        }
-    }
-
-    fn separators(self) -> (char, char) {
-        match self {
-            Numerals::Point => ('.', ','),
-            Numerals::Comma => (',', '.'),
-        }
-    }
-
-    fn other(self) -> Numerals {
-        match self {
-            Numerals::Point => Numerals::Comma,
-            Numerals::Comma => Numerals::Point,
-        }
-    }
-}
-
-/// An exact decimal number: `0.<digits> × 10^exponent`, with its sign; zero has no digits.
-///
-/// Two decimals are equal when they are the same number: `4065.50`, `4065.5` and `4.0655e3`
-/// are one [`Decimal`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Decimal {
-    negative: bool,
-    /// Significant digits, without leading or trailing zeros.
-    digits: String,
-    exponent: i64,
-}
-
-impl Decimal {
-    /// Reads a JSON number literal (`-12.50`, `4.0655e3`); `None` for anything else.
-    pub fn from_json_literal(text: &str) -> Option<Decimal> {
-        let (negative, rest) = match text.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, text),
-        };
-        let (mantissa, exp) = match rest.find(['e', 'E']) {
-            Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
-            None => (rest, 0),
-        };
-        let (int, frac) = match mantissa.split_once('.') {
-            Some((i, f)) => (i, f),
-            None => (mantissa, ""),
-        };
-        if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        if mantissa.contains('.') && frac.is_empty() {
-            return None;
-        }
-        if !frac.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        Some(Decimal::from_parts(negative, int, frac, exp))
-    }
-
-    /// The non-negative number `int.frac` from ASCII digit strings (`"1"`, `"5"` is 1.5).
-    pub(crate) fn from_digits(int: &str, frac: &str) -> Decimal {
-        Decimal::from_parts(false, int, frac, 0)
-    }
-
-    /// `int.frac × 10^exp` from ASCII digit strings.
-    fn from_parts(negative: bool, int: &str, frac: &str, exp: i64) -> Decimal {
-        let all: String = format!("{int}{frac}");
-        let lead = all.bytes().take_while(|&b| b == b'0').count();
-        let trimmed = all[lead..].trim_end_matches('0');
-        if trimmed.is_empty() {
-            return Decimal {
-                negative: false,
-                digits: String::new(),
-                exponent: 0,
-            };
-        }
-        Decimal {
-            negative,
-            digits: trimmed.to_owned(),
-            exponent: int.len() as i64 - lead as i64 + exp,
-        }
-    }
-
-    /// Whether the number has no fractional part.
-    pub fn is_integer(&self) -> bool {
-        self.digits.len() as i64 <= self.exponent || self.digits.is_empty()
-    }
-
-    /// The number as a plain JSON literal (`4065.5`, `-0.25`, `2757`), or in exponent form
-    /// when that is shorter than 40 characters of zeros would be.
-    pub fn to_json_literal(&self) -> String {
-        if self.digits.is_empty() {
-            return "0".into();
-        }
-        let sign = if self.negative { "-" } else { "" };
-        let n = self.digits.len() as i64;
-        let e = self.exponent;
-        if !(-40..=40).contains(&e) {
-            return format!("{sign}0.{}e{e}", self.digits);
-        }
-        if e <= 0 {
-            format!("{sign}0.{}{}", "0".repeat((-e) as usize), self.digits)
-        } else if e >= n {
-            format!("{sign}{}{}", self.digits, "0".repeat((e - n) as usize))
-        } else {
-            let (a, b) = self.digits.split_at(e as usize);
-            format!("{sign}{a}.{b}")
-        }
-    }
-
-    /// Compares two decimals as numbers.
-    pub fn cmp_value(&self, other: &Decimal) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
-        let sign = |d: &Decimal| {
-            if d.digits.is_empty() {
-                0
-            } else if d.negative {
-                -1
-            } else {
-                1
-            }
-        };
-        let (a, b) = (sign(self), sign(other));
-        if a != b || a == 0 {
-            return a.cmp(&b);
-        }
-        let magnitude = self.exponent.cmp(&other.exponent).then_with(|| {
-            let n = self.digits.len().max(other.digits.len());
-            let pad = |d: &str| format!("{d:0<n$}");
-            pad(&self.digits).cmp(&pad(&other.digits))
-        });
-        if a < 0 {
-            magnitude.reverse()
-        } else if magnitude == Ordering::Equal {
-            Ordering::Equal
-        } else {
-            magnitude
-        }
-    }
-
-    /// The value as an `i128`, when it is an integer that fits.
-    pub fn to_i128(&self) -> Option<i128> {
-        if !self.is_integer() {
-            return None;
-        }
-        if self.digits.is_empty() {
-            return Some(0);
-        }
-        if self.exponent > 38 {
-            return None;
-        }
-        let zeros = (self.exponent - self.digits.len() as i64) as usize;
-        let n: i128 = format!("{}{}", self.digits, "0".repeat(zeros))
-            .parse()
-            .ok()?;
-        Some(if self.negative { -n } else { n })
-    }
-
-    fn negated(&self) -> Decimal {
-        Decimal {
-            negative: !self.negative && !self.digits.is_empty(),
-            ..self.clone()
-        }
-    }
-}
-
-impl fmt::Display for Decimal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_json_literal())
-    }
-}
-
-/// Reads one written numeral (`2,757`, `4,065.5`, `1.730`, `7,23`) by `numerals`: the decimal
-/// separator at most once, the group separator only between groups of three digits.
-fn read_numeral(text: &str, numerals: Numerals) -> Option<Decimal> {
-    let (decimal, group) = numerals.separators();
-    let (int, frac) = match text.split_once(decimal) {
-        Some((i, f)) => (i, Some(f)),
-        None => (text, None),
-    };
-    if let Some(f) = frac {
-        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-    }
-    let groups: Vec<&str> = int.split(group).collect();
-    let first = groups.first()?;
-    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if groups.len() > 1 {
-        if first.len() > 3 {
-            return None;
-        }
-        if !groups[1..]
-            .iter()
-            .all(|g| g.len() == 3 && g.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return None;
-        }
-    }
-    let int: String = groups.concat();
-    Some(Decimal::from_parts(false, &int, frac.unwrap_or(""), 0))
-}
-
-/// Every number `text` writes, read by `numerals` (the other convention when a numeral does not
-/// read by it, each digit run alone when it reads by neither), in order, without repeats. A
-/// numeral directly after a minus sign is offered with both signs (the sign may be a hyphen).
-pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
-    let mut out: Vec<Decimal> = Vec::new();
-    for (_, d) in numbers_at(text, numerals) {
-        if !out.contains(&d) {
-            out.push(d);
-        }
-    }
-    out
-}
-
-/// `d`'s JSON literal with the fraction digits `written` shows (the numeral `d` was read from,
-/// without its sign): `538.00` for "538.00", `60.30` for "60,30" read comma-decimal, `1234.50`
-/// for "1,234.50"; [`Decimal::to_json_literal`] (`538`, `60.3`) where the numeral has no
-/// decimal fraction ("1,000" read as a thousand) or does not end in `d`'s digits.
-///
-/// Why: a model asked to copy a number scores the form it sees far above the normalised one:
-/// after `538` the next token it expects is `.`, not the `,` that ends the normalised literal,
-/// so a judge scoring `538,` against `55100,` prefers the postcode.
-pub fn written_literal(d: &Decimal, written: &str) -> String {
-    let literal = d.to_json_literal();
-    if literal.contains('e') {
-        return literal;
-    }
-    let Some(sep) = written.rfind(['.', ',']) else {
-        return literal;
-    };
-    let tail = &written[sep + 1..];
-    let head: String = written[..sep]
-        .chars()
-        .filter(char::is_ascii_digit)
-        .collect();
-    let (sign, unsigned) = match literal.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", literal.as_str()),
-    };
-    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
-    let same_int = head.trim_start_matches('0') == int.trim_start_matches('0');
-    let zeros_after = tail
-        .strip_prefix(frac)
-        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b == b'0'));
-    if same_int && zeros_after && tail.bytes().all(|b| b.is_ascii_digit()) {
-        format!("{sign}{int}.{tail}")
-    } else {
-        literal
-    }
-}
-
-/// Every reading of every number `text` writes, with the byte range of the digits it was read
-/// from, in order: the readings [`numbers_in`] collects (which drops repeats), for callers that
-/// need to know what follows a number (its scale word).
-pub fn numbers_at(text: &str, numerals: Numerals) -> Vec<(Range<usize>, Decimal)> {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| {
-        Regex::new(r"\d+(?:[.,]\d+)*").unwrap_or_else(|e| panic!("static regex: {e}"))
-    });
-    let mut out = Vec::new();
-    for m in re.find_iter(text) {
-        let minus = text[..m.start()].ends_with(['-', '\u{2212}']);
-        let read = read_numeral(m.as_str(), numerals)
-            .map(|d| vec![d])
-            .or_else(|| read_numeral(m.as_str(), numerals.other()).map(|d| vec![d]))
-            .unwrap_or_else(|| {
-                m.as_str()
-                    .split(['.', ','])
-                    .map(|run| Decimal::from_parts(false, run, "", 0))
-                    .collect()
-            });
-        for d in read {
-            if minus {
-                out.push((m.range(), d.negated()));
-            }
-            out.push((m.range(), d));
-        }
-    }
-    out
-}
+pub use numbers::{numbers_at, numbers_in, written_literal, Decimal, Numerals};
 
 /// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
 /// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an
@@ -702,14 +388,20 @@ impl<'a> Grounds<'a> {
     /// The text of a decoded field value a later value is grounded in: a string itself; else
     /// the source lines of every span inside it; else every string inside it. `None` for null.
     pub fn text_of(&self, value: &Value, place: &str) -> Option<GroundText> {
-        let text = match value {
-            Value::Null => return None,
-            Value::String(s) => s.clone(),
-            other => {
-                let spans = find_spans(other);
-                if spans.is_empty() {
+        self.text_of_reply(value, place)
+    }
+
+    /// [`Grounds::text_of`] on either tree.
+    fn text_of_reply<J: Reply>(&self, value: &J, place: &str) -> Option<GroundText> {
+        let text = match value.view() {
+            View::Null => return None,
+            View::String(s) => Cow::Borrowed(s),
+            _ => {
+                let value = value.as_value();
+                let spans = find_spans(&value);
+                Cow::Owned(if spans.is_empty() {
                     let mut strings = Vec::new();
-                    collect_strings(other, &mut strings);
+                    collect_strings(&value, &mut strings);
                     strings.join("\n")
                 } else {
                     spans
@@ -717,7 +409,7 @@ impl<'a> Grounds<'a> {
                         .map(|(_, s)| self.source.snippet(s))
                         .collect::<Vec<_>>()
                         .join("\n")
-                }
+                })
             }
         };
         Some(GroundText::new(&text, format!("`{place}`"), self.numerals))
@@ -743,13 +435,28 @@ impl<'a> Grounds<'a> {
         object: &serde_json::Map<String, Value>,
         inherited: Option<&GroundText>,
     ) -> Option<Option<GroundText>> {
+        self.resolve_in::<Value>(g, object, inherited)
+    }
+
+    /// [`Grounds::resolve`] on either tree.
+    fn resolve_in<J: Reply>(
+        &self,
+        g: &Grounding,
+        object: &J::Map,
+        inherited: Option<&GroundText>,
+    ) -> Option<Option<GroundText>> {
         match g {
             Grounding::Source => Some(Some(self.whole.clone())),
             Grounding::Line => Some(Some(self.whole.clone().lines_only())),
             Grounding::WithContainer => inherited.map(|t| Some(t.clone())),
-            Grounding::In(field) => Some(object.get(field).and_then(|v| self.text_of(v, field))),
+            Grounding::In(field) => {
+                Some(object.get(field).and_then(|v| self.text_of_reply(v, field)))
+            }
             Grounding::Lines { start, end } => {
-                let line = |k: &str| object.get(k).and_then(Value::as_u64);
+                let line = |k: &str| match object.get(k).map(Json::view) {
+                    Some(View::Number(n)) => n.as_u64(),
+                    _ => None,
+                };
                 Some(match (line(start), line(end)) {
                     (Some(a), Some(b)) if a >= 1 && a <= b => Some(self.lines(a, b)),
                     _ => None,
@@ -787,6 +494,56 @@ pub fn check_grounding(
     walker.contract(spec, value, "", None);
 }
 
+/// A parsed reply the grounding walk reads: a `Value` (its numbers' literals given apart, by
+/// pointer) or the validator's borrowed tree (which keeps them).
+trait Reply: Json {
+    /// The number's literal text, where the tree kept it.
+    fn literal(&self) -> Option<&str>;
+
+    /// The value as a `Value`, for the spans and strings of a field another is grounded in.
+    fn as_value(&self) -> Cow<'_, Value>;
+}
+
+impl Reply for Value {
+    fn literal(&self) -> Option<&str> {
+        None
+    }
+
+    fn as_value(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl Reply for Doc<'_> {
+    fn literal(&self) -> Option<&str> {
+        match self {
+            Doc::Number(_, literal) => *literal,
+            _ => None,
+        }
+    }
+
+    fn as_value(&self) -> Cow<'_, Value> {
+        fn convert(doc: &Doc<'_>) -> Value {
+            match doc {
+                Doc::Null => Value::Null,
+                Doc::Bool(b) => Value::Bool(*b),
+                Doc::Number(n, _) => Value::Number(n.clone()),
+                Doc::String(s) => Value::String(s.as_ref().to_owned()),
+                Doc::Array(items) => Value::Array(items.iter().map(convert).collect()),
+                // `insert` keeps a repeated key where it came first, with its last value, as
+                // serde_json's `Value` reads it.
+                Doc::Object(entries) => Value::Object(
+                    entries
+                        .iter()
+                        .map(|(k, v)| (k.as_ref().to_owned(), convert(v)))
+                        .collect(),
+                ),
+            }
+        }
+        Cow::Owned(convert(self))
+    }
+}
+
 struct Walker<'g, 's, 'o> {
     grounds: &'g Grounds<'s>,
     literals: Option<&'g HashMap<String, String>>,
@@ -794,14 +551,14 @@ struct Walker<'g, 's, 'o> {
 }
 
 impl Walker<'_, '_, '_> {
-    fn contract(
+    fn contract<J: Reply>(
         &mut self,
         spec: &ContractSpec,
-        value: &Value,
+        value: &J,
         path: &str,
         inherited: Option<&GroundText>,
     ) {
-        let (Some(object), Value::Object(map)) = (spec.object(), value) else {
+        let (Some(object), View::Object(map)) = (spec.object(), value.view()) else {
             return;
         };
         for field in &object.properties {
@@ -811,7 +568,7 @@ impl Walker<'_, '_, '_> {
             let p = join_pointer(path, &field.name);
             match &field.node.grounded {
                 None => self.ungrounded(&field.node, v, &p),
-                Some(g) => match self.grounds.resolve(g, map, inherited) {
+                Some(g) => match self.grounds.resolve_in::<J>(g, map, inherited) {
                     None => self.ungrounded(&field.node, v, &p),
                     Some(text) => {
                         self.grounded(&field.node, v, &p, text.as_ref(), g, field.node.form)
@@ -822,10 +579,10 @@ impl Walker<'_, '_, '_> {
     }
 
     /// A value not grounded itself: nested contracts may still ground their own fields.
-    fn ungrounded(&mut self, node: &Node, value: &Value, path: &str) {
+    fn ungrounded<J: Reply>(&mut self, node: &Node, value: &J, path: &str) {
         let node = node.non_null();
-        match (node.items(), value) {
-            (Some(item), Value::Array(items)) => {
+        match (node.items(), value.view()) {
+            (Some(item), View::Array(items)) => {
                 for (i, v) in items.iter().enumerate() {
                     self.ungrounded(item, v, &join_pointer(path, &i.to_string()));
                 }
@@ -838,16 +595,16 @@ impl Walker<'_, '_, '_> {
         }
     }
 
-    fn grounded(
+    fn grounded<J: Reply>(
         &mut self,
         node: &Node,
-        value: &Value,
+        value: &J,
         path: &str,
         text: Option<&GroundText>,
         g: &Grounding,
         form: Option<Form>,
     ) {
-        if value.is_null() {
+        if let View::Null = value.view() {
             return;
         }
         let Some(text) = text else {
@@ -866,7 +623,7 @@ impl Walker<'_, '_, '_> {
             return;
         };
         let node = node.non_null();
-        if let (Some(item), Value::Array(items)) = (node.items(), value) {
+        if let (Some(item), View::Array(items)) = (node.items(), value.view()) {
             for (i, v) in items.iter().enumerate() {
                 self.grounded(
                     item,
@@ -883,8 +640,8 @@ impl Walker<'_, '_, '_> {
             self.contract(spec, value, path, Some(text));
             return;
         }
-        match value {
-            Value::String(s) if form.is_some_and(|f| !text.contains_expression(f, s)) => {
+        match value.view() {
+            View::String(s) if form.is_some_and(|f| !text.contains_expression(f, s)) => {
                 let form = form.unwrap_or(Form::Date);
                 let found = text.expressions(form);
                 let hint = if found.is_empty() {
@@ -905,7 +662,7 @@ impl Walker<'_, '_, '_> {
                     ),
                 ));
             }
-            Value::String(s) => {
+            View::String(s) => {
                 let why = match text.find_str(s) {
                     StrMatch::Found => return,
                     StrMatch::Missing => "copy it exactly as written".to_owned(),
@@ -925,12 +682,15 @@ impl Walker<'_, '_, '_> {
                     format!("{s:?} is not in {}: {why}", text.place),
                 ));
             }
-            Value::Number(n) => {
-                let literal = self
-                    .literals
-                    .and_then(|l| l.get(path))
-                    .cloned()
-                    .unwrap_or_else(|| n.to_string());
+            View::Number(n) => {
+                let literal = match value.literal() {
+                    Some(written) => written.to_owned(),
+                    None => self
+                        .literals
+                        .and_then(|l| l.get(path))
+                        .cloned()
+                        .unwrap_or_else(|| n.to_string()),
+                };
                 let ok =
                     Decimal::from_json_literal(&literal).is_some_and(|d| text.contains_number(&d));
                 if !ok {
@@ -951,14 +711,35 @@ impl Walker<'_, '_, '_> {
 
 /// `C::from_json_in`: [`Contract::from_json`](crate::Contract::from_json) plus
 /// [`check_text`] against `source`, all violations at once.
+///
+/// The reply is parsed once (the module comment): the tree the grounding walk reads is the one
+/// the validator checks and decodes.
 pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C, Violations> {
     let spec = C::contract_spec();
-    let grounded = if has_grounding(spec) {
-        check_text(spec, text, &Grounds::new(source))
-    } else {
-        Violations::new()
+    let cx = crate::DocContext::of(source);
+    if !has_grounding(spec) {
+        return crate::validate::from_json_with::<C>(text, &cx);
+    }
+    let grounds = Grounds::new(source);
+    let (grounded, read) = match crate::validate::tree(text) {
+        Some(doc) => {
+            let mut grounded = Violations::new();
+            let mut walker = Walker {
+                grounds: &grounds,
+                literals: None,
+                out: &mut grounded,
+            };
+            // Before the validator normalises the tree (`3.0` made `3` in an integer field).
+            walker.contract(spec, &doc, "", None);
+            (grounded, crate::validate::from_doc_with::<C>(doc, &cx))
+        }
+        // Left to serde_json: its error, or its tree and the literals read apart.
+        None => (
+            check_value_text(spec, text, &grounds),
+            crate::validate::from_json_with::<C>(text, &cx),
+        ),
     };
-    match crate::validate::from_json_with::<C>(text, &crate::DocContext::of(source)) {
+    match read {
         Ok(v) if grounded.is_empty() => Ok(v),
         Ok(_) => Err(grounded),
         Err(mut e) => {
@@ -971,6 +752,22 @@ pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C
 /// The grounding violations of the JSON document `text` (nothing when it is not JSON: the
 /// other checks report that).
 pub fn check_text(spec: &ContractSpec, text: &str, grounds: &Grounds<'_>) -> Violations {
+    let Some(doc) = crate::validate::tree(text) else {
+        return check_value_text(spec, text, grounds);
+    };
+    let mut out = Violations::new();
+    let mut walker = Walker {
+        grounds,
+        literals: None,
+        out: &mut out,
+    };
+    walker.contract(spec, &doc, "", None);
+    out
+}
+
+/// [`check_text`] through serde_json, for text the validator's reader leaves to it: a `Value`,
+/// and the literals read apart.
+fn check_value_text(spec: &ContractSpec, text: &str, grounds: &Grounds<'_>) -> Violations {
     let mut out = Violations::new();
     if let Ok(value) = serde_json::from_str::<Value>(text) {
         let literals = number_literals(text);
@@ -1259,5 +1056,152 @@ mod tests {
         assert_eq!(l.get("/b/1/c").map(String::as_str), Some("-2e3"));
         assert!(!l.contains_key("/d"));
         assert!(number_literals("{not json").is_none());
+    }
+
+    /// A contract with every kind of grounding: in the source, in another field (a string, and
+    /// a nested value with spans), in lines two fields name, nested and in lists.
+    #[derive(crate::Contract, Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    #[contract(rule = "low <= high")]
+    struct Quoted {
+        #[contract(grounded)]
+        quote: Option<String>,
+        #[contract(grounded(in = quote))]
+        low: Option<f64>,
+        #[contract(grounded(in = quote))]
+        high: Option<f64>,
+        #[contract(grounded)]
+        counts: Vec<u32>,
+        start_line: Option<u32>,
+        end_line: Option<u32>,
+        #[contract(grounded(in = start_line..=end_line))]
+        said: Option<String>,
+        #[contract(grounded)]
+        revenue: Option<crate::values::Amount>,
+        cited: Option<crate::values::Span>,
+        #[contract(grounded(in = cited))]
+        cited_figure: Option<f64>,
+    }
+
+    const RELEASE: &str = "Acme Reports Third Quarter 2024 Results\n\
+        Revenue was $2,757.50 million, up 7.5% year over year.\n\
+        For the fourth quarter, Acme expects revenue between $4,065 and $4,140.25 million.\n\
+        Acme had 12,400 employees in 3 offices.";
+
+    /// Replies of every shape: copied and invented values, numbers written as the document
+    /// writes them and otherwise, escapes, repeated keys, nested values, text serde_json
+    /// reads and the validator's reader leaves to it, and text that is not JSON.
+    fn replies() -> Vec<String> {
+        let quote =
+            "For the fourth quarter, Acme expects revenue between $4,065 and $4,140.25 million.";
+        let mut out = vec![
+            format!(r#"{{"quote": "{quote}", "low": 4065, "high": 4140.25}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 4065.000, "high": 4.14025e3}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 4065, "high": 4140.2500000000000000001}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 4066, "high": 4140.25, "counts": [12400, 3, 4]}}"#),
+            format!(r#"{{"quote": "{quote}", "low": 2757.5, "high": 4140.25}}"#),
+            r#"{"quote": "Revenue was $2,757.50 million", "low": 2757.50, "high": 2757.5}"#.into(),
+            r#"{"quote": "Revenue was \u0024\u0032,757.50 million", "low": 2757.5}"#.into(),
+            r#"{"quote": "Revenue was\n$2,757.50", "low": 2757.5}"#.into(),
+            r#"{"quote": "Revenue is \"$9\"", "low": 9}"#.into(),
+            r#"{"quote": null, "low": 4065}"#.into(),
+            r#"{"low": 4065, "low": 4066}"#.into(),
+            r#"{"quote": "Acme had 12,400 employees", "low": 12400, "low": 12400.0}"#.into(),
+            r#"{"start_line": 2, "end_line": 3, "said": "up 7.5% year over year"}"#.into(),
+            r#"{"start_line": 2, "end_line": 2, "said": "Acme expects"}"#.into(),
+            r#"{"start_line": 2.0, "end_line": 3, "said": "up 7.5%"}"#.into(),
+            r#"{"start_line": 3, "end_line": 2, "said": "up 7.5%"}"#.into(),
+            r#"{"revenue": {"value": 2757.50, "unit": "million"}}"#.into(),
+            r#"{"revenue": {"value": 2757.51, "unit": "billion"}}"#.into(),
+            r#"{"cited": {"start_line": 3, "end_line": 3, "quote": "between $4,065"}, "cited_figure": 4065}"#.into(),
+            r#"{"cited": {"start_line": 3, "end_line": 3}, "cited_figure": 7.5}"#.into(),
+            r#"{"counts": [12400, -0, 3]}"#.into(),
+            r#"{"counts": [12400, 12345678901234567890]}"#.into(),
+            r#"{"quote": "Revenue was \ud83d", "low": 1}"#.into(),
+            r#"{"quote": "Acme", "low": 1,}"#.into(),
+            r#"{"quote": "Acme", "extra": {"deep": [1, 2.50]}}"#.into(),
+            "[1, 2]".into(),
+            "{not json".into(),
+            String::new(),
+        ];
+        // Every field alone with each number written several ways.
+        for n in [
+            "4065", "4065.0", "4.065e3", "40650e-1", "-4065", "0.1", "1e400",
+        ] {
+            out.push(format!(r#"{{"quote": "{quote}", "low": {n}}}"#));
+            out.push(format!(r#"{{"counts": [{n}]}}"#));
+        }
+        // The keys a reply leaves out, added (every field is required), so that replies pass.
+        let keys = [
+            ("quote", "null"),
+            ("low", "null"),
+            ("high", "null"),
+            ("counts", "[]"),
+            ("start_line", "null"),
+            ("end_line", "null"),
+            ("said", "null"),
+            ("revenue", "null"),
+            ("cited", "null"),
+            ("cited_figure", "null"),
+        ];
+        for reply in out.iter_mut() {
+            if reply.starts_with(r#"{""#) {
+                for (key, null) in keys {
+                    if !reply.contains(&format!(r#""{key}""#)) {
+                        reply.insert_str(1, &format!(r#""{key}": {null}, "#));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The walk over the validator's tree finds what the walk over serde_json's `Value` with
+    /// the literals read apart finds, to the message.
+    #[test]
+    fn one_parse_finds_what_three_found() {
+        let source = Source::from_text(RELEASE);
+        let grounds = Grounds::new(&source);
+        let spec = <Quoted as crate::Contract>::contract_spec();
+        let mut refused = 0;
+        for reply in replies() {
+            let once = check_text(spec, &reply, &grounds);
+            let thrice = check_value_text(spec, &reply, &grounds);
+            assert_eq!(once, thrice, "on {reply}");
+            refused += usize::from(!once.is_empty());
+        }
+        assert!(refused >= 10, "only {refused} replies refused");
+    }
+
+    /// `from_json_in` gives what `from_json_with` and the `Value` walk give together, on every
+    /// reply: the value, or the same violations in the same order.
+    #[test]
+    fn from_json_in_is_from_json_and_the_grounding_check() {
+        let source = Source::from_text(RELEASE);
+        let spec = <Quoted as crate::Contract>::contract_spec();
+        let (mut accepted, mut refused) = (0, 0);
+        for reply in replies() {
+            let grounded = check_value_text(spec, &reply, &Grounds::new(&source));
+            let before = match crate::validate::from_json_with::<Quoted>(
+                &reply,
+                &crate::DocContext::of(&source),
+            ) {
+                Ok(v) if grounded.is_empty() => Ok(v),
+                Ok(_) => Err(grounded),
+                Err(mut e) => {
+                    e.0.extend(grounded.0);
+                    Err(e)
+                }
+            };
+            let now = from_json_in::<Quoted>(&reply, &source);
+            assert_eq!(now, before, "on {reply}");
+            match now {
+                Ok(_) => accepted += 1,
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            accepted >= 5 && refused >= 10,
+            "{accepted} accepted, {refused} refused"
+        );
     }
 }

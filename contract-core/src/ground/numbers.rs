@@ -1,0 +1,340 @@
+//! Numbers as a document writes them: its numeral conventions ([`Numerals`]), exact decimals
+//! ([`Decimal`]), and every number a text writes ([`numbers_in`], [`numbers_at`]), with the
+//! literal a copied number keeps ([`written_literal`]). The grounding check
+//! ([`ground`](super)) compares grounded numbers with these.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+/// How a text writes decimal numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Numerals {
+    /// A decimal point, commas between thousands: `2,757.5` (English).
+    Point,
+    /// A decimal comma, dots between thousands: `2.757,5` (Spanish, most of Europe).
+    Comma,
+}
+
+impl Numerals {
+    /// The convention `text` uses, from the numbers it writes: decimal fractions of one or two
+    /// digits (`7,23` against `7.23`), mixed separators (`1.730,5` against `1,730.5`) and a
+    /// separator repeated inside one number (`1.234.567` against `1,234,567`, only thousands
+    /// repeat). When none of those tells, a separator followed by exactly three digits decides
+    /// (`3.590 millones` and `305.624` read as thousands, so as [`Numerals::Comma`]; `1,355` as
+    /// [`Numerals::Point`]): a text of such numbers alone is ambiguous, and thousands are what
+    /// releases write far more often than three decimals. A text with no telling number reads
+    /// as [`Numerals::Point`].
+    pub fn detect(text: &str) -> Numerals {
+        static RES: OnceLock<[Regex; 8]> = OnceLock::new();
+        let [comma_frac, comma_mixed, comma_repeat, point_frac, point_mixed, point_repeat, dot3, comma3] =
+            RES.get_or_init(|| {
+                let re = |s: &str| Regex::new(s).unwrap_or_else(|e| panic!("static regex: {e}"));
+                [
+                    re(r"\d,\d{1,2}(?:[^\d,.]|$)"),
+                    re(r"\d\.\d{3},\d"),
+                    re(r"\d\.\d{3}\.\d{3}"),
+                    re(r"\d\.\d{1,2}(?:[^\d,.]|$)"),
+                    re(r"\d,\d{3}\.\d"),
+                    re(r"\d,\d{3},\d{3}"),
+                    re(r"\d\.\d{3}(?:[^\d,.]|[.,](?:\D|$)|$)"),
+                    re(r"\d,\d{3}(?:[^\d,.]|[.,](?:\D|$)|$)"),
+                ]
+            });
+        let count = |r: &Regex| r.find_iter(text).count();
+        let comma = count(comma_frac) + 2 * (count(comma_mixed) + count(comma_repeat));
+        let point = count(point_frac) + 2 * (count(point_mixed) + count(point_repeat));
+        let (comma, point) = if comma == point {
+            (count(dot3), count(comma3))
+        } else {
+            (comma, point)
+        };
+        if comma > point {
+            Numerals::Comma
+        } else {
+            Numerals::Point
+        }
+    }
+
+    fn separators(self) -> (char, char) {
+        match self {
+            Numerals::Point => ('.', ','),
+            Numerals::Comma => (',', '.'),
+        }
+    }
+
+    fn other(self) -> Numerals {
+        match self {
+            Numerals::Point => Numerals::Comma,
+            Numerals::Comma => Numerals::Point,
+        }
+    }
+}
+
+/// An exact decimal number: `0.<digits> × 10^exponent`, with its sign; zero has no digits.
+///
+/// Two decimals are equal when they are the same number: `4065.50`, `4065.5` and `4.0655e3`
+/// are one [`Decimal`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Decimal {
+    negative: bool,
+    /// Significant digits, without leading or trailing zeros.
+    digits: String,
+    exponent: i64,
+}
+
+impl Decimal {
+    /// Reads a JSON number literal (`-12.50`, `4.0655e3`); `None` for anything else.
+    pub fn from_json_literal(text: &str) -> Option<Decimal> {
+        let (negative, rest) = match text.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, text),
+        };
+        let (mantissa, exp) = match rest.find(['e', 'E']) {
+            Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
+            None => (rest, 0),
+        };
+        let (int, frac) = match mantissa.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (mantissa, ""),
+        };
+        if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        if mantissa.contains('.') && frac.is_empty() {
+            return None;
+        }
+        if !frac.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Decimal::from_parts(negative, int, frac, exp))
+    }
+
+    /// The non-negative number `int.frac` from ASCII digit strings (`"1"`, `"5"` is 1.5).
+    pub(crate) fn from_digits(int: &str, frac: &str) -> Decimal {
+        Decimal::from_parts(false, int, frac, 0)
+    }
+
+    /// `int.frac × 10^exp` from ASCII digit strings.
+    fn from_parts(negative: bool, int: &str, frac: &str, exp: i64) -> Decimal {
+        let all: String = format!("{int}{frac}");
+        let lead = all.bytes().take_while(|&b| b == b'0').count();
+        let trimmed = all[lead..].trim_end_matches('0');
+        if trimmed.is_empty() {
+            return Decimal {
+                negative: false,
+                digits: String::new(),
+                exponent: 0,
+            };
+        }
+        Decimal {
+            negative,
+            digits: trimmed.to_owned(),
+            exponent: int.len() as i64 - lead as i64 + exp,
+        }
+    }
+
+    /// Whether the number has no fractional part.
+    pub fn is_integer(&self) -> bool {
+        self.digits.len() as i64 <= self.exponent || self.digits.is_empty()
+    }
+
+    /// The number as a plain JSON literal (`4065.5`, `-0.25`, `2757`), or in exponent form
+    /// when that is shorter than 40 characters of zeros would be.
+    pub fn to_json_literal(&self) -> String {
+        if self.digits.is_empty() {
+            return "0".into();
+        }
+        let sign = if self.negative { "-" } else { "" };
+        let n = self.digits.len() as i64;
+        let e = self.exponent;
+        if !(-40..=40).contains(&e) {
+            return format!("{sign}0.{}e{e}", self.digits);
+        }
+        if e <= 0 {
+            format!("{sign}0.{}{}", "0".repeat((-e) as usize), self.digits)
+        } else if e >= n {
+            format!("{sign}{}{}", self.digits, "0".repeat((e - n) as usize))
+        } else {
+            let (a, b) = self.digits.split_at(e as usize);
+            format!("{sign}{a}.{b}")
+        }
+    }
+
+    /// Compares two decimals as numbers.
+    pub fn cmp_value(&self, other: &Decimal) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let sign = |d: &Decimal| {
+            if d.digits.is_empty() {
+                0
+            } else if d.negative {
+                -1
+            } else {
+                1
+            }
+        };
+        let (a, b) = (sign(self), sign(other));
+        if a != b || a == 0 {
+            return a.cmp(&b);
+        }
+        let magnitude = self.exponent.cmp(&other.exponent).then_with(|| {
+            let n = self.digits.len().max(other.digits.len());
+            let pad = |d: &str| format!("{d:0<n$}");
+            pad(&self.digits).cmp(&pad(&other.digits))
+        });
+        if a < 0 {
+            magnitude.reverse()
+        } else if magnitude == Ordering::Equal {
+            Ordering::Equal
+        } else {
+            magnitude
+        }
+    }
+
+    /// The value as an `i128`, when it is an integer that fits.
+    pub fn to_i128(&self) -> Option<i128> {
+        if !self.is_integer() {
+            return None;
+        }
+        if self.digits.is_empty() {
+            return Some(0);
+        }
+        if self.exponent > 38 {
+            return None;
+        }
+        let zeros = (self.exponent - self.digits.len() as i64) as usize;
+        let n: i128 = format!("{}{}", self.digits, "0".repeat(zeros))
+            .parse()
+            .ok()?;
+        Some(if self.negative { -n } else { n })
+    }
+
+    pub(super) fn negated(&self) -> Decimal {
+        Decimal {
+            negative: !self.negative && !self.digits.is_empty(),
+            ..self.clone()
+        }
+    }
+}
+
+impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json_literal())
+    }
+}
+
+/// Reads one written numeral (`2,757`, `4,065.5`, `1.730`, `7,23`) by `numerals`: the decimal
+/// separator at most once, the group separator only between groups of three digits.
+fn read_numeral(text: &str, numerals: Numerals) -> Option<Decimal> {
+    let (decimal, group) = numerals.separators();
+    let (int, frac) = match text.split_once(decimal) {
+        Some((i, f)) => (i, Some(f)),
+        None => (text, None),
+    };
+    if let Some(f) = frac {
+        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+    }
+    let groups: Vec<&str> = int.split(group).collect();
+    let first = groups.first()?;
+    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if groups.len() > 1 {
+        if first.len() > 3 {
+            return None;
+        }
+        if !groups[1..]
+            .iter()
+            .all(|g| g.len() == 3 && g.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return None;
+        }
+    }
+    let int: String = groups.concat();
+    Some(Decimal::from_parts(false, &int, frac.unwrap_or(""), 0))
+}
+
+/// Every number `text` writes, read by `numerals` (the other convention when a numeral does not
+/// read by it, each digit run alone when it reads by neither), in order, without repeats. A
+/// numeral directly after a minus sign is offered with both signs (the sign may be a hyphen).
+pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
+    let mut out: Vec<Decimal> = Vec::new();
+    for (_, d) in numbers_at(text, numerals) {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// `d`'s JSON literal with the fraction digits `written` shows (the numeral `d` was read from,
+/// without its sign): `538.00` for "538.00", `60.30` for "60,30" read comma-decimal, `1234.50`
+/// for "1,234.50"; [`Decimal::to_json_literal`] (`538`, `60.3`) where the numeral has no
+/// decimal fraction ("1,000" read as a thousand) or does not end in `d`'s digits.
+///
+/// Why: a model asked to copy a number scores the form it sees far above the normalised one:
+/// after `538` the next token it expects is `.`, not the `,` that ends the normalised literal,
+/// so a judge scoring `538,` against `55100,` prefers the postcode.
+pub fn written_literal(d: &Decimal, written: &str) -> String {
+    let literal = d.to_json_literal();
+    if literal.contains('e') {
+        return literal;
+    }
+    let Some(sep) = written.rfind(['.', ',']) else {
+        return literal;
+    };
+    let tail = &written[sep + 1..];
+    let head: String = written[..sep]
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let (sign, unsigned) = match literal.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", literal.as_str()),
+    };
+    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let same_int = head.trim_start_matches('0') == int.trim_start_matches('0');
+    let zeros_after = tail
+        .strip_prefix(frac)
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b == b'0'));
+    if same_int && zeros_after && tail.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{sign}{int}.{tail}")
+    } else {
+        literal
+    }
+}
+
+/// Every reading of every number `text` writes, with the byte range of the digits it was read
+/// from, in order: the readings [`numbers_in`] collects (which drops repeats), for callers that
+/// need to know what follows a number (its scale word).
+pub fn numbers_at(text: &str, numerals: Numerals) -> Vec<(Range<usize>, Decimal)> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"\d+(?:[.,]\d+)*").unwrap_or_else(|e| panic!("static regex: {e}"))
+    });
+    let mut out = Vec::new();
+    for m in re.find_iter(text) {
+        let minus = text[..m.start()].ends_with(['-', '\u{2212}']);
+        let read = read_numeral(m.as_str(), numerals)
+            .map(|d| vec![d])
+            .or_else(|| read_numeral(m.as_str(), numerals.other()).map(|d| vec![d]))
+            .unwrap_or_else(|| {
+                m.as_str()
+                    .split(['.', ','])
+                    .map(|run| Decimal::from_parts(false, run, "", 0))
+                    .collect()
+            });
+        for d in read {
+            if minus {
+                out.push((m.range(), d.negated()));
+            }
+            out.push((m.range(), d));
+        }
+    }
+    out
+}
