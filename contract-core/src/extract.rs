@@ -291,7 +291,7 @@ pub trait Backend {
 }
 
 /// A batch of prompts whose answers a [`Backend::score`] call scores.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ScoreRequest {
     /// The prompts, each a full conversation that ends with the user's question (the answer is
     /// the assistant's reply).
@@ -1731,10 +1731,7 @@ impl<C, B: Backend> Extractor<C, B> {
             .collect();
         let asked_groups: Vec<FieldGroup> = asked.iter().map(|&g| groups[g].clone()).collect();
         let mut plan = judge_plan(&asked_groups, &passages, self.selection.max_judged);
-        let request = ScoreRequest {
-            prompts: std::mem::take(&mut plan.request.prompts),
-            answers: plan.request.answers.clone(),
-        };
+        let request = std::mem::take(&mut plan.request);
         let t0 = Instant::now();
         let score = |request: ScoreRequest| async move {
             if request.prompts.is_empty() {
@@ -1752,12 +1749,7 @@ impl<C, B: Backend> Extractor<C, B> {
         let scored = score(request).await?;
         let mut forward_calls = scored.forward_calls;
         let mut judged_prompts = plan.owners.len();
-        let asked_ranked = rank(
-            asked_groups.len(),
-            &plan,
-            &scored,
-            self.selection.lexical_weight,
-        )?;
+        let asked_ranked = rank(&plan, &scored, self.selection.lexical_weight)?;
         let mut ranked: Vec<Option<Ranked>> = vec![None; groups.len()];
         for (&g, r) in asked.iter().zip(asked_ranked) {
             ranked[g] = Some(r);

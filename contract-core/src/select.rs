@@ -675,8 +675,9 @@ pub fn judge_plan(groups: &[FieldGroup], passages: &[Passage], max_judged: usize
         counts.push(candidates.len());
         let mut scores = lexical_scores(&candidates, passages, &group.question);
         if scores.len() > max_judged {
-            // The best by shared words (ties in document order), judged in document order.
-            scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            // The best by shared words (a stable sort: ties in document order), judged in
+            // document order.
+            scores.sort_by(|a, b| b.1.total_cmp(&a.1));
             scores.truncate(max_judged);
             scores.sort_unstable_by_key(|&(i, _)| i);
         }
@@ -719,12 +720,12 @@ pub fn judge_plan(groups: &[FieldGroup], passages: &[Passage], max_judged: usize
 /// recorded margins are the model's own. Equal scores keep document order. A margin that is
 /// not a number is an error naming the prompt.
 pub fn rank(
-    groups: usize,
     plan: &JudgePlan,
     response: &ScoreResponse,
     lexical_weight: f64,
 ) -> Result<Vec<Ranked>, String> {
     let (owners, counts) = (&plan.owners, &plan.counts);
+    let groups = counts.len();
     if response.logprobs.len() != owners.len() {
         return Err(format!(
             "the backend scored {} prompts of {}",
@@ -903,15 +904,22 @@ pub fn value_candidates(
         places[i].push(place);
     };
     let numerals = source.numerals();
+    // A number's values: each line's numbers, read once.
+    let numbers: Vec<Vec<(Range<usize>, crate::ground::Decimal)>> = match leaf {
+        Leaf::Number { .. } => lines
+            .iter()
+            .map(|(_, l)| crate::ground::numbers_at(l, numerals))
+            .collect(),
+        _ => Vec::new(),
+    };
     // Whether the document writes any number with two fraction digits: then its amounts carry
     // minor units, and a long bare digit run is a code, not an amount ([`is_code_digits`]).
-    let writes_fractions = matches!(leaf, Leaf::Number { fractional: true })
-        && lines.iter().any(|(_, l)| {
-            crate::ground::numbers_at(l, numerals)
-                .iter()
-                .any(|(r, _)| l.get(r.clone()).is_some_and(has_minor_units))
-        });
-    for (n, line) in &lines {
+    let writes_fractions = lines.iter().zip(&numbers).any(|((_, l), found)| {
+        found
+            .iter()
+            .any(|(r, _)| l.get(r.clone()).is_some_and(has_minor_units))
+    });
+    for (k, (n, line)) in lines.iter().enumerate() {
         match leaf {
             Leaf::Line => {
                 let own = line_values(line);
@@ -950,12 +958,12 @@ pub fn value_candidates(
                 // Each number as the line writes it (`538.00`, not `538`): the form the
                 // model copies is the one it scores well.
                 let mut seen: Vec<String> = Vec::new();
-                for (r, d) in crate::ground::numbers_at(line, numerals) {
-                    let written = line.get(r).unwrap_or_default();
+                for (r, d) in numbers.get(k).into_iter().flatten() {
+                    let written = line.get(r.clone()).unwrap_or_default();
                     if fractional && writes_fractions && is_code_digits(written) {
                         continue;
                     }
-                    let literal = crate::ground::written_literal(&d, written);
+                    let literal = crate::ground::written_literal(d, written);
                     if !seen.contains(&literal) {
                         add(format!("{literal}{number_end}"), (*n, 0..line.len()));
                         seen.push(literal);
@@ -1529,18 +1537,18 @@ mod tests {
         // The model barely separates the passages (a tenth of a nat, the wrong way): the
         // governing-law line, which shares the question's words, ranks first.
         let flat = answered(&[-0.1, -0.2, -0.2]);
-        let r = rank(1, &plan, &flat, 1.0).unwrap();
+        let r = rank(&plan, &flat, 1.0).unwrap();
         assert_eq!(r[0].order[0], 2, "{:?}", r[0]);
         assert_eq!(
             r[0].margins[&2], -0.2,
             "the record keeps the model's margin"
         );
         // Without the words, the model's order.
-        let r = rank(1, &plan, &flat, 0.0).unwrap();
+        let r = rank(&plan, &flat, 0.0).unwrap();
         assert_eq!(r[0].order, [0, 1, 2]);
         // A model that separates the passages by nats decides.
         let sure = answered(&[3.0, -2.0, -2.0]);
-        let r = rank(1, &plan, &sure, 1.0).unwrap();
+        let r = rank(&plan, &sure, 1.0).unwrap();
         assert_eq!(r[0].order[0], 0);
     }
 

@@ -729,14 +729,7 @@ impl<'a> FieldReader<'a> {
             }
             raw.push('}');
             let object = Value::Object(object);
-            let mut violations = Violations::new();
-            check_value(&list.part, &object, "", &mut violations);
-            if let Some(grounds) = self.grounds {
-                violations
-                    .0
-                    .extend(check_reply(&list.part, &object, &raw, grounds).0);
-            }
-            if violations.is_empty() {
+            if self.check_part(&list.part, &object, &raw).is_empty() {
                 sink(FieldEvent {
                     path: format!("{}/{}", pointer(&item.key), item.index),
                     value: item.value,
@@ -746,6 +739,19 @@ impl<'a> FieldReader<'a> {
                 });
             }
         }
+    }
+
+    /// `object` (the reply's text for it, `raw`) checked against `part`: its constraints and,
+    /// grounding on, its grounding in the source.
+    fn check_part(&self, part: &ContractSpec, object: &Value, raw: &str) -> Violations {
+        let mut violations = Violations::new();
+        check_value(part, object, "", &mut violations);
+        if let Some(grounds) = self.grounds {
+            violations
+                .0
+                .extend(check_reply(part, object, raw, grounds).0);
+        }
+        violations
     }
 
     /// A root member closed: its pending items may now be checked, then its set of tied
@@ -780,13 +786,7 @@ impl<'a> FieldReader<'a> {
         }
         raw.push('}');
         let object = Value::Object(object);
-        let mut violations = Violations::new();
-        check_value(&part, &object, "", &mut violations);
-        if let Some(grounds) = self.grounds {
-            violations
-                .0
-                .extend(check_reply(&part, &object, &raw, grounds).0);
-        }
+        let violations = self.check_part(&part, &object, &raw);
         if !violations.is_empty() {
             return;
         }
