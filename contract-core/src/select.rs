@@ -268,8 +268,9 @@ impl Selection {
     }
 
     /// The longest line (in characters) that is a candidate value of a grounded string under
-    /// [`Judge::Values`]; a string field of a document whose lines are longer (prose) is
-    /// judged by question.
+    /// [`Judge::Values`]; a string field of a document whose lines are longer, or whose median
+    /// line is longer than 40 characters (prose, whatever width it is wrapped at), is judged
+    /// by question.
     pub fn max_value_line_chars(mut self, chars: usize) -> Self {
         self.max_value_line_chars = chars;
         self
@@ -841,9 +842,9 @@ fn lead_leaf(node: &Node, depth: usize) -> Option<(Vec<String>, Leaf, bool, bool
 
 /// The values [`Judge::Values`] scores for `group` (its first field) in `source`: `None` when
 /// that field is not copied from the document, is a list, takes values that cannot be
-/// enumerated (a grounded string in a document with lines longer than `max_line_chars`), is a
-/// whole line of evidence (`grounded(line)`), or the document writes none or more than
-/// `max_values`. A form's values are its whole expressions, a number's the numbers the
+/// enumerated (a grounded string in prose: a line longer than `max_line_chars`, or a median
+/// line longer than [`MAX_MEDIAN_VALUE_LINE_CHARS`]), is a whole line of evidence
+/// (`grounded(line)`), or the document writes none or more than `max_values`. A form's values are its whole expressions, a number's the numbers the
 /// document writes (read with its numeral conventions), a string's the document's lines, their
 /// [`line_values`] and each line joined to the next.
 pub fn value_candidates(
@@ -885,11 +886,7 @@ pub fn value_candidates(
         .filter_map(|n| source.line(n).map(|l| (n, l)))
         .filter(|(_, l)| !l.trim().is_empty())
         .collect();
-    if leaf == Leaf::Line
-        && lines
-            .iter()
-            .any(|(_, l)| l.trim().chars().count() > max_line_chars)
-    {
+    if leaf == Leaf::Line && is_prose(&lines, max_line_chars) {
         return None;
     }
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -990,6 +987,28 @@ pub fn value_candidates(
         direct: only && last_field,
         closing,
     })
+}
+
+/// The longest median line (in characters) of a document whose lines are offered as values:
+/// a receipt, a form or a list is written in short lines (the development receipts' median
+/// lines are 5 to 12 characters), prose in lines as wide as its page (the development
+/// agreements' are 54 to 161). In prose a line is a piece of a sentence, not a value: offered as
+/// values, a heading won over the state named inside the governing-law sentence, which no line
+/// holds alone (`docs/benchmarks.md`, "Agreements").
+const MAX_MEDIAN_VALUE_LINE_CHARS: usize = 40;
+
+/// Whether the non-blank `lines` are prose rather than values: one is longer than
+/// `max_line_chars`, or the median one longer than [`MAX_MEDIAN_VALUE_LINE_CHARS`].
+fn is_prose(lines: &[(usize, &str)], max_line_chars: usize) -> bool {
+    let mut lengths: Vec<usize> = lines
+        .iter()
+        .map(|(_, l)| l.trim().chars().count())
+        .collect();
+    lengths.sort_unstable();
+    lengths.last().is_some_and(|&l| l > max_line_chars)
+        || lengths
+            .get(lengths.len() / 2)
+            .is_some_and(|&m| m > MAX_MEDIAN_VALUE_LINE_CHARS)
 }
 
 /// Whether `written` (one number as a document writes it) is a run of five or more digits with

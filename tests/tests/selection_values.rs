@@ -116,6 +116,49 @@ fn each_field_enumerates_what_the_document_writes_of_its_kind() {
     assert!(value_candidates(spec, &groups[0], &source, 120, 5).is_none());
 }
 
+/// An agreement wrapped at 72 columns: every line is within the bound, but a line of prose is a
+/// piece of a sentence, so its string fields are judged by question (the state is written
+/// inside a sentence, which no line holds alone); its dates are still enumerated.
+const AGREEMENT: &str = "NON-DISCLOSURE AGREEMENT
+This Non-Disclosure Agreement is entered into as of March 3, 2011 by and
+between Acme Widgets Inc., a Delaware corporation, and Beta Tools LLC.
+1. Confidential Information. Each party may disclose to the other party
+certain information that the disclosing party considers confidential.
+2. Governing Law. This Agreement shall be governed by the laws of the
+State of Oregon, without regard to its conflict of laws principles.
+3. Term. This Agreement remains in effect for three (3) years from the
+date first written above unless terminated earlier by either party.";
+
+/// What a user asks of an agreement.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Agreement {
+    /// The US state whose law governs the agreement.
+    #[contract(grounded)]
+    jurisdiction: Option<String>,
+    /// The date the agreement takes effect.
+    #[contract(grounded)]
+    effective: Option<DateValue>,
+}
+
+#[test]
+fn prose_lines_are_not_values_however_narrow_it_is_wrapped() {
+    let spec = Agreement::contract_spec();
+    let groups = field_groups(spec, &Default::default());
+    let prose = Source::from_text(AGREEMENT);
+    assert!(prose.text().lines().all(|l| l.chars().count() <= 120));
+    assert!(value_candidates(spec, &groups[0], &prose, 120, 400).is_none());
+    let dates = value_candidates(spec, &groups[1], &prose, 120, 400).expect("dates");
+    assert_eq!(dates.values, ["\"March 3, 2011\""]);
+    // The same contract on a document written in short lines (a form) is offered its lines.
+    let form = Source::from_text("CONFIDENTIALITY FORM\nGoverning law:\nOregon\nSigned:\n3/3/2011");
+    let lines = value_candidates(spec, &groups[0], &form, 120, 400).expect("lines");
+    assert!(
+        lines.values.contains(&"\"Oregon\"".to_owned()),
+        "{:?}",
+        lines.values
+    );
+}
+
 /// A scorer that likes the shop's name, any date, and the total's number; the cashier's name
 /// is liked best of all (and refused by the contract's check).
 fn scorer(_prompt: &str, answer: &str) -> f64 {

@@ -166,6 +166,66 @@ fn lists_and_headings_are_not_joined() {
 }
 
 #[test]
+fn a_run_in_heading_is_read_with_the_sentence_it_heads() {
+    let text = "9. GOVERNING LAW. This Agreement shall be governed by the laws of the\n\
+                State of Delaware. Each party submits to its courts.\n\
+                Governing Law.\n\
+                This Agreement is governed by the laws of Oregon. Term. The term of this\n\
+                Agreement is three years. Notices. Send them.\n\
+                PARTIES:\n\
+                Acme Widgets Inc. and Beta Tools LLC, each a Delaware company.";
+    let s = Source::from_text(text);
+    let p = Cutter::new().sentences(&s);
+    assert_eq!(
+        flat(&p),
+        [
+            // A run-in heading and its clause.
+            "9. GOVERNING LAW. This Agreement shall be governed by the laws of the State of Delaware.",
+            "Each party submits to its courts.",
+            // A heading on a line of its own stays apart (a whole-line quote could copy it).
+            "Governing Law.",
+            "This Agreement is governed by the laws of Oregon.",
+            "Term. The term of this Agreement is three years.",
+            // A heading before a short sentence (not prose) stays apart.
+            "Notices.",
+            "Send them.",
+            "PARTIES:",
+            "Acme Widgets Inc. and Beta Tools LLC, each a Delaware company.",
+        ]
+    );
+    assert_eq!(p[0].lines, 1..3);
+    assert_eq!(p[0].chars, None);
+    assert_eq!(p[4].lines, 4..6);
+    assert_eq!(
+        p[4].text,
+        "Term. The term of this\nAgreement is three years."
+    );
+    assert_consistent(&s, &p, Cutter::DEFAULT_MAX_CHARS);
+    // Within one line, the joined passage is the line's bytes from the heading on.
+    let line =
+        "Both parties sign this agreement today. Term. The term is three years from the date.";
+    let one = Source::from_text(line);
+    let p = Cutter::new().sentences(&one);
+    assert_eq!(
+        flat(&p),
+        [
+            "Both parties sign this agreement today.",
+            "Term. The term is three years from the date."
+        ]
+    );
+    assert_eq!(p[1].chars, Some(40..line.len()));
+    assert_consistent(&one, &p, Cutter::DEFAULT_MAX_CHARS);
+    // A heading and a sentence longer together than the bound stay apart.
+    let p = Cutter::new().max_chars(40).sentences(&one);
+    assert!(p.iter().any(|p| p.text == "Term."), "{p:?}");
+    assert_consistent(&one, &p, 40);
+    // On a page of short lines (a receipt) a line in capitals is an entry, never a heading.
+    let receipt = Source::from_text("TOTAL. The amount paid in cash today was\n8.00\nCASH\n10.00");
+    let p = Cutter::new().sentences(&receipt);
+    assert!(p.iter().any(|p| p.text == "TOTAL."), "{p:?}");
+}
+
+#[test]
 fn abbreviations_initials_and_acronyms_do_not_end_sentences() {
     let s = Source::from_text(
         "Acme Inc. and Beta Co. signed with Mr. Jones. See No. 4 of the U.S. filing by J. R. \
