@@ -641,7 +641,7 @@ mod grounding_reach {
 #[cfg(test)]
 mod chunk_grounding {
     use super::*;
-    use contract_core::extract::{BackendError, Request, Response};
+    use contract_core::extract::{BackendError, Overflow, Request, Response};
     use contract_core::prompt::Budget;
 
     /// One token per whitespace-separated word and per line break.
@@ -779,5 +779,59 @@ mod chunk_grounding {
         assert_eq!(row["value"]["treasurer"], TREASURER, "{row:#}");
         // The members are the document's, in order, without the one invented.
         assert_eq!(row["value"]["members"], json!(names), "{row:#}");
+    }
+
+    /// A document cut to the head that fits ([`Overflow::Cut`]) is held to that head too.
+    #[test]
+    fn a_grounded_value_behind_a_ref_is_held_to_the_head_kept() {
+        let names: Vec<String> = (1..=24).map(|i| format!("Member{i} Surname{i}")).collect();
+        let mut lines: Vec<String> = names.iter().map(|n| format!("Member: {n}")).collect();
+        lines.push(format!("Treasurer: {TREASURER}"));
+        let text = lines.join("\n");
+        let contract = roster();
+        let parts = contract_core::prompt::PromptParts::for_runtime(&contract);
+        let fixed: usize = parts
+            .messages("")
+            .0
+            .iter()
+            .map(|m| Words.encode(&m.content).len())
+            .sum();
+        let budget = Budget::new(fixed + 80);
+        let dx = DynExtractor::new(contract, 2, None).with_budget((Arc::new(Words), budget));
+        let reader = Reader {
+            requests: std::sync::Mutex::new(Vec::new()),
+        };
+        let ex = dx.extractor(&reader).overflow(Overflow::Cut);
+        let row = block_on(dx.extract_with(&ex, "roster", &text));
+        // The lines each request showed: the head that fits, shorter on the retry (its
+        // feedback takes room).
+        let requests = reader
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        let heads: Vec<String> = requests
+            .iter()
+            .map(|r| r.source.as_ref().map(Source::text).unwrap_or_default())
+            .collect();
+        assert_eq!(heads.len(), 2, "{row:#}");
+        let kept: Vec<usize> = heads
+            .iter()
+            .map(|h| h.lines().filter(|l| !l.is_empty()).count())
+            .collect();
+        assert!(kept[1] > 0 && !heads[0].contains(TREASURER), "{heads:?}");
+        let refused: Vec<&str> = row["attempts"][0]["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["kind"] == "not_in_source")
+            .filter_map(|v| v["path"].as_str())
+            .collect();
+        let invented_at = format!("/members/{}", kept[0]);
+        assert_eq!(refused, [invented_at.as_str(), "/treasurer"], "{row:#}");
+        assert_eq!(row["outcome"], "valid", "{row:#}");
+        assert_eq!(row["retried"], true, "{row:#}");
+        assert_eq!(row["value"]["treasurer"], Value::Null, "{row:#}");
+        assert_eq!(row["value"]["members"], json!(names[..kept[1]]), "{row:#}");
     }
 }
