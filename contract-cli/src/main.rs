@@ -100,8 +100,9 @@ struct ExtractArgs {
     model: Option<String>,
     /// Local: the largest prompt, in the model's tokens (its chat template counted). A schema
     /// read whole (no grounded field, or a `$ref`) reads a longer document in overlapping
-    /// chunks and merges the replies (the row's `chunks`); one that selects evidence shows
-    /// passages that fit. Without it, the whole document is shown however long.
+    /// chunks and merges the replies (the row's `chunks`), each chunk's grounded values held to
+    /// its lines; one that selects evidence shows passages that fit. Without it, the whole
+    /// document is shown however long.
     #[arg(long)]
     budget: Option<usize>,
     /// Openai: the server's URL (default OpenAI's; the key from `OPENAI_API_KEY`).

@@ -631,6 +631,8 @@ pub struct Extractor<C, B> {
     read: Read<C>,
     /// The user's checks, run on every value read.
     checks: Vec<Check>,
+    /// The user's grounding checks, run on every reply against the text it was asked from.
+    shown_checks: Vec<ShownCheck>,
     max_attempts: usize,
     budget: Option<(Arc<dyn Tokenizer + Send + Sync>, Budget)>,
     overflow: Overflow,
@@ -653,6 +655,10 @@ type Read<C> = Arc<dyn Fn(&Value, &DocContext<'_>) -> Result<C, Violations> + Se
 /// A check an application adds ([`Extractor::check`]): the violations of a value, seeing the
 /// document.
 type Check = Arc<dyn Fn(&Value, &DocContext<'_>) -> Violations + Send + Sync>;
+
+/// A grounding check an application adds ([`Extractor::check_shown`]): the violations of a
+/// reply, seeing the text the model was shown for it.
+type ShownCheck = Arc<dyn Fn(&Value, &Source) -> Violations + Send + Sync>;
 
 /// One group of fields as the extractor asks for it under selection.
 struct GroupPlan {
@@ -701,7 +707,8 @@ impl<B: Backend> Extractor<Value, B> {
     /// default; a schema with other definitions decodes under its JSON Schema and reads the
     /// whole document (the grammar and the selection follow a contract's nesting, not a
     /// schema's definitions), and grounded values behind such a `$ref` are not checked by the
-    /// extractor: add an [`Extractor::check`] for them.
+    /// extractor: add an [`Extractor::check_shown`] for them (it sees the text each reply was
+    /// asked from, a chunk's under a budget).
     pub fn runtime(backend: B, contract: &DynContract) -> Self {
         let mut spec = contract.root_spec();
         let values = adopt_value_types(&mut spec);
@@ -754,6 +761,7 @@ impl<C, B: Backend> Extractor<C, B> {
             base,
             read,
             checks: Vec::new(),
+            shown_checks: Vec::new(),
             max_attempts: 2,
             budget: None,
             overflow: Overflow::default(),
@@ -785,6 +793,36 @@ impl<C, B: Backend> Extractor<C, B> {
     ) -> Self {
         self.checks.push(Arc::new(check));
         self
+    }
+
+    /// Adds a grounding check the contract cannot state, run on every reply against the text
+    /// the model was shown for it (not the whole document): the document, or the head kept
+    /// under a [budget](Extractor::budget), each chunk of a document read in chunks, a
+    /// group's passages under evidence selection (the reply then holds the group's fields
+    /// only). What the library grounds itself (a derived contract's grounded values, a runtime
+    /// contract's root fields) it holds to that text; this is for the values it does not
+    /// reach, such as a runtime schema's grounded values behind a `$ref`. Its violations
+    /// refuse that reply as the library's own grounding does: fed back on a retry, the chunk
+    /// or the group left unfilled when none passes. It does not run with grounding off
+    /// ([`Extractor::grounding`]).
+    pub fn check_shown(
+        mut self,
+        check: impl Fn(&Value, &Source) -> Violations + Send + Sync + 'static,
+    ) -> Self {
+        self.shown_checks.push(Arc::new(check));
+        self
+    }
+
+    /// The violations of the added grounding checks ([`Extractor::check_shown`]) of `json`
+    /// against `shown`; none with grounding off.
+    fn check_shown_text(&self, json: &Value, shown: &Source) -> Violations {
+        let mut out = Violations::new();
+        if self.grounding {
+            for check in &self.shown_checks {
+                out.0.extend(check(json, shown).0);
+            }
+        }
+        out
     }
 
     /// Reads `json` into the value: the contract's reading, then the added checks.
@@ -959,8 +997,8 @@ impl<C, B: Backend> Extractor<C, B> {
     /// showed. Fields tied by a cross-field rule or by a grounding in another field
     /// (`grounded(in = quote)`) are emitted together, once all of them are closed and the rule
     /// holds on them. The contract's reading of the whole value (its normalisation, its
-    /// custom checks) and the checks added with [`Extractor::check`] run on the whole reply:
-    /// the `Done` record is what holds.
+    /// custom checks) and the checks added with [`Extractor::check`] and
+    /// [`Extractor::check_shown`] run on the whole reply: the `Done` record is what holds.
     ///
     /// Each attempt streams its own fields: a retry with feedback emits its fields again,
     /// with its attempt number ([`FieldEvent::attempt`]); an application keeps the last value
@@ -1137,8 +1175,12 @@ impl<C, B: Backend> Extractor<C, B> {
             let mut parsed = parse_output_by(&response.text, self.options, |json| {
                 self.read_value(json, &cx)
             });
-            if let (Some(grounds), Some(json)) = (&grounds, &parsed.json) {
-                let off = check_reply(spec, json, &response.text, grounds);
+            if let Some(json) = &parsed.json {
+                let mut off = match &grounds {
+                    Some(grounds) => check_reply(spec, json, &response.text, grounds),
+                    None => Violations::new(),
+                };
+                off.0.extend(self.check_shown_text(json, &shown).0);
                 if !off.is_empty() {
                     parsed.value = None;
                     parsed.violations.0.extend(off.0);
@@ -1647,6 +1689,7 @@ impl<C, B: Backend> Extractor<C, B> {
                         .0
                         .extend(check_reply(spec, json, &response.text, &Grounds::new(excerpt)).0);
                 }
+                violations.0.extend(self.check_shown_text(json, excerpt).0);
                 match json {
                     Value::Object(map) if violations.is_empty() => Some(map.clone()),
                     Value::Object(_) => None,
