@@ -25,6 +25,8 @@
 //! [`FinishReason::Length`]; a refusal (`message.refusal`) is an error whose message starts with
 //! [`REFUSAL_PREFIX`], never retried.
 //!
+//! [`FinishReason::Length`]: contract_core::extract::FinishReason::Length
+//!
 //! # Streaming
 //!
 //! [`Backend::complete_streaming`] (what [`Extractor::stream`](contract_core::Extractor::stream)

@@ -166,6 +166,9 @@ impl OpenAiBackend {
     /// The JSON body sent for `req` by [`Backend::complete_streaming`]:
     /// [`request_body`](Self::request_body) with `stream: true` and, unless turned off with
     /// [`OpenAiBuilder::stream_usage`], `stream_options: {include_usage: true}`.
+    ///
+    /// [`Backend::complete_streaming`]: contract_core::extract::Backend::complete_streaming
+    /// [`OpenAiBuilder::stream_usage`]: super::OpenAiBuilder::stream_usage
     pub fn streaming_body(&self, req: &Request) -> Result<Value, BackendError> {
         let mut body = self.request_body(req)?;
         if let Value::Object(map) = &mut body {
