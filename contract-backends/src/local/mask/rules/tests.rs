@@ -3,6 +3,7 @@
 use contract_core::grammar::{
     FieldShape, Grammar, GrammarOptions, GrammarRule, ObjectShape, Shape,
 };
+use contract_core::Format;
 use serde_json::json;
 
 use super::*;

@@ -1,0 +1,266 @@
+//! What the rules permit for the field being written ([`Rules`]): `null` or not, the numbers
+//! its comparisons and bounds leave, the strings a finished partner still allows. Per-rule
+//! evaluation, apart from the scanner's plumbing (where a value starts and ends), which asks it.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax, Op, Parts};
+use super::numbers::{NumKind, NumSet};
+use super::plan::{FieldPlan, Kind, RulePlan, Slot, SlotId, OPAQUE};
+use super::{Done, StrCons};
+
+/// Whether `null` may be the value starting in `slot_id`, under `rules`.
+pub(super) fn null_ok(plan: &RulePlan, slot_id: SlotId, rules: Option<&Rules<'_>>) -> bool {
+    if rules.is_some_and(|r| !r.null_ok()) {
+        return false;
+    }
+    !(plan.slots.get(slot_id).is_some_and(|s| !s.nullable) && slot_id != OPAQUE)
+}
+
+/// The numbers a value in `slot` may be, under `rules`; `None` when numbers are out.
+pub(super) fn num_set(slot: Option<&Slot>, rules: Option<&Rules<'_>>) -> Option<NumSet> {
+    Some(match slot.map(|s| &s.kind) {
+        Some(Kind::Num(n)) => {
+            let mut set = n.domain.clone();
+            if let Some(r) = rules {
+                for c in r.num_constraints()? {
+                    set = intersect(&set, &c);
+                }
+            }
+            let parts = Parts::of(&set);
+            NumSet::new(NumKind::Intervals(n.syntax, set, parts))
+        }
+        Some(Kind::Enum(e)) => {
+            let extra = match rules {
+                Some(r) => Some(r.num_constraints()?),
+                None => None,
+            };
+            let choices = e
+                .nums
+                .iter()
+                .filter(|(_, v)| {
+                    extra
+                        .as_ref()
+                        .is_none_or(|cs| cs.iter().all(|c| c.iter().any(|i| i.contains(v))))
+                })
+                .map(|(t, _)| t.clone())
+                .collect();
+            NumSet::new(NumKind::Choices(choices))
+        }
+        _ => {
+            let set = vec![Interval::all()];
+            let parts = Parts::of(&set);
+            NumSet::new(NumKind::Intervals(
+                NumSyntax {
+                    fraction: true,
+                    exponent: true,
+                },
+                set,
+                parts,
+            ))
+        }
+    })
+}
+
+/// The rules of one field, given the values finished so far in its object.
+pub(super) struct Rules<'a> {
+    pub(super) plan: &'a RulePlan,
+    pub(super) vals: Arc<Vec<Done>>,
+    pub(super) obj: usize,
+    pub(super) field: usize,
+}
+
+impl Rules<'_> {
+    fn fp(&self, f: usize) -> &FieldPlan {
+        &self.plan.objects[self.obj].fields[f]
+    }
+
+    fn val(&self, f: usize) -> &Done {
+        self.vals.get(f).unwrap_or(&Done::Pending)
+    }
+
+    fn slot(&self, f: usize) -> &Slot {
+        &self.plan.slots[self.fp(f).slot]
+    }
+
+    /// What the number set of this field depends on: the values of its rule partners.
+    pub(super) fn partners(&self) -> impl Iterator<Item = &Done> {
+        let me = self.fp(self.field);
+        let partners = me
+            .compares
+            .iter()
+            .map(|&(_, g)| g)
+            .chain(me.both_or_neither.iter().flatten().copied());
+        partners.map(|g| self.val(g))
+    }
+
+    pub(super) fn is_compared(&self) -> bool {
+        !self.fp(self.field).compares.is_empty()
+    }
+
+    fn null_ok(&self) -> bool {
+        let me = self.fp(self.field);
+        for group in &me.both_or_neither {
+            for &g in group {
+                match self.val(g) {
+                    Done::Pending => {
+                        if !self.slot(g).nullable {
+                            return false;
+                        }
+                    }
+                    Done::Null => {}
+                    _ => return false,
+                }
+            }
+        }
+        for group in &me.at_least_one {
+            let others_null = group.iter().all(|&g| *self.val(g) == Done::Null);
+            if others_null {
+                return false;
+            }
+        }
+        true
+    }
+
+    pub(super) fn non_null_ok(&self) -> bool {
+        let me = self.fp(self.field);
+        me.both_or_neither
+            .iter()
+            .all(|group| group.iter().all(|&g| *self.val(g) != Done::Null))
+    }
+
+    /// Whether partner `g` must end up non-null once this field is.
+    fn forced_non_null(&self, g: usize) -> bool {
+        !self.slot(g).nullable
+            || self
+                .fp(self.field)
+                .both_or_neither
+                .iter()
+                .any(|group| group.contains(&g))
+    }
+
+    /// The interval sets a number here must lie in (all of them); `None` when numbers are out.
+    fn num_constraints(&self) -> Option<Vec<Vec<Interval>>> {
+        if !self.non_null_ok() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for &(op, g) in &self.fp(self.field).compares {
+            match self.val(g) {
+                Done::Num(p) => out.push(permitted(op, p)),
+                Done::Pending if self.forced_non_null(g) => {
+                    let (sup, inf, domain) = match &self.slot(g).kind {
+                        Kind::Num(n) => (n.sup.clone(), n.inf.clone(), n.domain.clone()),
+                        Kind::Enum(e) if !e.nums.is_empty() => {
+                            let max = e.nums.iter().map(|(_, v)| v).max().cloned();
+                            let min = e.nums.iter().map(|(_, v)| v).min().cloned();
+                            let (Some(max), Some(min)) = (max, min) else {
+                                continue;
+                            };
+                            let points = e
+                                .nums
+                                .iter()
+                                .flat_map(|(_, v)| permitted(Op::Eq, v))
+                                .collect();
+                            ((max, false), (min, false), points)
+                        }
+                        _ => continue,
+                    };
+                    match op {
+                        Op::Le | Op::Lt => {
+                            let (sup, strict) = &sup;
+                            let op = if *strict || op == Op::Lt {
+                                Op::Lt
+                            } else {
+                                Op::Le
+                            };
+                            out.push(permitted(op, sup));
+                        }
+                        Op::Ge | Op::Gt => {
+                            let (inf, strict) = &inf;
+                            let op = if *strict || op == Op::Gt {
+                                Op::Gt
+                            } else {
+                                Op::Ge
+                            };
+                            out.push(permitted(op, inf));
+                        }
+                        Op::Eq => out.push(domain),
+                        Op::Ne => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(out)
+    }
+
+    pub(super) fn bool_ok(&self, value: bool) -> bool {
+        self.fp(self.field)
+            .compares
+            .iter()
+            .all(|&(op, g)| match self.val(g) {
+                Done::Bool(p) => op.holds(value.cmp(p)),
+                _ => true,
+            })
+    }
+
+    pub(super) fn str_compares(&self) -> Vec<(Op, Arc<Vec<u8>>)> {
+        self.fp(self.field)
+            .compares
+            .iter()
+            .filter_map(|&(op, g)| match self.val(g) {
+                Done::Str(p) => Some((op, p.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl StrCons {
+    pub(super) fn complete(&self, s: &[u8]) -> bool {
+        if let Some(e) = &self.choices {
+            if !e.strs.iter().any(|c| c.as_slice() == s) {
+                return false;
+            }
+        }
+        self.compares
+            .iter()
+            .all(|(op, p)| op.holds(s.cmp(p.as_slice())))
+    }
+
+    pub(super) fn feasible(&self, s: &[u8]) -> bool {
+        if let Some(e) = &self.choices {
+            return e.strs.iter().any(|c| c.starts_with(s) && self.complete(c));
+        }
+        self.compares
+            .iter()
+            .all(|(op, p)| self.prefix_ok(*op, p, s))
+    }
+
+    /// Whether a string starting with `s` can still satisfy `s op p`.
+    fn prefix_ok(&self, op: Op, p: &[u8], s: &[u8]) -> bool {
+        let n = s.len().min(p.len());
+        let ord = s[..n].cmp(&p[..n]);
+        let free = self.domain.as_ref().is_none_or(|d| {
+            d.patterns.is_empty()
+                && d.format.is_none()
+                && d.max_len.is_none_or(|m| m as usize > p.len())
+        });
+        let p_writable = self.domain.as_ref().is_none_or(|d| d.accepts(p));
+        match ord {
+            Ordering::Less => matches!(op, Op::Lt | Op::Le | Op::Ne),
+            Ordering::Greater => matches!(op, Op::Gt | Op::Ge | Op::Ne),
+            Ordering::Equal if s.len() > p.len() => matches!(op, Op::Gt | Op::Ge | Op::Ne),
+            Ordering::Equal => match op {
+                Op::Ge | Op::Le | Op::Eq => p_writable,
+                Op::Gt => free,
+                Op::Lt | Op::Ne => {
+                    (s.len() < p.len() && self.domain.as_ref().is_none_or(|d| d.accepts(s)))
+                        || (op == Op::Ne && free)
+                }
+            },
+        }
+    }
+}

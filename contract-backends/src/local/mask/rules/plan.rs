@@ -1,0 +1,401 @@
+//! The grammar compiled for the filter ([`RulePlan`]): every value position as a slot with its
+//! domain, every object's fields with the rules that tie them, and the memo of number sets by
+//! partner values. Apart from the scanner, which walks the output, and the rules' verdicts
+//! (`permit`), which read the plan.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use contract_core::grammar::{Grammar, GrammarRule, Shape};
+use contract_core::{Format, Pattern};
+use serde_json::Value;
+
+use super::super::rules_dec::{intersect, permitted, Dec, Interval, NumSyntax, Op};
+use super::numbers::NumSet;
+use super::permit::{num_set, Rules};
+use super::Done;
+
+pub(super) type SlotId = usize;
+pub(super) const OPAQUE: SlotId = usize::MAX;
+
+/// A grammar compiled for the filter: every value position as a slot.
+#[derive(Debug)]
+pub struct RulePlan {
+    pub(super) slots: Vec<Slot>,
+    pub(super) objects: Vec<ObjPlan>,
+    pub(super) root: SlotId,
+    /// The number sets computed at value starts, by field and the values its rules read: every
+    /// candidate token that starts the same value reuses one. Looked up at every value start
+    /// by the key's hash ([`NumKey::hash_of`]), compared against the partners' values in place:
+    /// a lookup allocates nothing (a `Vec<Done>` key built for each, with a `Dec`'s digits
+    /// cloned into it, was a third of the filter's work at a value start).
+    num_memo: Mutex<NumMemo>,
+}
+
+/// A map of the filter's memos: looked up at every step, with short keys (number literals, a
+/// field's partner values) that come from the model's own output and are capped in number, so
+/// FxHash (one multiply a word) serves where SipHash's resistance to chosen keys buys nothing.
+pub(super) type Memo<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// [`RulePlan`]'s number sets, by their key's hash (a list for the keys that share one).
+type NumMemo = Memo<u64, Vec<(NumKey, Arc<NumSet>)>>;
+
+/// What a number set depends on: the object and field (or `usize::MAX` and the slot, outside
+/// rules), and the values of the field's rule partners ([`Rules::partners`]).
+#[derive(Debug)]
+struct NumKey {
+    obj: usize,
+    field: usize,
+    partners: Vec<Done>,
+}
+
+impl NumKey {
+    /// The memo's hash of a key with these parts.
+    fn hash_of<'d>(obj: usize, field: usize, partners: impl Iterator<Item = &'d Done>) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = rustc_hash::FxBuildHasher.build_hasher();
+        (obj, field).hash(&mut h);
+        for d in partners {
+            d.hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// Whether this is the key with these parts.
+    fn is<'d>(
+        &self,
+        obj: usize,
+        field: usize,
+        mut partners: impl Iterator<Item = &'d Done>,
+    ) -> bool {
+        self.obj == obj && self.field == field && self.partners.iter().eq(&mut partners)
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) nullable: bool,
+    pub(super) kind: Kind,
+}
+
+#[derive(Debug)]
+pub(super) enum Kind {
+    Bool,
+    Num(NumSlot),
+    Str(Arc<StrDomain>),
+    Enum(Arc<EnumSlot>),
+    List(SlotId),
+    Object(usize),
+    Opaque,
+}
+
+#[derive(Debug)]
+pub(super) struct NumSlot {
+    pub(super) syntax: NumSyntax,
+    pub(super) domain: Vec<Interval>,
+    /// Largest value in the domain, and whether it is only approached (`exclusive_maximum`).
+    pub(super) sup: (Dec, bool),
+    /// Smallest value in the domain, likewise.
+    pub(super) inf: (Dec, bool),
+}
+
+/// What a string field accepts, for "can the partner's value still be written here?".
+#[derive(Debug)]
+pub(super) struct StrDomain {
+    min_len: Option<u64>,
+    pub(super) max_len: Option<u64>,
+    pub(super) patterns: Vec<Pattern>,
+    pub(super) format: Option<Format>,
+}
+
+impl StrDomain {
+    pub(super) fn accepts(&self, s: &[u8]) -> bool {
+        let Ok(text) = std::str::from_utf8(s) else {
+            return false;
+        };
+        let n = text.chars().count() as u64;
+        self.min_len.is_none_or(|m| n >= m)
+            && self.max_len.is_none_or(|m| n <= m)
+            && self.patterns.iter().all(|p| p.is_match(text))
+            && self
+                .format
+                .is_none_or(|f| contract_core::validate::format_ok(f, text))
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct EnumSlot {
+    pub(super) nums: Vec<(Vec<u8>, Dec)>,
+    pub(super) strs: Vec<Vec<u8>>,
+    trues: bool,
+    falses: bool,
+    null: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct ObjPlan {
+    pub(super) fields: Vec<FieldPlan>,
+    pub(super) has_rules: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct FieldPlan {
+    pub(super) name: Vec<u8>,
+    pub(super) slot: SlotId,
+    pub(super) compares: Vec<(Op, usize)>,
+    pub(super) both_or_neither: Vec<Vec<usize>>,
+    pub(super) at_least_one: Vec<Vec<usize>>,
+}
+
+impl RulePlan {
+    /// Compiles `grammar`'s shapes and rules.
+    pub fn new(grammar: &Grammar) -> RulePlan {
+        let mut plan = RulePlan {
+            slots: Vec::new(),
+            objects: Vec::new(),
+            root: OPAQUE,
+            num_memo: Mutex::new(Memo::default()),
+        };
+        let mut object_slots = Vec::new();
+        for object in &grammar.objects {
+            let fields = object
+                .fields
+                .iter()
+                .map(|f| FieldPlan {
+                    name: f.name.as_bytes().to_vec(),
+                    slot: plan.slot(&f.shape),
+                    compares: Vec::new(),
+                    both_or_neither: Vec::new(),
+                    at_least_one: Vec::new(),
+                })
+                .collect();
+            object_slots.push(ObjPlan {
+                fields,
+                has_rules: !object.rules.is_empty(),
+            });
+        }
+        plan.objects = object_slots;
+        for (o, object) in grammar.objects.iter().enumerate() {
+            let index = |name: &str| {
+                plan.objects[o]
+                    .fields
+                    .iter()
+                    .position(|f| f.name == name.as_bytes())
+            };
+            let mut compares = Vec::new();
+            let mut bon = Vec::new();
+            let mut alo = Vec::new();
+            for rule in &object.rules {
+                match rule {
+                    GrammarRule::Compare { left, op, right } => {
+                        if let (Some(l), Some(r), Some(op)) =
+                            (index(left), index(right), Op::parse(op))
+                        {
+                            compares.push((l, op, r));
+                        }
+                    }
+                    GrammarRule::BothOrNeither { fields } => {
+                        bon.push(fields.iter().filter_map(|f| index(f)).collect::<Vec<_>>())
+                    }
+                    GrammarRule::AtLeastOne { fields } => {
+                        alo.push(fields.iter().filter_map(|f| index(f)).collect::<Vec<_>>())
+                    }
+                }
+            }
+            let fields = &mut plan.objects[o].fields;
+            for (l, op, r) in compares {
+                fields[l].compares.push((op, r));
+                fields[r].compares.push((op.flip(), l));
+            }
+            for group in bon {
+                for &f in &group {
+                    fields[f]
+                        .both_or_neither
+                        .push(group.iter().copied().filter(|&g| g != f).collect());
+                }
+            }
+            for group in alo {
+                for &f in &group {
+                    fields[f]
+                        .at_least_one
+                        .push(group.iter().copied().filter(|&g| g != f).collect());
+                }
+            }
+        }
+        plan.root = plan.slot(&grammar.root);
+        plan
+    }
+
+    fn push(&mut self, nullable: bool, kind: Kind) -> SlotId {
+        self.slots.push(Slot { nullable, kind });
+        self.slots.len() - 1
+    }
+
+    fn slot(&mut self, shape: &Shape) -> SlotId {
+        let (inner, nullable) = shape.strip_nullable();
+        match inner {
+            Shape::Bool => self.push(nullable, Kind::Bool),
+            Shape::Integer { min, max } => {
+                let lo = Dec::from_i128(*min);
+                let hi = Dec::from_i128(*max);
+                let domain = intersect(&permitted(Op::Ge, &lo), &permitted(Op::Le, &hi));
+                let syntax = NumSyntax {
+                    fraction: false,
+                    exponent: false,
+                };
+                self.push(
+                    nullable,
+                    Kind::Num(NumSlot {
+                        syntax,
+                        domain,
+                        sup: (hi, false),
+                        inf: (lo, false),
+                    }),
+                )
+            }
+            Shape::Number {
+                minimum,
+                exclusive_minimum,
+                maximum,
+                exclusive_maximum,
+            } => {
+                let num = |n: &serde_json::Number| number_value(n);
+                let max = Dec::from_f64(f64::MAX);
+                let mut domain =
+                    intersect(&permitted(Op::Le, &max), &permitted(Op::Ge, &max.negate()));
+                let mut sup = (max.clone(), false);
+                let mut inf = (max.negate(), false);
+                let bounds = [
+                    (minimum, Op::Ge),
+                    (exclusive_minimum, Op::Gt),
+                    (maximum, Op::Le),
+                    (exclusive_maximum, Op::Lt),
+                ];
+                for (bound, op) in bounds {
+                    let Some(b) = bound.as_ref().and_then(num) else {
+                        continue;
+                    };
+                    domain = intersect(&domain, &permitted(op, &b));
+                    match op {
+                        Op::Le | Op::Lt if b < sup.0 || (b == sup.0 && op == Op::Lt) => {
+                            sup = (b, op == Op::Lt)
+                        }
+                        Op::Ge | Op::Gt if b > inf.0 || (b == inf.0 && op == Op::Gt) => {
+                            inf = (b, op == Op::Gt)
+                        }
+                        _ => {}
+                    }
+                }
+                let bounded = minimum.is_some()
+                    || exclusive_minimum.is_some()
+                    || maximum.is_some()
+                    || exclusive_maximum.is_some();
+                let syntax = NumSyntax {
+                    fraction: true,
+                    // llguidance writes bounded ranges without exponents.
+                    exponent: !bounded,
+                };
+                self.push(
+                    nullable,
+                    Kind::Num(NumSlot {
+                        syntax,
+                        domain,
+                        sup,
+                        inf,
+                    }),
+                )
+            }
+            Shape::String {
+                min_len,
+                max_len,
+                patterns,
+                format,
+            } => {
+                let domain = StrDomain {
+                    min_len: *min_len,
+                    max_len: *max_len,
+                    patterns: patterns
+                        .iter()
+                        .filter_map(|p| Pattern::new(p).ok())
+                        .collect(),
+                    format: format.as_deref().and_then(Format::from_name),
+                };
+                self.push(nullable, Kind::Str(Arc::new(domain)))
+            }
+            Shape::Enum { values } => {
+                let mut e = EnumSlot::default();
+                for v in values {
+                    match v {
+                        Value::Null => e.null = true,
+                        Value::Bool(true) => e.trues = true,
+                        Value::Bool(false) => e.falses = true,
+                        Value::Number(n) => {
+                            if let Some(d) = number_value(n) {
+                                e.nums.push((n.to_string().into_bytes(), d));
+                            }
+                        }
+                        Value::String(s) => e.strs.push(s.as_bytes().to_vec()),
+                        _ => {}
+                    }
+                }
+                let null = e.null;
+                self.push(nullable || null, Kind::Enum(Arc::new(e)))
+            }
+            Shape::List { items, .. } => {
+                let item = self.slot(items);
+                self.push(nullable, Kind::List(item))
+            }
+            Shape::Object { index } => self.push(nullable, Kind::Object(*index)),
+            Shape::External { .. } | Shape::Nullable { .. } => self.push(true, Kind::Opaque),
+        }
+    }
+}
+
+/// A JSON number as the validator reads it: integers exactly, the rest as `f64`.
+pub(super) fn number_value(n: &serde_json::Number) -> Option<Dec> {
+    if let Some(i) = n.as_i64() {
+        Some(Dec::from_i128(i.into()))
+    } else if let Some(u) = n.as_u64() {
+        Some(Dec::from_i128(u.into()))
+    } else {
+        n.as_f64().filter(|f| f.is_finite()).map(Dec::from_f64)
+    }
+}
+
+impl RulePlan {
+    /// The numbers the value starting in `slot_id` may be, under `rules`; `None` when numbers
+    /// are out. Remembered by field and partner values.
+    pub(super) fn number_set(
+        &self,
+        slot_id: SlotId,
+        rules: Option<&Rules<'_>>,
+    ) -> Option<Arc<NumSet>> {
+        if rules.is_some_and(|r| !r.non_null_ok()) {
+            return None;
+        }
+        let (obj, field) = rules.map_or((usize::MAX, slot_id), |r| (r.obj, r.field));
+        let partners = || rules.into_iter().flat_map(Rules::partners);
+        let hash = NumKey::hash_of(obj, field, partners());
+        let found = |memo: &NumMemo| {
+            let bucket = memo.get(&hash)?;
+            let (_, set) = bucket.iter().find(|(k, _)| k.is(obj, field, partners()))?;
+            Some(set.clone())
+        };
+        if let Some(set) = self.num_memo.lock().ok().and_then(|m| found(&m)) {
+            return Some(set);
+        }
+        let set = Arc::new(num_set(self.slots.get(slot_id), rules)?);
+        if let Ok(mut memo) = self.num_memo.lock() {
+            if memo.len() > 4096 {
+                memo.clear();
+            }
+            let key = NumKey {
+                obj,
+                field,
+                partners: partners().cloned().collect(),
+            };
+            memo.entry(hash).or_default().push((key, set.clone()));
+        }
+        Some(set)
+    }
+}
