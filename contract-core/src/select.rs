@@ -902,10 +902,19 @@ pub fn value_candidates(
     };
     let numerals = source.numerals();
     // A number's values: each line's numbers, read once.
+    // A fractional number's values leave out the numbers inside dates and periods (`2025` of
+    // `the second quarter of 2025`), as the grounded grammar does ([`crate::ground::amounts_in`]).
     let numbers: Vec<Vec<(Range<usize>, crate::ground::Decimal)>> = match leaf {
-        Leaf::Number { .. } => lines
+        Leaf::Number { fractional } => lines
             .iter()
-            .map(|(_, l)| crate::ground::numbers_at(l, numerals))
+            .map(|(_, l)| {
+                let found = crate::ground::numbers_at(l, numerals);
+                if fractional {
+                    crate::ground::outside_dates(l, found)
+                } else {
+                    found
+                }
+            })
             .collect(),
         _ => Vec::new(),
     };

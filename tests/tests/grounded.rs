@@ -420,6 +420,43 @@ async fn a_passage_is_read_with_the_numerals_it_is_given() {
 /// The one schema a server that compiles JSON Schema gets (llama.cpp, vLLM `guided_json`): the
 /// document's numbers as an `enum` (its numeral conventions, each field's bounds), its lines
 /// for a whole-line quote; what a schema cannot say stays plain and is checked after decoding.
+/// A fractional number (an amount, a measure) is never a part of a date or a period: a release
+/// that withdraws its outlook "for the second quarter of 2025" writes no amount. Whole numbers
+/// keep every number written.
+#[test]
+fn an_amount_is_not_a_part_of_a_date_or_a_period() {
+    use contract_core::ground::Grounds;
+    let sentence = "Given current market uncertainty, Acme is withdrawing the revenue outlook for \
+                    the second quarter of 2025 it issued on March 31, 2025.";
+    let withdrawn = Source::from_text(sentence);
+    let quoted = json!({"quote": sentence, "period": "the second quarter of 2025", "low": 2025, "high": 2025});
+    let err = Quoted::from_json_in(&quoted.to_string(), &withdrawn).expect_err("2025 is a year");
+    assert_eq!(not_in_source(&err), ["/low", "/high"]);
+    assert!(
+        err.iter()
+            .any(|v| v.message.contains("only inside a date or a period")),
+        "{err:?}"
+    );
+    let day = json!({"revenue": {"value": 31, "currency": null, "unit": null}, "counts": [], "label": null});
+    let err = Figures::from_json_in(&day.to_string(), &withdrawn).expect_err("31 is a day");
+    assert_eq!(not_in_source(&err), ["/revenue/value"]);
+    let whole = json!({"revenue": null, "counts": [2025, 31], "label": null});
+    Figures::from_json_in(&whole.to_string(), &withdrawn)
+        .expect("whole numbers are any number written");
+    // The schema a server is sent says the same (of a document that writes an amount too:
+    // with none, a number's schema is left open and the check above refuses it).
+    let also = Source::from_text(&format!("{sentence} Revenue was $3,100 million."));
+    let schema = Figures::grammar().static_grounded_schema(&Grounds::new(&also));
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    assert!(!validator.is_valid(&day), "{schema}");
+    assert!(validator.is_valid(&whole), "{schema}");
+    // In the release, 2024 is written only in periods: not an amount; 2757 is one.
+    let en = Source::from_text(EN);
+    let year = json!({"revenue": {"value": 2024, "currency": "$", "unit": "million"}, "counts": [], "label": null});
+    let err = Figures::from_json_in(&year.to_string(), &en).expect_err("2024 is a year");
+    assert_eq!(not_in_source(&err), ["/revenue/value"]);
+}
+
 #[test]
 fn the_static_grounded_schema_admits_only_what_the_document_writes() {
     use contract_core::ground::Grounds;

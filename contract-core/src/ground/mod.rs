@@ -31,12 +31,13 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use crate::contract::{ContractSpec, Form, Grounding};
 use crate::evidence::find_spans;
-use crate::ir::Node;
+use crate::ir::{JsonType, Node};
 use crate::source::Source;
 use crate::validate::{
     join_pointer, Doc, Json, JsonMap, View, Violation, ViolationKind, Violations,
@@ -44,7 +45,9 @@ use crate::validate::{
 
 mod numbers;
 
-pub use numbers::{numbers_at, numbers_in, written_literal, Decimal, Numerals};
+pub use numbers::{
+    amounts_in, numbers_at, numbers_in, outside_dates, written_literal, Decimal, Numerals,
+};
 
 /// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
 /// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an
@@ -67,6 +70,11 @@ pub struct GroundText {
     text: String,
     /// Its numbers.
     numbers: Vec<Decimal>,
+    /// How it writes numbers.
+    numerals: Numerals,
+    /// Its numbers written outside dates and periods ([`GroundText::amounts`]), read when first
+    /// asked for.
+    amounts: OnceLock<Vec<Decimal>>,
     /// Where it is, for messages (`the document`, "`quote`", `lines 3 to 4`).
     pub place: String,
     /// When set, a string must be one of these whole lines (collapsed), not any substring.
@@ -120,6 +128,8 @@ impl GroundText {
             raw: text.to_owned(),
             text: collapse(text),
             numbers: numbers_in(text, numerals),
+            numerals,
+            amounts: OnceLock::new(),
             place: place.into(),
             whole_lines: None,
             window: None,
@@ -179,6 +189,13 @@ impl GroundText {
     /// The numbers it writes.
     pub fn numbers(&self) -> &[Decimal] {
         &self.numbers
+    }
+
+    /// The numbers it writes at least once outside a date or a period expression
+    /// ([`amounts_in`]): what a fractional number (an amount, a measure) may be copied as.
+    pub fn amounts(&self) -> &[Decimal] {
+        self.amounts
+            .get_or_init(|| amounts_in(&self.raw, self.numerals))
     }
 
     /// Whether `s` lies in the text ([`GroundText::find_str`] finds it).
@@ -691,14 +708,27 @@ impl Walker<'_, '_, '_> {
                         .cloned()
                         .unwrap_or_else(|| n.to_string()),
                 };
-                let ok =
-                    Decimal::from_json_literal(&literal).is_some_and(|d| text.contains_number(&d));
+                let d = Decimal::from_json_literal(&literal);
+                let ok = d.as_ref().is_some_and(|d| text.contains_number(d));
+                // A fractional number (an amount) is not a part of a date or a period: what the
+                // grounded grammar offers it ([`GroundText::amounts`]).
+                let fractional = node.value_types().any(|t| t == JsonType::Number);
                 if !ok {
                     self.out.push(Violation::new(
                         path,
                         ViolationKind::NotInSource,
                         format!(
                             "{literal} is not a number written in {}: copy a number from there",
+                            text.place
+                        ),
+                    ));
+                } else if fractional && !d.as_ref().is_some_and(|d| text.amounts().contains(d)) {
+                    self.out.push(Violation::new(
+                        path,
+                        ViolationKind::NotInSource,
+                        format!(
+                            "{literal} is written in {} only inside a date or a period: copy an \
+                             amount, or null when none is written",
                             text.place
                         ),
                     ));
@@ -824,6 +854,53 @@ mod tests {
 
     fn dec(s: &str) -> Decimal {
         Decimal::from_json_literal(s).unwrap_or_else(|| panic!("not a literal: {s}"))
+    }
+
+    #[test]
+    fn amounts_leave_out_the_numbers_of_dates_and_periods() {
+        let lits =
+            |v: Vec<Decimal>| -> Vec<String> { v.iter().map(Decimal::to_json_literal).collect() };
+        let cases: [(&str, Numerals, &[&str]); 6] = [
+            // A withdrawn outlook: its only numbers are the period's.
+            (
+                "The company is withdrawing the revenue outlook for the second quarter of 2025.",
+                Numerals::Point,
+                &[],
+            ),
+            (
+                "For the quarter ending March 31, 2024, revenue of $3,195 million.",
+                Numerals::Point,
+                &["3195"],
+            ),
+            (
+                "Para el tercer trimestre de 2024, ingresos de 2.150,5 millones.",
+                Numerals::Comma,
+                &["2150.5"],
+            ),
+            (
+                "19/10/2018 20:49:59 TOTAL 60.30",
+                Numerals::Point,
+                &["20", "49", "59", "60.3"],
+            ),
+            // A number written inside a date and again on its own is an amount.
+            (
+                "Q3 2024 revenue: 2024 units at 3.5 each",
+                Numerals::Point,
+                &["2024", "3.5"],
+            ),
+            (
+                "Revenue rose 14% to 3.16 billion in fiscal 2025.",
+                Numerals::Point,
+                &["14", "3.16"],
+            ),
+        ];
+        for (text, numerals, want) in cases {
+            assert_eq!(lits(amounts_in(text, numerals)), want, "{text}");
+            let g = GroundText::new(text, "the text", numerals);
+            assert_eq!(lits(g.amounts().to_vec()), want, "{text}");
+            // Every number is still written there, for a whole number.
+            assert_eq!(g.numbers(), numbers_in(text, numerals).as_slice());
+        }
     }
 
     #[test]

@@ -272,6 +272,40 @@ pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
     out
 }
 
+/// The numbers of `text` written at least once outside a date or a period expression
+/// ([`outside_dates`]), in order, without repeats: what a fractional number (an amount, a
+/// measure) may be copied as. `31` and `2024` of `March 31, 2024` and `2025` of `the second
+/// quarter of 2025` are parts of those expressions, not amounts: on the filings releases a
+/// sentence withdrawing an outlook "for the second quarter of 2025" gave `2025` as both ends of
+/// the guidance (seed 20261208: both misses; seed 20261207: one).
+pub fn amounts_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
+    let mut out: Vec<Decimal> = Vec::new();
+    for (_, d) in outside_dates(text, numbers_at(text, numerals)) {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// `numbers` (byte ranges in `text` and their readings, as [`numbers_at`] gives them) without
+/// those written inside a date or a period expression of `text` ([`crate::read::find`]).
+pub fn outside_dates(
+    text: &str,
+    numbers: Vec<(Range<usize>, Decimal)>,
+) -> Vec<(Range<usize>, Decimal)> {
+    use crate::contract::Form;
+    use crate::read::find;
+    let taken: Vec<Range<usize>> = find(Form::Date, text)
+        .into_iter()
+        .chain(find(Form::Period, text))
+        .collect();
+    numbers
+        .into_iter()
+        .filter(|(r, _)| !taken.iter().any(|t| t.start <= r.start && r.end <= t.end))
+        .collect()
+}
+
 /// `d`'s JSON literal with the fraction digits `written` shows (the numeral `d` was read from,
 /// without its sign): `538.00` for "538.00", `60.30` for "60,30" read comma-decimal, `1234.50`
 /// for "1,234.50"; [`Decimal::to_json_literal`] (`538`, `60.3`) where the numeral has no

@@ -257,10 +257,9 @@ impl<'g, 's> Renderer<'g, 's> {
     ) -> Option<Vec<Decimal>> {
         use std::cmp::Ordering::*;
         let text = text?;
-        let numbers = self.numbers(text);
         match shape {
             Shape::Integer { min, max } => Some(
-                numbers
+                self.numbers(text)
                     .into_iter()
                     .filter(|d| d.to_i128().is_some_and(|n| n >= *min && n <= *max))
                     .collect(),
@@ -281,8 +280,10 @@ impl<'g, 's> Renderer<'g, 's> {
                     bound(maximum),
                     bound(exclusive_maximum),
                 );
+                // A fractional number is never a part of a date or a period (`2025` of `the
+                // second quarter of 2025`): [`GroundText::amounts`](crate::ground::GroundText::amounts).
                 Some(
-                    numbers
+                    self.amounts(text)
                         .into_iter()
                         .filter(|d| {
                             lo.as_ref().is_none_or(|b| d.cmp_value(b) != Less)
@@ -564,6 +565,14 @@ impl<'g, 's> Renderer<'g, 's> {
         match text {
             Text::Document | Text::Lines => self.grounds.document().numbers().to_vec(),
             Text::Of(t) => t.numbers().to_vec(),
+            Text::Empty => Vec::new(),
+        }
+    }
+
+    fn amounts(&self, text: Text<'_>) -> Vec<Decimal> {
+        match text {
+            Text::Document | Text::Lines => self.grounds.document().amounts().to_vec(),
+            Text::Of(t) => t.amounts().to_vec(),
             Text::Empty => Vec::new(),
         }
     }
