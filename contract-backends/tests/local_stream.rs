@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use contract_backends::LocalBackend;
 use contract_core::extract::{
-    Backend, BackendError, Extractor, FinishReason, Request, Response, StreamEvent,
+    Backend, BackendError, Extraction, Extractor, FinishReason, Request, Response, StreamEvent,
 };
 use contract_core::select::Selection;
 use contract_core::stream::FieldEvent;
@@ -78,6 +78,24 @@ impl Backend for Recording {
     }
 }
 
+/// Every event of `stream`, in order: the fields, then the one `Done` record (none after it).
+async fn drain<S, C>(stream: S) -> (Vec<FieldEvent>, Extraction<C>)
+where
+    S: futures_util::Stream<Item = StreamEvent<C>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut fields = Vec::new();
+    let mut done = None;
+    while let Some(event) = stream.next().await {
+        assert!(done.is_none(), "an event after Done");
+        match event {
+            StreamEvent::Field(f) => fields.push(f),
+            StreamEvent::Done(out) => done = Some(out),
+        }
+    }
+    (fields, done.expect("a Done event"))
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn smollm2_streams_the_text_and_the_checked_fields() {
     let backend =
@@ -90,18 +108,7 @@ async fn smollm2_streams_the_text_and_the_checked_fields() {
         .selection(Selection::off())
         .max_attempts(1)
         .max_tokens(80);
-    let mut stream = streamed.stream(DOC);
-    let mut fields = Vec::new();
-    let mut done = None;
-    while let Some(event) = stream.next().await {
-        assert!(done.is_none(), "an event after Done");
-        match event {
-            StreamEvent::Field(f) => fields.push(f),
-            StreamEvent::Done(out) => done = Some(out),
-        }
-    }
-    drop(stream);
-    let done = done.expect("a Done event");
+    let (fields, done) = drain(streamed.stream(DOC)).await;
 
     // The text came in pieces, and the pieces are the final text.
     let calls = streamed
@@ -148,19 +155,8 @@ async fn smollm2_streams_a_grounded_list_item_by_item() {
         .selection(Selection::off())
         .max_attempts(1)
         .max_tokens(64);
-    let mut stream = extractor.stream(PRESENT);
     // Every event in order; the record last.
-    let mut fields = Vec::new();
-    let mut done = None;
-    while let Some(event) = stream.next().await {
-        assert!(done.is_none(), "an event after Done");
-        match event {
-            StreamEvent::Field(f) => fields.push(f),
-            StreamEvent::Done(out) => done = Some(out),
-        }
-    }
-    drop(stream);
-    let done = done.expect("a Done event");
+    let (fields, done) = drain(extractor.stream(PRESENT)).await;
     let raw = done.attempts.first().and_then(|a| a.raw.clone());
     // A whole reply, not one the token limit cut (whose last item the ladder would close).
     assert_eq!(
