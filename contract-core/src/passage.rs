@@ -766,7 +766,7 @@ fn joined(doc: &Doc<'_>, head: &Passage, body: &Passage) -> Passage {
     let chars = match &body.chars {
         Some(c) if body.lines.len() == 1 => {
             let whole = head_start == lead && c.end == line_end;
-            (!whole).then(|| head_start..c.end)
+            (!whole).then_some(head_start..c.end)
         }
         _ => None,
     };

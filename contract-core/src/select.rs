@@ -843,10 +843,11 @@ fn lead_leaf(node: &Node, depth: usize) -> Option<(Vec<String>, Leaf, bool, bool
 /// The values [`Judge::Values`] scores for `group` (its first field) in `source`: `None` when
 /// that field is not copied from the document, is a list, takes values that cannot be
 /// enumerated (a grounded string in prose: a line longer than `max_line_chars`, or a median
-/// line longer than [`MAX_MEDIAN_VALUE_LINE_CHARS`]), is a whole line of evidence
-/// (`grounded(line)`), or the document writes none or more than `max_values`. A form's values are its whole expressions, a number's the numbers the
-/// document writes (read with its numeral conventions), a string's the document's lines, their
-/// [`line_values`] and each line joined to the next.
+/// line longer than 40 characters), is a whole line of evidence (`grounded(line)`), or the
+/// document writes none or more than `max_values`. A form's values are its whole expressions,
+/// a number's the numbers the document writes (read with its numeral conventions; for a
+/// fractional number, not those written only inside a date or a period), a string's the
+/// document's lines, their [`line_values`] and each line joined to the next.
 pub fn value_candidates(
     spec: &ContractSpec,
     group: &FieldGroup,
