@@ -387,6 +387,15 @@ fn ms(t0: Instant) -> f64 {
     (t0.elapsed().as_secs_f64() * 1e5).round() / 100.0
 }
 
+/// Runs `f` to its end on a current-thread runtime (the tests' extractions).
+#[cfg(test)]
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
+        .block_on(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,13 +414,6 @@ mod tests {
             "additionalProperties": false
         }))
         .unwrap_or_else(|e| panic!("schema: {e}"))
-    }
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap_or_else(|e| panic!("runtime: {e}"))
-            .block_on(f)
     }
 
     #[test]
@@ -532,13 +534,6 @@ mod decoding {
                 Decoding::JsonSchema(_) => assert!(!expected, "{schema}"),
             }
         }
-    }
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap_or_else(|e| panic!("runtime: {e}"))
-            .block_on(f)
     }
 }
 
@@ -711,13 +706,6 @@ mod chunk_grounding {
             }
         }))
         .unwrap_or_else(|e| panic!("schema: {e}"))
-    }
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap_or_else(|e| panic!("runtime: {e}"))
-            .block_on(f)
     }
 
     /// Under a budget a long document is read in chunks, and a grounded value behind a `$ref`

@@ -330,13 +330,14 @@ impl Cutter {
     pub fn sentences(&self, source: &Source) -> Vec<Passage> {
         let doc = Doc::new(source);
         let mut out = Vec::new();
-        for block in self.blocks(&doc) {
+        let widths = doc.page_widths();
+        for block in self.blocks(&doc, &widths) {
             let flat = Flat::of(&doc, block);
             for s in self.sentence_ranges(&flat.text) {
                 self.emit(&doc, &flat, s, PassageKind::Sentence, &mut out);
             }
         }
-        self.join_headings(&doc, out)
+        self.join_headings(&doc, &widths, out)
     }
 
     /// `passages` (sentences, in order) with each run-in heading joined to the sentence it
@@ -350,8 +351,12 @@ impl Cutter {
     /// on a line of its own stays apart: joined, it is a line a whole-line quote can copy
     /// instead of the clause (on the filings releases, 25 of 40 right instead of 38: the model
     /// quoted `Outlook`).
-    fn join_headings(&self, doc: &Doc<'_>, passages: Vec<Passage>) -> Vec<Passage> {
-        let widths = doc.page_widths();
+    fn join_headings(
+        &self,
+        doc: &Doc<'_>,
+        widths: &[usize],
+        passages: Vec<Passage>,
+    ) -> Vec<Passage> {
         let prose_page = |page: usize| widths.get(page).is_some_and(|&w| w >= MIN_PROSE_WIDTH);
         let mut out: Vec<Passage> = Vec::with_capacity(passages.len());
         let mut pending: Option<Passage> = None;
@@ -521,8 +526,8 @@ impl Cutter {
     }
 
     /// The blocks of [`Cutter::sentences`]: 0-based half-open line ranges.
-    fn blocks(&self, doc: &Doc<'_>) -> Vec<Range<usize>> {
-        let widths = doc.page_widths();
+    /// `widths`: [`Doc::page_widths`].
+    fn blocks(&self, doc: &Doc<'_>, widths: &[usize]) -> Vec<Range<usize>> {
         let mut out = Vec::new();
         let mut current: Option<(usize, bool)> = None; // (first line, is a heading)
         let mut prev = 0usize;

@@ -902,9 +902,9 @@ pub fn value_candidates(
         places[i].push(place);
     };
     let numerals = source.numerals();
-    // A number's values: each line's numbers, read once.
-    // A fractional number's values leave out the numbers inside dates and periods (`2025` of
-    // `the second quarter of 2025`), as the grounded grammar does ([`crate::ground::amounts_in`]).
+    // A number's values: each line's numbers, read once; a fractional number's leave out those
+    // inside dates and periods (`2025` of `the second quarter of 2025`), as the grounded
+    // grammar does ([`crate::ground::amounts_in`]).
     let numbers: Vec<Vec<(Range<usize>, crate::ground::Decimal)>> = match leaf {
         Leaf::Number { fractional } => lines
             .iter()
@@ -1024,8 +1024,8 @@ fn is_prose(lines: &[(usize, &str)], max_line_chars: usize) -> bool {
 /// Whether `written` (one number as a document writes it) is a run of five or more digits with
 /// no separator: a postcode, a barcode, a registration or slip number. Such a run is not offered
 /// as a fractional number's value (an amount, a measure) when the document writes a number with
-/// two fraction digits elsewhere ([`has_minor_units`]): printed amounts of five digits or more are grouped (`47,400.00`) or carry their
-/// minor units, codes are not. Measured on the development receipts (`docs/benchmarks.md`,
+/// two fraction digits elsewhere ([`has_minor_units`]): printed amounts of five digits or more
+/// are grouped (`47,400.00`) or carry their minor units, codes are not. Measured on the development receipts (`docs/benchmarks.md`,
 /// "Receipts"): a postcode or a barcode outscored the total in 4 of 20.
 fn is_code_digits(written: &str) -> bool {
     written.len() >= 5 && written.bytes().all(|b| b.is_ascii_digit())

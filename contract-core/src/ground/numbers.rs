@@ -263,8 +263,13 @@ fn read_numeral(text: &str, numerals: Numerals) -> Option<Decimal> {
 /// read by it, each digit run alone when it reads by neither), in order, without repeats. A
 /// numeral directly after a minus sign is offered with both signs (the sign may be a hyphen).
 pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
+    distinct(numbers_at(text, numerals))
+}
+
+/// The readings of `found` in order, each once.
+fn distinct(found: Vec<(Range<usize>, Decimal)>) -> Vec<Decimal> {
     let mut out: Vec<Decimal> = Vec::new();
-    for (_, d) in numbers_at(text, numerals) {
+    for (_, d) in found {
         if !out.contains(&d) {
             out.push(d);
         }
@@ -279,13 +284,7 @@ pub fn numbers_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
 /// sentence withdrawing an outlook "for the second quarter of 2025" gave `2025` as both ends of
 /// the guidance (seed 20261208: both misses; seed 20261207: one).
 pub fn amounts_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
-    let mut out: Vec<Decimal> = Vec::new();
-    for (_, d) in outside_dates(text, numbers_at(text, numerals)) {
-        if !out.contains(&d) {
-            out.push(d);
-        }
-    }
-    out
+    distinct(outside_dates(text, numbers_at(text, numerals)))
 }
 
 /// `numbers` (byte ranges in `text` and their readings, as [`numbers_at`] gives them) without

@@ -257,11 +257,14 @@ impl<'g, 's> Renderer<'g, 's> {
     ) -> Option<Vec<Decimal>> {
         use std::cmp::Ordering::*;
         let text = text?;
+        let written = self.ground_text(text);
         match shape {
             Shape::Integer { min, max } => Some(
-                self.numbers(text)
-                    .into_iter()
+                written
+                    .map_or(&[][..], GroundText::numbers)
+                    .iter()
                     .filter(|d| d.to_i128().is_some_and(|n| n >= *min && n <= *max))
+                    .cloned()
                     .collect(),
             ),
             Shape::Number {
@@ -283,14 +286,16 @@ impl<'g, 's> Renderer<'g, 's> {
                 // A fractional number is never a part of a date or a period (`2025` of `the
                 // second quarter of 2025`): [`GroundText::amounts`](crate::ground::GroundText::amounts).
                 Some(
-                    self.amounts(text)
-                        .into_iter()
+                    written
+                        .map_or(&[][..], GroundText::amounts)
+                        .iter()
                         .filter(|d| {
                             lo.as_ref().is_none_or(|b| d.cmp_value(b) != Less)
                                 && xlo.as_ref().is_none_or(|b| d.cmp_value(b) == Greater)
                                 && hi.as_ref().is_none_or(|b| d.cmp_value(b) != Greater)
                                 && xhi.as_ref().is_none_or(|b| d.cmp_value(b) == Less)
                         })
+                        .cloned()
                         .collect(),
                 )
             }
@@ -561,19 +566,12 @@ impl<'g, 's> Renderer<'g, 's> {
             .collect()
     }
 
-    fn numbers(&self, text: Text<'_>) -> Vec<Decimal> {
+    /// The text a value drawn from `text` lies in; `None` for [`Text::Empty`].
+    fn ground_text<'a>(&'a self, text: Text<'a>) -> Option<&'a GroundText> {
         match text {
-            Text::Document | Text::Lines => self.grounds.document().numbers().to_vec(),
-            Text::Of(t) => t.numbers().to_vec(),
-            Text::Empty => Vec::new(),
-        }
-    }
-
-    fn amounts(&self, text: Text<'_>) -> Vec<Decimal> {
-        match text {
-            Text::Document | Text::Lines => self.grounds.document().amounts().to_vec(),
-            Text::Of(t) => t.amounts().to_vec(),
-            Text::Empty => Vec::new(),
+            Text::Document | Text::Lines => Some(self.grounds.document()),
+            Text::Of(t) => Some(t),
+            Text::Empty => None,
         }
     }
 
