@@ -722,7 +722,10 @@ impl Walker<'_, '_, '_> {
                             text.place
                         ),
                     ));
-                } else if fractional && !d.as_ref().is_some_and(|d| text.amounts().contains(d)) {
+                } else if fractional
+                    && d.as_ref()
+                        .is_some_and(|d| d.is_integer() && !text.amounts().contains(d))
+                {
                     self.out.push(Violation::new(
                         path,
                         ViolationKind::NotInSource,

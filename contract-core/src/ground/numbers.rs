@@ -288,20 +288,19 @@ pub fn amounts_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
 }
 
 /// `numbers` (byte ranges in `text` and their readings, as [`numbers_at`] gives them) without
-/// those written inside a date or a period expression of `text` ([`crate::read::find`]).
+/// the whole numbers written inside a date or a period expression of `text`
+/// ([`crate::read::find_dates_and_periods`]): a date's or a period's parts are whole numbers, so a number with a
+/// fraction is always kept (and the grounding check of one needs no date reading).
 pub fn outside_dates(
     text: &str,
     numbers: Vec<(Range<usize>, Decimal)>,
 ) -> Vec<(Range<usize>, Decimal)> {
-    use crate::contract::Form;
-    use crate::read::find;
-    let taken: Vec<Range<usize>> = find(Form::Date, text)
-        .into_iter()
-        .chain(find(Form::Period, text))
-        .collect();
+    let taken = crate::read::find_dates_and_periods(text);
     numbers
         .into_iter()
-        .filter(|(r, _)| !taken.iter().any(|t| t.start <= r.start && r.end <= t.end))
+        .filter(|(r, d)| {
+            !d.is_integer() || !taken.iter().any(|t| t.start <= r.start && r.end <= t.end)
+        })
         .collect()
 }
 

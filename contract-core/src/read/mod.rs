@@ -37,7 +37,9 @@ use chrono::NaiveDate;
 pub use currency::{find_currencies, read_currency, CurrencyError};
 pub use date::{find_dates, read_date, DateError, DateRead};
 pub use duration::{find_durations, read_duration, DurationError, DurationRead, DurationUnit};
-pub use period::{find_periods, read_period, PeriodError, PeriodKind, PeriodRead};
+pub use period::{
+    find_dates_and_periods, find_periods, read_period, PeriodError, PeriodKind, PeriodRead,
+};
 pub use scale::{find_scales, read_scale};
 
 use crate::contract::Form;

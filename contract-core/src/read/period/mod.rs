@@ -267,6 +267,19 @@ pub fn find_periods(text: &str) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// Where `text` writes a date ([`find_dates`](super::find_dates)) or a period
+/// ([`find_periods`]), read from one pass over its tokens: what covers the parts of a date or
+/// a period (a month and year inside a full date is covered by that date, so it is not left
+/// out here as [`find_periods`] leaves it out).
+pub fn find_dates_and_periods(text: &str) -> Vec<Range<usize>> {
+    let t = Toks::new(text);
+    date::dates_in(&t)
+        .into_iter()
+        .map(|(r, _)| r)
+        .chain(scan(&t, period_at).into_iter().map(|(r, _)| r))
+        .collect()
+}
+
 /// Reads `text` (one period, as [`find_periods`] finds them, surrounding whitespace aside),
 /// placing a relative or year-less one against the `conventions`' reference (see below);
 /// two-digit years (`FY25`, `3Q24`) and the date a period ends on read as
