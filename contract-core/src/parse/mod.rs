@@ -609,6 +609,23 @@ mod tests {
     }
 
     #[test]
+    fn a_list_item_the_reply_was_cut_inside_is_dropped() {
+        // A reply stopped by its token limit inside a list's last item: the whole items are
+        // kept, the half-written one (`Bet` of `Beta Ltd`) is not a value.
+        let r = recover("{\"parties\": [\"Acme Inc\", \"Bet");
+        assert_eq!(r.level, Level::Repaired);
+        assert_eq!(r.json, Some(serde_json::json!({"parties": ["Acme Inc"]})));
+        let r = recover("{\"items\": [{\"name\": \"pen\", \"qty\": 2}, {\"name\": \"ink\", \"q");
+        assert_eq!(
+            r.json,
+            Some(serde_json::json!({"items": [{"name": "pen", "qty": 2}]}))
+        );
+        // A member's string is closed, as before: a scalar has no whole part to fall back on.
+        let r = recover("{\"company\": \"Acme");
+        assert_eq!(r.json, Some(serde_json::json!({"company": "Acme"})));
+    }
+
+    #[test]
     fn object_inside_prose_braces() {
         let r = recover("Use {curly braces: {\"a\": 1}");
         assert_eq!(r.level, Level::Extracted);

@@ -26,12 +26,14 @@ pub enum RepairKind {
     Comment,
     /// Escaped a raw control character (a line break) inside a string.
     ControlCharacter,
-    /// Closed a string the text ends inside.
+    /// Closed a string the text ends inside (an object's member; a list's element the text
+    /// ends inside is dropped instead, [`RepairKind::DroppedTruncated`]).
     ClosedString,
     /// Closed an object or array the text ends inside.
     ClosedBracket,
-    /// Dropped a member or element the text ends inside before it had a complete value (a key
-    /// without value, a number or word that may be cut short).
+    /// Dropped a member the text ends inside before it had a complete value (a key without
+    /// value, a number or word that may be cut short), or a list's last element the text ends
+    /// inside (an item half written when the reply was cut: the list keeps its whole items).
     DroppedTruncated,
 }
 
@@ -306,11 +308,10 @@ impl Reader<'_> {
             }
             match self.value()? {
                 Value::Done => {}
-                Value::Closed => {
-                    self.close(']');
-                    return Ok(Value::Closed);
-                }
-                Value::Cut => {
+                // The text ends inside the element: a string or an item cut short (a reply
+                // stopped by its token limit) is not an item the model wrote, so the list ends
+                // with its last whole element.
+                Value::Closed | Value::Cut => {
                     self.out.truncate(element_out);
                     self.repairs.truncate(element_repairs);
                     self.record(RepairKind::DroppedTruncated, element_at);
@@ -548,8 +549,22 @@ mod tests {
         assert_eq!(
             run(r#"{"a": [1, {"b": "x"#),
             Ok((
-                r#"{"a":[1,{"b":"x"}]}"#.into(),
-                vec![ClosedString, ClosedBracket, ClosedBracket, ClosedBracket]
+                r#"{"a":[1]}"#.into(),
+                vec![DroppedTruncated, ClosedBracket, ClosedBracket]
+            ))
+        );
+        assert_eq!(
+            run(r#"{"a": {"b": "x"#),
+            Ok((
+                r#"{"a":{"b":"x"}}"#.into(),
+                vec![ClosedString, ClosedBracket, ClosedBracket]
+            ))
+        );
+        assert_eq!(
+            run(r#"{"a": ["one", "tw"#),
+            Ok((
+                r#"{"a":["one"]}"#.into(),
+                vec![DroppedTruncated, ClosedBracket, ClosedBracket]
             ))
         );
         assert_eq!(
