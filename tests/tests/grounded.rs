@@ -443,8 +443,14 @@ fn an_amount_is_not_a_part_of_a_date_or_a_period() {
     let whole = json!({"revenue": null, "counts": [2025, 31], "label": null});
     Figures::from_json_in(&whole.to_string(), &withdrawn)
         .expect("whole numbers are any number written");
-    // The schema a server is sent says the same (of a document that writes an amount too:
-    // with none, a number's schema is left open and the check above refuses it).
+    // The schema a server is sent says the same. The sentence writes no amount: the revenue
+    // can only be null (an amount with no value to copy is not left open to any number).
+    let schema = Figures::grammar().static_grounded_schema(&Grounds::new(&withdrawn));
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    assert!(!validator.is_valid(&day), "{schema}");
+    assert!(validator.is_valid(&whole), "{schema}");
+    assert_eq!(schema["properties"]["revenue"], json!({"type": "null"}), "{schema}");
+    // Of a document that writes an amount too: that amount, not the day.
     let also = Source::from_text(&format!("{sentence} Revenue was $3,100 million."));
     let schema = Figures::grammar().static_grounded_schema(&Grounds::new(&also));
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");

@@ -93,6 +93,11 @@ fn word_spans(text: &str, max_words: usize, max_options: usize) -> Option<Vec<St
     Some(out)
 }
 
+/// Whether `shape` is a string, nullable or not (what a [`Form`](crate::Form) reads).
+fn is_string(shape: &Shape) -> bool {
+    matches!(shape.strip_nullable().0, Shape::String { .. })
+}
+
 /// One grounded number as a JSON number, when it survives the `f64` a server reads it as.
 fn json_number(d: &Decimal) -> Option<Value> {
     let n: serde_json::Number = serde_json::from_str(&d.to_json_literal()).ok()?;
@@ -103,8 +108,8 @@ fn json_number(d: &Decimal) -> Option<Value> {
 impl Renderer<'_, '_> {
     /// A string field with a [`Form`](crate::Form): the `enum` of the whole expressions
     /// of that form its text writes (null added when the field is nullable), as the Lark
-    /// renderer offers them. `None` (the plain schema) for other shapes or when the text
-    /// writes none and the field cannot be null.
+    /// renderer offers them. `None` for other shapes, or when the text writes none and the
+    /// field cannot be null (no value can be written).
     fn form_schema(&self, form: crate::Form, shape: &Shape, text: Text<'_>) -> Option<Value> {
         let (inner, nullable) = shape.strip_nullable();
         let Shape::String {
@@ -199,11 +204,19 @@ impl Renderer<'_, '_> {
                         Some(_) => Some(Text::Document),
                     };
                     let value = match (f.form, field_text) {
-                        (Some(form), Some(t)) => self.form_schema(form, &f.shape, t),
-                        _ => None,
-                    }
-                    .or_else(|| self.schema_of(&f.shape, field_text, depth + 1, defs))
-                    .unwrap_or_else(|| shape_schema(&f.shape, &self.grammar.objects, defs));
+                        (Some(form), Some(t)) if is_string(&f.shape) => {
+                            self.form_schema(form, &f.shape, t)
+                        }
+                        _ => self.schema_of(&f.shape, field_text, depth + 1, defs),
+                    };
+                    let value = match value {
+                        Some(v) => v,
+                        // A grounded value its text cannot give (no number, no expression of
+                        // its form): no object can be written, as in the Lark grammar, so a
+                        // nullable container is null rather than open to any value.
+                        None if field_text.is_some() => return None,
+                        None => shape_schema(&f.shape, &self.grammar.objects, defs),
+                    };
                     properties.insert(f.name.clone(), value);
                 }
                 let required: Vec<Value> = object
