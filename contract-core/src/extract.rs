@@ -37,6 +37,7 @@ use crate::read::Conventions;
 use crate::select::{
     self, field_groups, group_of_path, judge_plan, rank, value_candidates, FieldGroup, GroupRecord,
     Judge, Outcome, Ranked, RankedPassage, Selection, SelectionRecord, Skipped, ValueCandidates,
+    ValuePrompt,
 };
 use crate::source::Source;
 use crate::stream::{emit_field, tied_fields, FieldReader, Shared, Sink};
@@ -1799,10 +1800,7 @@ impl<C, B: Backend> Extractor<C, B> {
         }
         for (g, c) in candidates.iter().enumerate() {
             let Some(c) = c else { continue };
-            let request = ScoreRequest {
-                prompts: vec![plans[g].parts.messages_for_excerpt(source)],
-                answers: c.answers(),
-            };
+            let request = c.request(self.selection.value_prompt, &plans[g].parts, source);
             let response = score(request).await?;
             judged_prompts += 1;
             forward_calls = match (forward_calls, response.forward_calls) {
@@ -2011,10 +2009,16 @@ impl<C, B: Backend> Extractor<C, B> {
                 .iter()
                 .zip(&ranked)
                 .zip(&states)
-                .map(|((g, r), s)| GroupRecord {
+                .enumerate()
+                .map(|(i, ((g, r), s))| GroupRecord {
                     group: g.name.clone(),
                     fields: g.fields.clone(),
-                    question: g.question.clone(),
+                    question: match (&candidates[i], self.selection.value_prompt) {
+                        (Some(c), ValuePrompt::Question) if r.judge == Judge::Values => {
+                            format!("what is {}?", c.clause)
+                        }
+                        _ => g.question.clone(),
+                    },
                     judge: r.judge,
                     candidates: r.candidates,
                     judged: r.margins.len(),

@@ -6,7 +6,9 @@
 
 use contract_backends::ScriptedBackend;
 use contract_core::extract::Extractor;
-use contract_core::select::{field_groups, value_candidates, Judge, Outcome, Selection};
+use contract_core::select::{
+    field_groups, value_candidates, Judge, Outcome, Selection, ValuePrompt,
+};
 use contract_core::{Amount, CheckResult, Contract, DateValue, Source, Violation, ViolationKind};
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +118,43 @@ fn each_field_enumerates_what_the_document_writes_of_its_kind() {
     assert!(value_candidates(spec, &groups[0], &source, 120, 5).is_none());
 }
 
+/// A name and its registration code are two values, on one line or on two: the name alone is a
+/// value, the code alone is one, the two together are not (offered together, the model scored
+/// the name with its code above the name alone).
+#[test]
+fn a_name_is_offered_without_its_code() {
+    let spec = Receipt::contract_spec();
+    let groups = field_groups(spec, &Default::default());
+    let source = Source::from_text(
+        "GARDENIA BAKERIES (KL) SDN BHD (139386 X)\nLOT 3, JALAN PELABUR 23/1\n\
+         SYARIKAT PERNIAGAAN GIN KEE\n(81109-A)\nTOTAL 8.00",
+    );
+    let company = value_candidates(spec, &groups[0], &source, 120, 400).expect("values");
+    let has = |v: &str| {
+        company
+            .values
+            .contains(&serde_json::to_string(v).expect("a string"))
+    };
+    for value in [
+        "GARDENIA BAKERIES (KL) SDN BHD",
+        "139386 X",
+        "SYARIKAT PERNIAGAAN GIN KEE",
+        "(81109-A)",
+        // A line joined to the next: both run on at the break.
+        "LOT 3, JALAN PELABUR 23/1 SYARIKAT PERNIAGAAN GIN KEE",
+    ] {
+        assert!(has(value), "{value}: {:?}", company.values);
+    }
+    for value in [
+        "GARDENIA BAKERIES (KL) SDN BHD (139386 X)",
+        "SYARIKAT PERNIAGAAN GIN KEE (81109-A)",
+        // The name and the next line are not one run of the text: the code is between them.
+        "GARDENIA BAKERIES (KL) SDN BHD LOT 3, JALAN PELABUR 23/1",
+    ] {
+        assert!(!has(value), "{value}: {:?}", company.values);
+    }
+}
+
 /// An agreement wrapped at 72 columns: every line is within the bound, but a line of prose is a
 /// piece of a sentence, so its string fields are judged by question (the state is written
 /// inside a sentence, which no line holds alone); its dates are still enumerated.
@@ -160,21 +199,98 @@ fn prose_lines_are_not_values_however_narrow_it_is_wrapped() {
 }
 
 /// A scorer that likes the shop's name, any date, and the total's number; the cashier's name
-/// is liked best of all (and refused by the contract's check).
+/// is liked best of all (and refused by the contract's check). The same whichever way the values
+/// are asked: as sentences ("The total amount paid is 60.30.", the default) or as the JSON reply
+/// starts (`{"total": {"value": 60.30,`, [`ValuePrompt::Contract`]).
 fn scorer(_prompt: &str, answer: &str) -> f64 {
-    if answer == r#"{"company": "TAN WOON YANN""# {
+    let is = |value: &str| {
+        answer.ends_with(&format!("\"{value}\"")) || answer.ends_with(&format!(" is {value}."))
+    };
+    if is("TAN WOON YANN") {
         -1.0
-    } else if answer == r#"{"company": "INDAH GIFT & HOME DECO""# {
+    } else if is("INDAH GIFT & HOME DECO") {
         -2.0
-    } else if answer.starts_with(r#"{"date": "#) && answer.contains("19/10/2018") {
+    } else if (answer.starts_with(r#"{"date": "#) || answer.starts_with("The date"))
+        && answer.contains("19/10/2018")
+    {
         -1.0
-    } else if answer.ends_with(" 60.30,") {
+    } else if (answer.starts_with(r#"{"total": "#) || answer.starts_with("The total"))
+        && (answer.ends_with(" 60.30,") || answer.ends_with(" is 60.30."))
+    {
         -0.5
-    } else if answer.ends_with("null") {
+    } else if answer.ends_with("null") || answer.ends_with(" is not stated.") {
         -4.0
     } else {
         -9.0
     }
+}
+
+/// The values judge asks in words by default: the document, then "Question: what is the total
+/// amount paid?" from the field's doc comment, each value scored as the sentence answering it,
+/// written as the document writes it (a string without its JSON quotes); `ValuePrompt::Contract`
+/// scores the same values as the extraction's JSON reply starts. Both choose the same values here.
+#[tokio::test(flavor = "current_thread")]
+async fn values_are_asked_for_in_words_or_as_the_contract_reply() {
+    let replies = [r#"{"total": {"value": 60.3, "currency": null, "unit": null}}"#];
+    let mut chosen = Vec::new();
+    for prompt in [ValuePrompt::Question, ValuePrompt::Contract] {
+        let backend = ScriptedBackend::new(replies).with_scorer(scorer);
+        let x = Extractor::<Receipt, _>::new(&backend)
+            .selection(Selection::default().value_prompt(prompt))
+            .extract(RECEIPT)
+            .await;
+        chosen.push(x.json.clone().expect("a value"));
+        let scored = backend.score_requests();
+        let total = scored
+            .iter()
+            .find(|r| {
+                r.answers
+                    .iter()
+                    .any(|a| a.starts_with("The total") || a.starts_with(r#"{"total""#))
+            })
+            .expect("the total's values were scored");
+        let asked = &total.prompts[0].0.last().expect("a message").content;
+        let record = x.selection.as_ref().expect("selection ran");
+        let total_record = record
+            .groups
+            .iter()
+            .find(|g| g.group == "total")
+            .expect("a total group");
+        match prompt {
+            ValuePrompt::Question => {
+                assert!(
+                    asked.ends_with(
+                        "Question: what is the total amount paid? Answer in one sentence."
+                    ),
+                    "{asked}"
+                );
+                assert!(total
+                    .answers
+                    .contains(&"The total amount paid is 60.30.".to_owned()));
+                assert_eq!(
+                    total.answers.last().map(String::as_str),
+                    Some("The total amount paid is not stated.")
+                );
+                let company = &scored[0];
+                assert!(
+                    company.answers.contains(
+                        &"The name of the shop that issued the receipt is INDAH GIFT & HOME DECO."
+                            .to_owned()
+                    ),
+                    "{:?}",
+                    company.answers
+                );
+                assert_eq!(total_record.question, "what is the total amount paid?");
+            }
+            _ => {
+                assert!(total
+                    .answers
+                    .contains(&r#"{"total": {"value": 60.30,"#.to_owned()));
+                assert!(asked.contains("THANK YOU"));
+            }
+        }
+    }
+    assert_eq!(chosen[0], chosen[1]);
 }
 
 #[tokio::test(flavor = "current_thread")]

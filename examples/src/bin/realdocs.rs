@@ -18,7 +18,7 @@ use contract_backends::local::{LocalBackend, LocalOptions};
 use contract_core::extract::{Backend, BackendError, Request, Response};
 use contract_core::ground::{check_reply, Grounds};
 use contract_core::read::{Conventions, DateOrder};
-use contract_core::select::{Judge, Passages, Selection};
+use contract_core::select::{Judge, Passages, Selection, ValuePrompt};
 use contract_core::{Constraint, Contract, Decoding, Extraction, Extractor, Source};
 use examples::realdocs::{
     nda_pairs, nda_truth_pairs, read_rows, score_receipt, Counts, Nda, Receipt, Row, Split,
@@ -82,6 +82,11 @@ struct Args {
     /// take, scored over the whole document) or `question` (yes/no about each passage).
     #[arg(long, default_value = "values")]
     judge: String,
+    /// How the values judge asks for a value: `question` (the library's default: a question in
+    /// words, each value scored as the sentence answering it) or `contract` (the extraction
+    /// prompt, each value scored as the JSON reply starts).
+    #[arg(long, default_value = "question")]
+    value_prompt: String,
 }
 
 /// The selection the flags ask for.
@@ -113,7 +118,15 @@ fn selection(args: &Args) -> Result<Selection, String> {
         "question" => Judge::Question,
         j => return Err(format!("--judge {j}: expected values or question")),
     };
-    Ok(Selection::default().passages(passages).judge(judge))
+    let value_prompt = match args.value_prompt.as_str() {
+        "question" => ValuePrompt::Question,
+        "contract" => ValuePrompt::Contract,
+        p => return Err(format!("--value-prompt {p}: expected question or contract")),
+    };
+    Ok(Selection::default()
+        .passages(passages)
+        .judge(judge)
+        .value_prompt(value_prompt))
 }
 
 /// The backend with a plain JSON-schema mask instead of the contract's grammar (`--mode plain`).
