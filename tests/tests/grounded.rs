@@ -449,7 +449,11 @@ fn an_amount_is_not_a_part_of_a_date_or_a_period() {
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     assert!(!validator.is_valid(&day), "{schema}");
     assert!(validator.is_valid(&whole), "{schema}");
-    assert_eq!(schema["properties"]["revenue"], json!({"type": "null"}), "{schema}");
+    assert_eq!(
+        schema["properties"]["revenue"],
+        json!({"type": "null"}),
+        "{schema}"
+    );
     // Of a document that writes an amount too: that amount, not the day.
     let also = Source::from_text(&format!("{sentence} Revenue was $3,100 million."));
     let schema = Figures::grammar().static_grounded_schema(&Grounds::new(&also));
