@@ -2017,6 +2017,9 @@ impl<C, B: Backend> Extractor<C, B> {
                         (Some(c), ValuePrompt::Question) if r.judge == Judge::Values => {
                             format!("what is {}?", c.clause)
                         }
+                        (Some(c), ValuePrompt::Auto) if r.judge == Judge::Values && c.numbers => {
+                            format!("what is {}?", c.clause)
+                        }
                         _ => g.question.clone(),
                     },
                     judge: r.judge,

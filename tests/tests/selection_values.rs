@@ -225,18 +225,27 @@ fn scorer(_prompt: &str, answer: &str) -> f64 {
     }
 }
 
-/// The values judge asks in words by default: the document, then "Question: what is the total
-/// amount paid?" from the field's doc comment, each value scored as the sentence answering it,
-/// written as the document writes it (a string without its JSON quotes); `ValuePrompt::Contract`
-/// scores the same values as the extraction's JSON reply starts. Both choose the same values here.
+/// `ValuePrompt::Question`: the document, then "Question: what is the total amount paid?" from
+/// the field's doc comment, each value scored as the sentence answering it, written as the
+/// document writes it (a string without its JSON quotes); `ValuePrompt::Contract` scores the
+/// same values as the extraction's JSON reply starts; the default (`Auto`) asks for numbers in
+/// words and for the rest as the reply. All three choose the same values here.
 #[tokio::test(flavor = "current_thread")]
 async fn values_are_asked_for_in_words_or_as_the_contract_reply() {
     let replies = [r#"{"total": {"value": 60.3, "currency": null, "unit": null}}"#];
     let mut chosen = Vec::new();
-    for prompt in [ValuePrompt::Question, ValuePrompt::Contract] {
+    for prompt in [
+        ValuePrompt::Auto,
+        ValuePrompt::Question,
+        ValuePrompt::Contract,
+    ] {
         let backend = ScriptedBackend::new(replies).with_scorer(scorer);
+        let selection = match prompt {
+            ValuePrompt::Auto => Selection::default(),
+            other => Selection::default().value_prompt(other),
+        };
         let x = Extractor::<Receipt, _>::new(&backend)
-            .selection(Selection::default().value_prompt(prompt))
+            .selection(selection)
             .extract(RECEIPT)
             .await;
         chosen.push(x.json.clone().expect("a value"));
@@ -282,6 +291,20 @@ async fn values_are_asked_for_in_words_or_as_the_contract_reply() {
                 );
                 assert_eq!(total_record.question, "what is the total amount paid?");
             }
+            ValuePrompt::Auto => {
+                assert!(total
+                    .answers
+                    .contains(&"The total amount paid is 60.30.".to_owned()));
+                assert_eq!(total_record.question, "what is the total amount paid?");
+                let company = &scored[0];
+                assert!(
+                    company
+                        .answers
+                        .contains(&r#"{"company": "INDAH GIFT & HOME DECO""#.to_owned()),
+                    "{:?}",
+                    company.answers
+                );
+            }
             _ => {
                 assert!(total
                     .answers
@@ -291,6 +314,7 @@ async fn values_are_asked_for_in_words_or_as_the_contract_reply() {
         }
     }
     assert_eq!(chosen[0], chosen[1]);
+    assert_eq!(chosen[0], chosen[2]);
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -82,10 +82,11 @@ struct Args {
     /// take, scored over the whole document) or `question` (yes/no about each passage).
     #[arg(long, default_value = "values")]
     judge: String,
-    /// How the values judge asks for a value: `question` (the library's default: a question in
-    /// words, each value scored as the sentence answering it) or `contract` (the extraction
-    /// prompt, each value scored as the JSON reply starts).
-    #[arg(long, default_value = "question")]
+    /// How the values judge asks for a value: `auto` (the library's default: numbers in words,
+    /// the rest as the contract's reply), `question` (a question in words, each value scored as
+    /// the sentence answering it) or `contract` (the extraction prompt, each value scored as the
+    /// JSON reply starts).
+    #[arg(long, default_value = "auto")]
     value_prompt: String,
 }
 
@@ -119,9 +120,14 @@ fn selection(args: &Args) -> Result<Selection, String> {
         j => return Err(format!("--judge {j}: expected values or question")),
     };
     let value_prompt = match args.value_prompt.as_str() {
+        "auto" => ValuePrompt::Auto,
         "question" => ValuePrompt::Question,
         "contract" => ValuePrompt::Contract,
-        p => return Err(format!("--value-prompt {p}: expected question or contract")),
+        p => {
+            return Err(format!(
+                "--value-prompt {p}: expected auto, question or contract"
+            ))
+        }
     };
     Ok(Selection::default()
         .passages(passages)
