@@ -53,13 +53,17 @@ fn not_the_cashier(value: &Value, _cx: &contract_core::DocContext<'_>) -> Violat
 
 /// Likes the cashier's name best (refused by the check), then the shop; the total's and the
 /// cash's numbers; null least.
+/// The same preferences whichever way the values judge asks: a number in words by default
+/// ("The total amount paid is 60.30."), a string as the JSON reply starts (`{"company": ..`).
 fn scorer(_prompt: &str, answer: &str) -> f64 {
     match answer {
         r#"{"company": "TAN WOON YANN""# => -1.0,
         r#"{"company": "INDAH GIFT & HOME DECO""# => -2.0,
         a if a.starts_with(r#"{"total": 60.3"#) => -0.5,
         a if a.starts_with(r#"{"cash": 70.3"#) => -0.5,
-        a if a.ends_with("null") => -4.0,
+        a if a.starts_with("The total") && a.ends_with(" is 60.30.") => -0.5,
+        a if a.starts_with("The cash") && a.ends_with(" is 70.30.") => -0.5,
+        a if a.ends_with("null") || a.ends_with(" is not stated.") => -4.0,
         _ => -9.0,
     }
 }
