@@ -19,7 +19,7 @@ use crate::passage::Passage;
 use crate::prompt::{Instructions, PromptParts};
 use crate::select::{
     self, field_groups, group_of_path, judge_plan, rank, value_candidates, FieldGroup, GroupRecord,
-    Judge, Outcome, Ranked, RankedPassage, SelectionRecord, ValueCandidates, ValuePrompt,
+    Judge, Outcome, Ranked, RankedPassage, SelectionRecord, ValueCandidates,
 };
 use crate::source::Source;
 use crate::stream::{emit_field, Sink};
@@ -487,11 +487,11 @@ impl<C, B: Backend> Extractor<C, B> {
                 .map(|(i, ((g, r), s))| GroupRecord {
                     group: g.name.clone(),
                     fields: g.fields.clone(),
-                    question: match (&candidates[i], self.selection.value_prompt) {
-                        (Some(c), ValuePrompt::Question) if r.judge == Judge::Values => {
-                            format!("what is {}?", c.clause)
-                        }
-                        (Some(c), ValuePrompt::Auto) if r.judge == Judge::Values && c.numbers => {
+                    question: match &candidates[i] {
+                        Some(c)
+                            if r.judge == Judge::Values
+                                && c.in_words(self.selection.value_prompt) =>
+                        {
                             format!("what is {}?", c.clause)
                         }
                         _ => g.question.clone(),

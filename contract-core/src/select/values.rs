@@ -413,6 +413,16 @@ impl ValueCandidates {
         out
     }
 
+    /// Whether `prompt` asks for these values in words ([`ValueCandidates::question`]) rather
+    /// than as the contract's reply.
+    pub fn in_words(&self, prompt: ValuePrompt) -> bool {
+        match prompt {
+            ValuePrompt::Auto => self.numbers,
+            ValuePrompt::Question => true,
+            ValuePrompt::Contract => false,
+        }
+    }
+
     /// The prompt and answers `prompt` scores the values by, over the whole `source`; `parts`
     /// is the group's extraction prompt ([`ValuePrompt::Contract`]); under
     /// [`ValuePrompt::Auto`], numbers are asked for in words, the rest as the contract's reply.
@@ -422,12 +432,7 @@ impl ValueCandidates {
         parts: &crate::prompt::PromptParts,
         source: &Source,
     ) -> ScoreRequest {
-        let words = match prompt {
-            ValuePrompt::Auto => self.numbers,
-            ValuePrompt::Question => true,
-            ValuePrompt::Contract => false,
-        };
-        match words {
+        match self.in_words(prompt) {
             true => ScoreRequest {
                 prompts: vec![self.question(source)],
                 answers: self.sentences(),
