@@ -56,7 +56,8 @@ fn not_the_cashier(value: &Value, _cx: &contract_core::DocContext<'_>) -> Violat
 /// The same preferences whichever way the values judge asks: a number in words by default
 /// ("The total amount paid is 60.30."), a string as the JSON reply starts (`{"company": ..`).
 fn scorer(_prompt: &str, answer: &str) -> f64 {
-    match answer {
+    // A sentence ends in a line break after its full stop.
+    match answer.trim_end() {
         r#"{"company": "TAN WOON YANN""# => -1.0,
         r#"{"company": "INDAH GIFT & HOME DECO""# => -2.0,
         a if a.starts_with(r#"{"total": 60.3"#) => -0.5,

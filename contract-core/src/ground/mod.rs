@@ -46,7 +46,7 @@ use crate::validate::{
 mod numbers;
 
 pub use numbers::{
-    amounts_in, numbers_at, numbers_in, outside_dates, written_literal, Decimal, Numerals,
+    amounts_in, numbers_at, numbers_in, outside_dates, times_in, written_literal, Decimal, Numerals,
 };
 
 /// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
@@ -863,7 +863,7 @@ mod tests {
     fn amounts_leave_out_the_numbers_of_dates_and_periods() {
         let lits =
             |v: Vec<Decimal>| -> Vec<String> { v.iter().map(Decimal::to_json_literal).collect() };
-        let cases: [(&str, Numerals, &[&str]); 6] = [
+        let cases: [(&str, Numerals, &[&str]); 7] = [
             // A withdrawn outlook: its only numbers are the period's.
             (
                 "The company is withdrawing the revenue outlook for the second quarter of 2025.",
@@ -880,10 +880,17 @@ mod tests {
                 Numerals::Comma,
                 &["2150.5"],
             ),
+            // A time's parts are not amounts (they were offered until a receipt's hour was
+            // taken for its total: `05 JAN 2017 12:41PM`, total 12.60).
             (
                 "19/10/2018 20:49:59 TOTAL 60.30",
                 Numerals::Point,
-                &["20", "49", "59", "60.3"],
+                &["60.3"],
+            ),
+            (
+                "05 JAN 2017 12:41PM TOTAL 12.60. Closed at 9:05. Table 3, 12:345",
+                Numerals::Point,
+                &["12.6", "3", "12", "345"],
             ),
             // A number written inside a date and again on its own is an amount.
             (

@@ -277,30 +277,63 @@ fn distinct(found: Vec<(Range<usize>, Decimal)>) -> Vec<Decimal> {
     out
 }
 
-/// The numbers of `text` written at least once outside a date or a period expression
-/// ([`outside_dates`]), in order, without repeats: what a fractional number (an amount, a
-/// measure) may be copied as. `31` and `2024` of `March 31, 2024` and `2025` of `the second
-/// quarter of 2025` are parts of those expressions, not amounts: on the filings releases a
-/// sentence withdrawing an outlook "for the second quarter of 2025" gave `2025` as both ends of
-/// the guidance (seed 20261208: both misses; seed 20261207: one).
+/// The numbers of `text` written at least once outside a date, a time of day or a period
+/// expression ([`outside_dates`]), in order, without repeats: what a fractional number (an
+/// amount, a measure) may be copied as. `31` and `2024` of `March 31, 2024`, `2025` of `the
+/// second quarter of 2025` and `12` of `12:41PM` are parts of those expressions, not amounts:
+/// on the filings releases a sentence withdrawing an outlook "for the second quarter of 2025"
+/// gave `2025` as both ends of the guidance (seed 20261208: both misses; seed 20261207: one),
+/// and on a receipt the hour of `05 JAN 2017 12:41PM` was taken for the total.
 pub fn amounts_in(text: &str, numerals: Numerals) -> Vec<Decimal> {
     distinct(outside_dates(text, numbers_at(text, numerals)))
 }
 
 /// `numbers` (byte ranges in `text` and their readings, as [`numbers_at`] gives them) without
 /// the whole numbers written inside a date or a period expression of `text`
-/// ([`crate::read::find_dates_and_periods`]): a date's or a period's parts are whole numbers, so a number with a
-/// fraction is always kept (and the grounding check of one needs no date reading).
+/// ([`crate::read::find_dates_and_periods`]) or inside a time of day ([`times_in`]): the parts
+/// of those are whole numbers, so a number with a fraction is always kept (and the grounding
+/// check of one needs no date reading).
 pub fn outside_dates(
     text: &str,
     numbers: Vec<(Range<usize>, Decimal)>,
 ) -> Vec<(Range<usize>, Decimal)> {
-    let taken = crate::read::find_dates_and_periods(text);
+    let mut taken = crate::read::find_dates_and_periods(text);
+    taken.extend(times_in(text));
     numbers
         .into_iter()
         .filter(|(r, d)| {
             !d.is_integer() || !taken.iter().any(|t| t.start <= r.start && r.end <= t.end)
         })
+        .collect()
+}
+
+/// The byte ranges of the times of day `text` writes with colons: `12:41`, `20:49:59`, `9:05`
+/// (an hour of one or two digits up to 24, then minutes and seconds of two digits up to 59),
+/// not joined to another digit, colon or separator on either side (`1:2:3:4`, `3.12:30` and
+/// `12:345` are not times). A ratio written the same way (`1:50`) reads as a time too: its
+/// parts are left out of the amounts all the same.
+pub fn times_in(text: &str) -> Vec<Range<usize>> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"\d+(?::\d+)+").unwrap_or_else(|e| panic!("static regex: {e}"))
+    });
+    let joined = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || ":.,".contains(c));
+    re.find_iter(text)
+        .filter(|m| {
+            let parts: Vec<&str> = m.as_str().split(':').collect();
+            let hour_ok = parts[0].len() <= 2 && parts[0].parse::<u32>().is_ok_and(|h| h <= 24);
+            let rest_ok = parts[1..]
+                .iter()
+                .all(|p| p.len() == 2 && p.parse::<u32>().is_ok_and(|v| v <= 59));
+            let before = text[..m.start()].chars().next_back();
+            let after = text[m.end()..].chars().next();
+            // A sentence's full stop after a time is not a decimal separator.
+            let after_joined = joined(after)
+                && !(after == Some('.')
+                    && !text[m.end() + 1..].starts_with(|c: char| c.is_ascii_digit()));
+            parts.len() <= 3 && hour_ok && rest_ok && !joined(before) && !after_joined
+        })
+        .map(|m| m.range())
         .collect()
 }
 

@@ -114,8 +114,8 @@ pub enum ValuePrompt {
     Auto,
     /// A question in words after the document, made from the field's doc comment
     /// ("Question: what is the total amount paid? Answer in one sentence."), and each value
-    /// scored as the sentence that answers it ("The total amount paid is 60.30.";
-    /// [`ValueCandidates::question`], [`ValueCandidates::sentences`]).
+    /// scored as the sentence that answers it ("The total amount paid is 60.30.", then a line
+    /// break; [`ValueCandidates::question`], [`ValueCandidates::sentences`]).
     Question,
     /// The contract's own extraction prompt, each value scored as the JSON reply starts
     /// (`{"total": {"value": 60.30,`; [`ValueCandidates::answers`]).

@@ -394,8 +394,15 @@ impl ValueCandidates {
 
     /// The answers [`ValueCandidates::question`] is scored by, in the order of
     /// [`ValueCandidates::answers`]: each value as the sentence that answers it, written as the
-    /// document writes it ("The total amount paid is 60.30."), then "… is not stated." when
-    /// the field may be null.
+    /// document writes it ("The total amount paid is 60.30.\n"), then "… is not stated.\n"
+    /// when the field may be null.
+    ///
+    /// Each sentence ends in a line break after its full stop: a full stop right after a whole
+    /// number's digits (`... is 12.`) also takes the probability of a decimal point, so without
+    /// the break a whole number outscored the amount it begins (the hour `12` of `12:41PM`, or
+    /// a code's `1`, above `3.20`); the break is unlikely where the model expects fraction
+    /// digits. Measured on the 20 development receipts: the right total 13 of 20 with the
+    /// break, 12 without (sroie-068 gained, none lost).
     pub fn sentences(&self) -> Vec<String> {
         let subject = capitalise(&self.clause);
         let mut out: Vec<String> = self
@@ -404,11 +411,11 @@ impl ValueCandidates {
             .map(|v| {
                 let v = v.trim_end_matches([',', '}']);
                 let text = serde_json::from_str::<String>(v).unwrap_or_else(|_| v.to_owned());
-                format!("{subject} is {text}.")
+                format!("{subject} is {text}.\n")
             })
             .collect();
         if self.null.is_some() {
-            out.push(format!("{subject} is not stated."));
+            out.push(format!("{subject} is not stated.\n"));
         }
         out
     }
