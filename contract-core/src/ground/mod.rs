@@ -863,7 +863,7 @@ mod tests {
     fn amounts_leave_out_the_numbers_of_dates_and_periods() {
         let lits =
             |v: Vec<Decimal>| -> Vec<String> { v.iter().map(Decimal::to_json_literal).collect() };
-        let cases: [(&str, Numerals, &[&str]); 7] = [
+        let cases: [(&str, Numerals, &[&str]); 8] = [
             // A withdrawn outlook: its only numbers are the period's.
             (
                 "The company is withdrawing the revenue outlook for the second quarter of 2025.",
@@ -891,6 +891,12 @@ mod tests {
                 "05 JAN 2017 12:41PM TOTAL 12.60. Closed at 9:05. Table 3, 12:345",
                 Numerals::Point,
                 &["12.6", "3", "12", "345"],
+            ),
+            // After a label's colon, before a comma; not a time when joined to a number.
+            (
+                "TIME:20:49, paid 5.00 at 3.12:30",
+                Numerals::Point,
+                &["5", "3.12", "30"],
             ),
             // A number written inside a date and again on its own is an amount.
             (

@@ -307,17 +307,26 @@ pub fn outside_dates(
         .collect()
 }
 
-/// The byte ranges of the times of day `text` writes with colons: `12:41`, `20:49:59`, `9:05`
-/// (an hour of one or two digits up to 24, then minutes and seconds of two digits up to 59),
-/// not joined to another digit, colon or separator on either side (`1:2:3:4`, `3.12:30` and
-/// `12:345` are not times). A ratio written the same way (`1:50`) reads as a time too: its
-/// parts are left out of the amounts all the same.
+/// The byte ranges of the times of day `text` writes with colons: `12:41`, `20:49:59`, `9:05`,
+/// `TIME:12:41` (an hour of one or two digits up to 24, then minutes and seconds of two digits
+/// up to 59), not joined to another number (`1:2:3:4`, `3.12:30`, `12:345` and `5:30,25` are
+/// not times; a label's colon before one, or a full stop or comma after one, is not a join). A
+/// ratio written the same way (`1:50`) reads as a time too: its parts are left out of the
+/// amounts all the same.
 pub fn times_in(text: &str) -> Vec<Range<usize>> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(r"\d+(?::\d+)+").unwrap_or_else(|e| panic!("static regex: {e}"))
     });
-    let joined = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || ":.,".contains(c));
+    // Joined to another number on one side (its characters outward from the time): a digit
+    // next to it, or a separator with a digit beyond.
+    fn joined(mut side: impl Iterator<Item = char>) -> bool {
+        let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
+        match side.next() {
+            Some(c) if ":.,".contains(c) => digit(side.next()),
+            c => digit(c),
+        }
+    }
     re.find_iter(text)
         .filter(|m| {
             let parts: Vec<&str> = m.as_str().split(':').collect();
@@ -325,13 +334,11 @@ pub fn times_in(text: &str) -> Vec<Range<usize>> {
             let rest_ok = parts[1..]
                 .iter()
                 .all(|p| p.len() == 2 && p.parse::<u32>().is_ok_and(|v| v <= 59));
-            let before = text[..m.start()].chars().next_back();
-            let after = text[m.end()..].chars().next();
-            // A sentence's full stop after a time is not a decimal separator.
-            let after_joined = joined(after)
-                && !(after == Some('.')
-                    && !text[m.end() + 1..].starts_with(|c: char| c.is_ascii_digit()));
-            parts.len() <= 3 && hour_ok && rest_ok && !joined(before) && !after_joined
+            parts.len() <= 3
+                && hour_ok
+                && rest_ok
+                && !joined(text[..m.start()].chars().rev())
+                && !joined(text[m.end()..].chars())
         })
         .map(|m| m.range())
         .collect()
