@@ -420,8 +420,8 @@ async fn a_passage_is_read_with_the_numerals_it_is_given() {
 /// The one schema a server that compiles JSON Schema gets (llama.cpp, vLLM `guided_json`): the
 /// document's numbers as an `enum` (its numeral conventions, each field's bounds), its lines
 /// for a whole-line quote; what a schema cannot say stays plain and is checked after decoding.
-/// A fractional number (an amount, a measure) is never a part of a date or a period: a release
-/// that withdraws its outlook "for the second quarter of 2025" writes no amount. Whole numbers
+/// A fractional number (an amount, a measure) is never a part of a date, a period or a time of
+/// day: a release that withdraws its outlook "for the second quarter of 2025" writes no amount. Whole numbers
 /// keep every number written.
 #[test]
 fn an_amount_is_not_a_part_of_a_date_or_a_period() {
@@ -434,7 +434,7 @@ fn an_amount_is_not_a_part_of_a_date_or_a_period() {
     assert_eq!(not_in_source(&err), ["/low", "/high"]);
     assert!(
         err.iter()
-            .any(|v| v.message.contains("only inside a date or a period")),
+            .any(|v| v.message.contains("only inside a date, a period or a time")),
         "{err:?}"
     );
     let day = json!({"revenue": {"value": 31, "currency": null, "unit": null}, "counts": [], "label": null});
@@ -465,6 +465,13 @@ fn an_amount_is_not_a_part_of_a_date_or_a_period() {
     let year = json!({"revenue": {"value": 2024, "currency": "$", "unit": "million"}, "counts": [], "label": null});
     let err = Figures::from_json_in(&year.to_string(), &en).expect_err("2024 is a year");
     assert_eq!(not_in_source(&err), ["/revenue/value"]);
+    // A receipt's hour is not its total; the amount beside it is one.
+    let receipt = Source::from_text("05 JAN 2017 12:41PM\nTOTAL\n12.60");
+    let hour = json!({"revenue": {"value": 12, "currency": null, "unit": null}, "counts": [], "label": null});
+    let err = Figures::from_json_in(&hour.to_string(), &receipt).expect_err("12 is an hour");
+    assert_eq!(not_in_source(&err), ["/revenue/value"]);
+    let total = json!({"revenue": {"value": 12.60, "currency": null, "unit": null}, "counts": [12], "label": null});
+    Figures::from_json_in(&total.to_string(), &receipt).expect("12.60 is written");
 }
 
 #[test]

@@ -191,7 +191,7 @@ impl GroundText {
         &self.numbers
     }
 
-    /// The numbers it writes at least once outside a date or a period expression
+    /// The numbers it writes at least once outside a date, a period or a time of day
     /// ([`amounts_in`]): what a fractional number (an amount, a measure) may be copied as.
     pub fn amounts(&self) -> &[Decimal] {
         self.amounts
@@ -730,8 +730,8 @@ impl Walker<'_, '_, '_> {
                         path,
                         ViolationKind::NotInSource,
                         format!(
-                            "{literal} is written in {} only inside a date or a period: copy an \
-                             amount, or null when none is written",
+                            "{literal} is written in {} only inside a date, a period or a time \
+                             of day: copy an amount, or null when none is written",
                             text.place
                         ),
                     ));

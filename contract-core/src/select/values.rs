@@ -98,8 +98,8 @@ fn lead_leaf(node: &Node, depth: usize) -> Option<(Vec<String>, Leaf, bool, bool
 /// line longer than 40 characters), is a whole line of evidence (`grounded(line)`), or the
 /// document writes none or more than `max_values`. A form's values are its whole expressions,
 /// a number's the numbers the document writes (read with its numeral conventions; for a
-/// fractional number, not those written only inside a date or a period), a string's the
-/// document's lines, their [`line_values`] and each line joined to the next.
+/// fractional number, not those written only inside a date, a period or a time of day), a
+/// string's the document's lines, their [`line_values`] and each line joined to the next.
 pub fn value_candidates(
     spec: &ContractSpec,
     group: &FieldGroup,
@@ -155,7 +155,7 @@ pub fn value_candidates(
     };
     let numerals = source.numerals();
     // A number's values: each line's numbers, read once; a fractional number's leave out those
-    // inside dates and periods (`2025` of `the second quarter of 2025`), as the grounded
+    // inside dates, periods and times (`2025` of `the second quarter of 2025`), as the grounded
     // grammar does ([`crate::ground::amounts_in`]).
     let numbers: Vec<Vec<(Range<usize>, crate::ground::Decimal)>> = match leaf {
         Leaf::Number { fractional } => lines
