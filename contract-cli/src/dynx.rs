@@ -823,3 +823,71 @@ mod chunk_grounding {
         assert_eq!(row["value"]["members"], json!(names[..kept[1]]), "{row:#}");
     }
 }
+
+#[cfg(test)]
+mod selected_grounding {
+    use super::*;
+    use contract_backends::ScriptedBackend;
+
+    /// The question judge's margins: the passage naming Ann Smith answers the question, no
+    /// other does.
+    fn scorer(prompt: &str, answer: &str) -> f64 {
+        match answer {
+            "yes" | "Yes" if prompt.contains("Ann Smith") => -0.1,
+            "yes" | "Yes" => -6.0,
+            _ => -1.5,
+        }
+    }
+
+    /// Under evidence selection a group is shown its best passages only, and the added check
+    /// holds a value deeper in (a list item) to that text, as the library holds its own: a name
+    /// the document writes elsewhere, in a passage the model was not shown, is refused and fed
+    /// back; read against the whole document, the same reply has nothing to flag.
+    #[test]
+    fn a_list_item_is_held_to_the_passages_its_group_was_shown() {
+        let contract = DynContract::from_schema(json!({
+            "title": "Signatures",
+            "type": "object",
+            "properties": {"who": {
+                "type": "array",
+                "items": {"type": "string", "x-grounded": "source"},
+                "x-grounded": "source",
+                "description": "The people who signed the agreement."
+            }},
+            "required": ["who"],
+            "additionalProperties": false
+        }))
+        .unwrap_or_else(|e| panic!("schema: {e}"));
+        assert!(contract.decodes_grounded());
+        let text = "Ann Smith signed the agreement for Acme.\n\nThe weather was fine.\n\n\
+                    Lunch came at noon.\n\nThe room was booked.\n\nThe lights were dim.\n\n\
+                    Bob Jones read the minutes aloud.";
+        let ex = DynExtractor::new(contract, 3, None);
+        let both = r#"{"who": ["Ann Smith", "Bob Jones"]}"#;
+        let backend =
+            ScriptedBackend::new([both, r#"{"who": ["Ann Smith"]}"#]).with_scorer(scorer);
+        let row = block_on(ex.extract(&backend, "d1", text));
+        assert_eq!(row["outcome"], "valid", "{row:#}");
+        assert_eq!(row["value"], json!({"who": ["Ann Smith"]}), "{row:#}");
+        assert!(!backend.score_requests().is_empty(), "the passages were judged");
+        // The first reply was generated from Ann Smith's passage (and the next best ones, not
+        // Bob Jones's), and its second item refused as not in the text shown.
+        let requests = backend.requests();
+        let shown = requests[0].source.as_ref().map(Source::text).unwrap_or_default();
+        assert!(shown.contains("Ann Smith"), "{shown}");
+        assert!(!shown.contains("Bob Jones"), "{shown}");
+        let first = row["attempts"][0]["violations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            first
+                .iter()
+                .any(|v| v["path"] == "/who/1" && v["kind"] == "not_in_source"),
+            "{row:#}"
+        );
+        // Against the whole document the same reply is grounded.
+        let read = ex.read(both, Some(text));
+        assert!(read.violations.is_empty(), "{:?}", read.violations);
+    }
+}
