@@ -864,16 +864,22 @@ mod selected_grounding {
                     Bob Jones read the minutes aloud.";
         let ex = DynExtractor::new(contract, 3, None);
         let both = r#"{"who": ["Ann Smith", "Bob Jones"]}"#;
-        let backend =
-            ScriptedBackend::new([both, r#"{"who": ["Ann Smith"]}"#]).with_scorer(scorer);
+        let backend = ScriptedBackend::new([both, r#"{"who": ["Ann Smith"]}"#]).with_scorer(scorer);
         let row = block_on(ex.extract(&backend, "d1", text));
         assert_eq!(row["outcome"], "valid", "{row:#}");
         assert_eq!(row["value"], json!({"who": ["Ann Smith"]}), "{row:#}");
-        assert!(!backend.score_requests().is_empty(), "the passages were judged");
+        assert!(
+            !backend.score_requests().is_empty(),
+            "the passages were judged"
+        );
         // The first reply was generated from Ann Smith's passage (and the next best ones, not
         // Bob Jones's), and its second item refused as not in the text shown.
         let requests = backend.requests();
-        let shown = requests[0].source.as_ref().map(Source::text).unwrap_or_default();
+        let shown = requests[0]
+            .source
+            .as_ref()
+            .map(Source::text)
+            .unwrap_or_default();
         assert!(shown.contains("Ann Smith"), "{shown}");
         assert!(!shown.contains("Bob Jones"), "{shown}");
         let first = row["attempts"][0]["violations"]
