@@ -401,8 +401,9 @@ impl ValueCandidates {
     /// number's digits (`... is 12.`) also takes the probability of a decimal point, so without
     /// the break a whole number outscored the amounts on the receipt (`12` of the till code
     /// `POS:TC12` above `12.30`, `1` of the address's `19-1` above `3.20`); the break is
-    /// unlikely where the model expects fraction digits. Measured on the 20 development receipts: the right total 13 of 20 with the
-    /// break, 12 without (sroie-068 gained, none lost).
+    /// unlikely where the model expects fraction digits. Measured on the 20 development
+    /// receipts: the right total 13 of 20 with the break, 12 without (sroie-068 gained, none
+    /// lost).
     pub fn sentences(&self) -> Vec<String> {
         let subject = capitalise(&self.clause);
         let mut out: Vec<String> = self
@@ -439,15 +440,16 @@ impl ValueCandidates {
         parts: &crate::prompt::PromptParts,
         source: &Source,
     ) -> ScoreRequest {
-        match self.in_words(prompt) {
-            true => ScoreRequest {
+        if self.in_words(prompt) {
+            ScoreRequest {
                 prompts: vec![self.question(source)],
                 answers: self.sentences(),
-            },
-            false => ScoreRequest {
+            }
+        } else {
+            ScoreRequest {
                 prompts: vec![parts.messages_for_excerpt(source)],
                 answers: self.answers(),
-            },
+            }
         }
     }
 
