@@ -101,6 +101,38 @@ pub fn containing(passages: &[Passage], line: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The indices of the passages that start within the first `chars` characters of `source`
+/// (lines counted with their line break), in order: the document's opening.
+pub fn opening(passages: &[Passage], source: &Source, chars: usize) -> Vec<usize> {
+    // The character offset at which each line starts, up to the first line past `chars`.
+    let mut starts: Vec<usize> = Vec::new();
+    let mut offset = 0usize;
+    for n in 1..=source.line_count() {
+        if offset >= chars {
+            break;
+        }
+        starts.push(offset);
+        offset += source.line(n).map_or(0, |l| l.chars().count()) + 1;
+    }
+    passages
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            let Some(&line_start) = p.lines.start.checked_sub(1).and_then(|i| starts.get(i)) else {
+                return false;
+            };
+            let within = match (&p.chars, source.line(p.lines.start)) {
+                (Some(range), Some(line)) => line
+                    .get(..range.start)
+                    .map_or(0, |before| before.chars().count()),
+                _ => 0,
+            };
+            line_start + within < chars
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// `passages` without repeats of the same place: a passage with the lines and character range
 /// of an earlier one is dropped (the first is kept, order is kept). The same text at two places
 /// stays two passages.

@@ -558,3 +558,78 @@ fn an_amount_is_not_offered_the_codes_of_a_document_that_writes_minor_units() {
         total.values
     );
 }
+
+/// An agreement, as a user writes it: its parties are a list.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Signed {
+    /// The parties that sign the agreement, each name as written.
+    #[contract(grounded, len = 0..=8)]
+    parties: Vec<String>,
+}
+
+/// An agreement whose preamble names its parties, then 30 clauses of prose, then the line
+/// the question judge likes best, which names no party.
+fn agreement() -> String {
+    let mut lines = vec![
+        "This Agreement is made on 1 May 2020 between Acme Widgets Inc., a Delaware corporation \
+         (the \"Company\"), and Jane Roe (the \"Employee\")."
+            .to_string(),
+    ];
+    for n in 1..=30 {
+        lines.push(format!(
+            "{n}. The Employee keeps the Company's information secret under clause {n} of it."
+        ));
+    }
+    lines.push("IN WITNESS WHEREOF, the parties have signed this Agreement.".to_string());
+    lines.join("\n")
+}
+
+/// A list is filled from its best passages shown together, and its first try is shown the
+/// document's opening too (`Selection::opening_chars`): the passage the question judge ranks
+/// first names no party, the preamble does.
+#[tokio::test(flavor = "current_thread")]
+async fn a_list_is_shown_the_documents_opening_beside_its_best_passages() {
+    let doc = agreement();
+    let judge = |prompt: &str| {
+        if prompt.contains("WITNESS") {
+            2.0
+        } else {
+            -1.0
+        }
+    };
+    let reply = r#"{"parties": ["Acme Widgets Inc.", "Jane Roe"]}"#;
+    let shown = |backend: &ScriptedBackend| -> Vec<usize> {
+        let requests = backend.requests();
+        let shown = requests[0].source.as_ref().expect("an excerpt");
+        (1..=shown.line_count())
+            .filter(|&n| shown.line(n).is_some_and(|l| !l.trim().is_empty()))
+            .collect()
+    };
+
+    let backend = ScriptedBackend::new([reply]).with_judge(judge);
+    let x = Extractor::<Signed, _>::new(&backend)
+        .selection(Selection::default().list_passages(1))
+        .max_attempts(1)
+        .extract(&doc)
+        .await;
+    let record = x.selection.as_ref().expect("selection ran");
+    assert_eq!(record.groups[0].judge, Judge::Question);
+    // The opening (the preamble and the clauses that start in the first 1,000 characters)
+    // and the best passage, in document order.
+    let lines = shown(&backend);
+    assert_eq!(lines.first(), Some(&1));
+    assert_eq!(lines.last(), Some(&32));
+    assert!(lines.len() > 2 && lines.len() < 20, "{lines:?}");
+    let value = x.value.as_ref().expect("a value");
+    assert_eq!(value.parties, ["Acme Widgets Inc.", "Jane Roe"]);
+
+    // Without the opening, the best passage alone: the parties are not in what is shown.
+    let backend = ScriptedBackend::new([reply]).with_judge(judge);
+    let x = Extractor::<Signed, _>::new(&backend)
+        .selection(Selection::default().list_passages(1).opening_chars(0))
+        .max_attempts(1)
+        .extract(&doc)
+        .await;
+    assert_eq!(shown(&backend), [32]);
+    assert!(x.value.is_none() || x.value.as_ref().is_some_and(|v| v.parties.is_empty()));
+}

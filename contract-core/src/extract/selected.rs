@@ -76,12 +76,17 @@ impl<C, B: Backend> Extractor<C, B> {
     }
 
     /// The passages of rank `r` onwards a try shows: one passage, or for a list group its
-    /// stated passages (above the margin), at most `list_passages` of them, in document order.
+    /// stated passages (above the margin), at most `list_passages` of them, and on its first
+    /// try the document's `opening` passages too ([`Selection::opening_chars`]), in document
+    /// order.
+    ///
+    /// [`Selection::opening_chars`]: crate::Selection::opening_chars
     fn try_passages<'p>(
         &self,
         group: &FieldGroup,
         ranked: &Ranked,
         passages: &'p [Passage],
+        opening: &[usize],
         r: usize,
     ) -> Vec<&'p Passage> {
         if group.list {
@@ -98,7 +103,11 @@ impl<C, B: Backend> Extractor<C, B> {
                 })
                 .collect();
             let mut chunk: Vec<usize> = stated.iter().copied().skip(r * n).take(n).collect();
+            if r == 0 && !chunk.is_empty() {
+                chunk.extend_from_slice(opening);
+            }
             chunk.sort_unstable();
+            chunk.dedup();
             chunk.iter().filter_map(|&p| passages.get(p)).collect()
         } else {
             // An optional group tries only passages judged to state it.
@@ -122,7 +131,9 @@ impl<C, B: Backend> Extractor<C, B> {
     /// passages to show.
     fn has_try(&self, group: &FieldGroup, ranked: &Ranked, passages: &[Passage], r: usize) -> bool {
         if ranked.direct.is_empty() {
-            !self.try_passages(group, ranked, passages, r).is_empty()
+            !self
+                .try_passages(group, ranked, passages, &[], r)
+                .is_empty()
         } else {
             self.direct_value(group, ranked, r).is_some()
         }
@@ -220,6 +231,7 @@ impl<C, B: Backend> Extractor<C, B> {
         if passages.is_empty() {
             return Err("the document has no passage".into());
         }
+        let opening = crate::passage::opening(&passages, source, self.selection.opening_chars);
         // Groups whose values can be enumerated are judged by their values over the whole
         // document; the others by a question about each passage.
         let shown_whole = self.selection.judge == Judge::Values
@@ -330,7 +342,7 @@ impl<C, B: Backend> Extractor<C, B> {
                 .map(|(g, s)| {
                     (
                         g,
-                        self.try_passages(&groups[g], &ranked[g], &passages, s.next),
+                        self.try_passages(&groups[g], &ranked[g], &passages, &opening, s.next),
                     )
                 })
                 .collect();

@@ -556,3 +556,44 @@ fn words_are_cut_at_spaces_within_the_bound() {
     assert_eq!(cut_words("é é é", 3), [0..5, 6..8]);
     assert!(cut_words("", 3).is_empty());
 }
+
+#[test]
+fn the_opening_is_the_passages_that_start_within_its_characters() {
+    // Line 1 is 10 characters and its break, line 2 starts at 11, line 4 at 31; the second
+    // sentence of line 2 starts at character 11 + 13 = 24.
+    let text = "0123456789\nFirst words. Then more.\n\n\nLater on.\nLast line here.";
+    let source = Source::from_text(text);
+    let passages = Cutter::default().sentences(&source);
+    let texts: Vec<&str> = passages.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "0123456789",
+            "First words.",
+            "Then more.",
+            "Later on.",
+            "Last line here."
+        ]
+    );
+    let opening = |chars: usize| -> Vec<&str> {
+        opening(&passages, &source, chars)
+            .into_iter()
+            .map(|i| texts[i])
+            .collect()
+    };
+    assert!(opening(0).is_empty());
+    assert_eq!(opening(1), ["0123456789"]);
+    assert_eq!(opening(11), ["0123456789"]);
+    assert_eq!(opening(12), ["0123456789", "First words."]);
+    assert_eq!(opening(24), ["0123456789", "First words."]);
+    assert_eq!(opening(25), ["0123456789", "First words.", "Then more."]);
+    // Blank lines count with their breaks: "Later on." starts at 11 + 24 + 1 + 1 = 37.
+    assert_eq!(opening(37).len(), 3);
+    assert_eq!(opening(38).len(), 4);
+    assert_eq!(opening(usize::MAX).len(), 5);
+    // A line of many characters: the offset counts characters, not bytes.
+    let source = Source::from_text("ééééé\nnext");
+    let passages = Cutter::default().lines(&source);
+    assert_eq!(super::opening(&passages, &source, 6), [0]);
+    assert_eq!(super::opening(&passages, &source, 7), [0, 1]);
+}

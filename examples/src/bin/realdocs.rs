@@ -88,6 +88,10 @@ struct Args {
     /// JSON reply starts).
     #[arg(long, default_value = "auto")]
     value_prompt: String,
+    /// A list field's first try is also shown the passages that start within the document's
+    /// first this many characters (the library's default, 1,000; 0 for none).
+    #[arg(long, default_value_t = 1_000)]
+    opening_chars: usize,
 }
 
 /// The selection the flags ask for.
@@ -132,7 +136,8 @@ fn selection(args: &Args) -> Result<Selection, String> {
     Ok(Selection::default()
         .passages(passages)
         .judge(judge)
-        .value_prompt(value_prompt))
+        .value_prompt(value_prompt)
+        .opening_chars(args.opening_chars))
 }
 
 /// The backend with a plain JSON-schema mask instead of the contract's grammar (`--mode plain`).
