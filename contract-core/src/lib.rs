@@ -71,8 +71,8 @@ pub use schema::{StrictSchema, StrictSchemaError};
 pub use source::{completeness, Completeness, Source};
 pub use validate::{Violation, ViolationKind, Violations};
 pub use values::{
-    Amount, DateValue, DurationValue, Evidenced, Feedback, Period, Scale, ScaleError, Span,
-    TableValue,
+    Amount, DateValue, DurationValue, Evidenced, Feedback, NameValue, Period, Scale, ScaleError,
+    Span, TableValue,
 };
 
 #[doc(hidden)]

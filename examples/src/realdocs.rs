@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use contract_core::{Amount, Contract, DateValue, DurationValue};
+use contract_core::{Amount, Contract, DateValue, DurationValue, NameValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -43,7 +43,7 @@ pub struct Receipt {
 pub struct Nda {
     /// The parties that sign the agreement (companies or people), each name as written.
     #[contract(grounded, len = 0..=8)]
-    pub parties: Vec<String>,
+    pub parties: Vec<NameValue>,
     /// The date the agreement takes effect.
     #[contract(grounded)]
     pub effective_date: Option<DateValue>,
@@ -242,7 +242,7 @@ pub fn score_receipt(value: Option<&Receipt>, truth: &Value) -> ReceiptScore {
 pub fn nda_pairs(nda: &Nda) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for p in &nda.parties {
-        out.push(("party".to_owned(), norm_party(p)));
+        out.push(("party".to_owned(), norm_party(p.full())));
     }
     if let Some(d) = nda.effective_date.as_ref().and_then(date_iso) {
         out.push(("effective_date".to_owned(), d));

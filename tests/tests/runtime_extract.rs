@@ -198,6 +198,40 @@ async fn a_schema_with_definitions_reads_the_whole_document_under_its_json_schem
     ));
 }
 
+/// A list of `NameValue` named by `$ref`: each short name the model copies is read as the name
+/// the document defines it for.
+#[tokio::test(flavor = "current_thread")]
+async fn a_list_of_names_named_by_ref_reads_defined_short_names() {
+    let contract = DynContract::from_schema(json!({
+        "title": "Agreement",
+        "type": "object",
+        "properties": {
+            "parties": {"type": "array", "items": {"$ref": "#/$defs/NameValue"},
+                        "x-grounded": "source", "description": "The parties that sign it."}
+        },
+        "required": ["parties"],
+        "additionalProperties": false,
+        "$defs": {"NameValue": {}}
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    let doc = "This Agreement is made between Acme Widgets, Inc., a Delaware corporation \
+               (the “Company”), and Jane Roe (“Employee”).\nThe Employee works for the Company.";
+    let backend = ScriptedBackend::new([
+        r#"{"parties": [{"original": "Company"}, {"original": "Employee"}]}"#,
+    ]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract(doc)
+        .await;
+    let value = x
+        .value
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:#?}", x.attempts));
+    assert_eq!(value["parties"][0]["name"], "Acme Widgets, Inc.", "{value}");
+    assert_eq!(value["parties"][1]["name"], "Jane Roe", "{value}");
+    assert_eq!(value["parties"][0]["original"], "Company");
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn value_types_named_by_ref_are_decoded_and_normalised_as_a_derived_contracts() {
     let contract = DynContract::from_schema(json!({

@@ -1,6 +1,6 @@
 //! The library's value types named in a runtime schema: a property whose `$ref` ends in
-//! `Amount`, `DateValue`, `Period` or `DurationValue` (`#/$defs/DateValue`) is that value type,
-//! as a derived contract's field of that type is: decoded under its shape (the model copies
+//! `Amount`, `DateValue`, `Period`, `DurationValue` or `NameValue` (`#/$defs/DateValue`) is that
+//! value type, as a derived contract's field of that type is: decoded under its shape (the model copies
 //! `original`, the number and the currency as written), normalised by the library when it is
 //! read (`DateValue::iso`, `Amount::code`, the period's quarter and year), its violations
 //! reported at the property's pointer.
@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::contract::{Contract, ContractRef, ContractSpec};
 use crate::ir::{Node, Ref, Target};
 use crate::validate::{Violation, ViolationKind, Violations};
-use crate::values::{Amount, DateValue, DurationValue, Period};
+use crate::values::{Amount, DateValue, DurationValue, NameValue, Period};
 use crate::DocContext;
 
 /// Reads one value of a value type: normalised JSON, or its violations (pointers relative to
@@ -59,6 +59,11 @@ fn named(reference: &Ref) -> Option<(ContractRef, Normalize, &'static str)> {
             ContractRef::of::<DurationValue>(),
             normalize::<DurationValue>,
             "DurationValue",
+        ),
+        "NameValue" => (
+            ContractRef::of::<NameValue>(),
+            normalize::<NameValue>,
+            "NameValue",
         ),
         _ => return None,
     })

@@ -113,7 +113,7 @@ impl<B: Backend> Extractor<Value, B> {
     /// the contract's validator (its keywords and `x-rules`) and the grounding checks pass.
     ///
     /// A root property whose `$ref` names one of the library's value types (`#/$defs/Amount`,
-    /// `DateValue`, `Period`, `DurationValue`; directly, nullable through `anyOf` with `null`,
+    /// `DateValue`, `Period`, `DurationValue`, `NameValue`; directly, nullable through `anyOf` with `null`,
     /// or as a list's items) is that type, as in a derived contract: decoded under its shape,
     /// normalised when read (the ISO date, the currency's code, the scale), its violations at
     /// the property's pointer; the definition's body is not used (`"$defs": {"Amount": {}}`).

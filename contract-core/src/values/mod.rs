@@ -10,6 +10,7 @@
 //! | [`Amount`] | `value`, `currency` and `unit` as written (`60.30`, `RM`, null) | `code` (`MYR`), the scale ([`Amount::in_scale`]) |
 //! | [`Period`] | `original`, one whole period (`the upcoming quarter`) | `quarter` / `half` / `month`, `year`, `fiscal` |
 //! | [`DurationValue`] | `original`, one whole duration (`three (3) years`) | `count`, `unit`, `normalized` (`3 years`) |
+//! | [`NameValue`] | `original`, a name as written (`the Company`) | `name`, the full name a defined short name stands for (`Acme Widgets, Inc.`) |
 //!
 //! A value the library cannot read for certain (an ambiguous date, an unknown currency) is a
 //! violation, never a guess. Every value can carry the lines it came from ([`Evidenced`],
@@ -19,6 +20,7 @@ mod amount;
 mod date;
 mod duration;
 mod evidence;
+mod name;
 mod period;
 mod table;
 
@@ -27,5 +29,6 @@ pub use amount::{Amount, Scale, ScaleError};
 pub use date::DateValue;
 pub use duration::DurationValue;
 pub use evidence::{Evidenced, Feedback, Span};
+pub use name::NameValue;
 pub use period::Period;
 pub use table::TableValue;
