@@ -5,8 +5,10 @@
 
 use serde_json::Value;
 
-use super::check::{as_integer, finish, has_field_level, Checker, Path};
+use super::check::{finish, has_field_level, Checker};
 use super::doc::Doc;
+use super::num::as_integer;
+use super::path::Path;
 use super::violation::{Violation, ViolationKind, Violations};
 use crate::context::DocContext;
 use crate::contract::{Contract, ContractSpec};

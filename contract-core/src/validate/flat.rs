@@ -29,8 +29,10 @@ use std::sync::{Mutex, OnceLock};
 use serde::de::value::{Error, MapAccessDeserializer};
 use serde::de::{Deserializer, IntoDeserializer, Visitor};
 
-use super::check::{as_integer, compare, finish, has_field_level, Checker, Num, Path, Seen};
+use super::check::{compare, finish, has_field_level, Checker, Seen};
 use super::doc::{visit_number, Entries, Scalar};
+use super::num::{as_integer, Num};
+use super::path::Path;
 use super::read;
 use super::violation::Violations;
 use crate::context::DocContext;

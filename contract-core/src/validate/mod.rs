@@ -2,9 +2,11 @@
 //!
 //! Where each part lives: [`Violation`]s and JSON pointers in `violation.rs`; the entry points
 //! (`from_json`, `from_value`, `validate_typed`, `check_value`, `strip_skipped`) in `entry.rs`;
-//! the checker's walk over a value in `check.rs`; `from_json`'s fast path for flat objects in
-//! `flat.rs`, over the reader in `read.rs`; the parsed document and the views the checker reads
-//! in `doc.rs`; string formats in `format.rs`; the messages' buffer in `message.rs`.
+//! the checker's walk over a value and the cross-field rules in `check.rs`; `from_json`'s fast
+//! path for flat objects in `flat.rs`, over the reader in `read.rs`; the parsed document and the
+//! views the checker reads in `doc.rs`; string formats in `format.rs`; how messages are written
+//! in `message.rs`; exact comparison of numbers in `num.rs`; where a value sits (its pointer and
+//! its name in messages) in `path.rs`.
 
 #[macro_use]
 mod message;
@@ -13,6 +15,8 @@ mod doc;
 mod entry;
 mod flat;
 mod format;
+mod num;
+mod path;
 mod read;
 mod violation;
 
