@@ -6,21 +6,8 @@ use serde_json::Value;
 use super::resolve::Resolver;
 use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
 use crate::contract::Rule;
+use crate::grammar::GRAMMAR_FORMATS;
 use crate::validate::join_pointer;
-
-/// The `format`s llguidance's mask enforces (others are left to the validator).
-pub const GRAMMAR_FORMATS: [&str; 10] = [
-    "date-time",
-    "time",
-    "date",
-    "duration",
-    "email",
-    "hostname",
-    "ipv4",
-    "ipv6",
-    "uuid",
-    "uri",
-];
 
 /// The `format`s the validator enforces, in every draft, as draft 2020-12 defines them (the
 /// `jsonschema` crate's checks, without the `idn-` ones that need its `idna` feature).

@@ -32,7 +32,8 @@ pub(crate) mod values;
 #[cfg(test)]
 mod tests;
 
-pub use keywords::{GRAMMAR_FORMATS, VALIDATOR_FORMATS};
+pub use crate::grammar::GRAMMAR_FORMATS;
+pub use keywords::VALIDATOR_FORMATS;
 
 /// A contract built at run time from a JSON Schema document.
 ///

@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Number, Value};
 
 use crate::contract::{CmpOp, ContractSpec, Form, Format, Grounding, Rule};
-use crate::dynamic::GRAMMAR_FORMATS;
 use crate::ir::{Document, JsonType, Node, Structure, Target};
 use crate::schema::bounds::{integer_lower, integer_upper};
 
@@ -27,6 +26,22 @@ mod tests;
 pub mod think;
 
 pub use think::Think;
+
+/// The `format`s llguidance's mask enforces (others are left to the validator, and a runtime
+/// contract lists them in [`DynContract::gaps`](crate::DynContract::gaps) as missing from the
+/// grammar).
+pub const GRAMMAR_FORMATS: [&str; 10] = [
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "uri",
+];
 
 /// The whitespace the mask lets a model write between JSON tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,6 +4,9 @@
 //! directly into the contract type, without a second parse. Built by [`read::tree`](super::read::tree),
 //! each number keeps its literal text, which the grounding check compares with the document
 //! (`ground::from_json_in`); built by serde_json, it does not.
+//!
+//! The flat path's object (`flat.rs`) is here too: [`Entries`] of [`Scalar`]s, read onto the
+//! stack by [`read::flat`](super::read::flat). The checker reads either tree through [`Json`].
 
 use std::borrow::Cow;
 use std::fmt;
@@ -11,6 +14,7 @@ use std::fmt;
 use serde::de::value::{Error, MapAccessDeserializer, MapDeserializer, SeqDeserializer};
 use serde::de::{self, Deserialize, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
+use smallvec::SmallVec;
 
 /// A JSON value as parsed by `from_json`. Duplicate keys are kept, in document order.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,6 +283,44 @@ impl<'de> IntoDeserializer<'de, Error> for &'de Doc<'_> {
 
     fn into_deserializer(self) -> Self {
         self
+    }
+}
+
+/// A scalar value of a flat object, borrowing its string from the text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(&'a str),
+}
+
+/// A flat object's entries in document order (repeated keys kept), on the stack up to 8.
+pub(crate) type Entries<'a> = SmallVec<[(&'a str, Scalar<'a>); 8]>;
+
+impl<'a> Json for Scalar<'a> {
+    type Map = [(&'a str, Scalar<'a>)];
+
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            Scalar::Null => View::Null,
+            Scalar::Bool(b) => View::Bool(*b),
+            Scalar::Number(n) => View::Number(n),
+            Scalar::String(s) => View::String(s),
+        }
+    }
+}
+
+impl<'a> JsonMap<Scalar<'a>> for [(&'a str, Scalar<'a>)] {
+    fn entries<'s>(&'s self) -> impl Iterator<Item = (&'s str, &'s Scalar<'a>)>
+    where
+        Scalar<'a>: 's,
+    {
+        self.iter().map(|(k, v)| (*k, v))
+    }
+
+    fn get(&self, key: &str) -> Option<&Scalar<'a>> {
+        self.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 }
 

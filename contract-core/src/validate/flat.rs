@@ -28,54 +28,16 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::de::value::{Error, MapAccessDeserializer};
 use serde::de::{Deserializer, IntoDeserializer, Visitor};
-use serde_json::Number;
-use smallvec::SmallVec;
 
-use super::check::{as_integer, compare, finish, has_field_level, Checker, Num, Path, Seen};
-use super::doc::{visit_number, Json, JsonMap, View};
+use super::check::{compare, finish, has_field_level, Checker, Seen};
+use super::doc::{visit_number, Entries, Scalar};
+use super::num::{as_integer, Num};
+use super::path::Path;
 use super::read;
-use super::Violations;
+use super::violation::Violations;
 use crate::context::DocContext;
 use crate::contract::{Contract, ContractSpec, Rule};
 use crate::ir::{JsonType, ObjectNode};
-
-/// A scalar value of a flat object, borrowing its string from the text.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Scalar<'a> {
-    Null,
-    Bool(bool),
-    Number(Number),
-    String(&'a str),
-}
-
-/// A flat object's entries in document order (repeated keys kept), on the stack up to 8.
-pub(crate) type Entries<'a> = SmallVec<[(&'a str, Scalar<'a>); 8]>;
-
-impl<'a> Json for Scalar<'a> {
-    type Map = [(&'a str, Scalar<'a>)];
-
-    fn view(&self) -> View<'_, Self> {
-        match self {
-            Scalar::Null => View::Null,
-            Scalar::Bool(b) => View::Bool(*b),
-            Scalar::Number(n) => View::Number(n),
-            Scalar::String(s) => View::String(s),
-        }
-    }
-}
-
-impl<'a> JsonMap<Scalar<'a>> for [(&'a str, Scalar<'a>)] {
-    fn entries<'s>(&'s self) -> impl Iterator<Item = (&'s str, &'s Scalar<'a>)>
-    where
-        Scalar<'a>: 's,
-    {
-        self.iter().map(|(k, v)| (*k, v))
-    }
-
-    fn get(&self, key: &str) -> Option<&Scalar<'a>> {
-        self.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
-}
 
 /// `C::from_json` on the fast path; `None` where the tree path must decide.
 pub(crate) fn from_json<C: Contract>(
@@ -744,7 +706,7 @@ mod tests {
     use serde::{Deserialize, Serialize};
 
     use super::*;
-    use crate::validate::check::from_json_tree;
+    use crate::validate::entry::from_json_tree;
     use crate::Contract;
 
     /// Next-quarter revenue guidance (the bench's contract).
@@ -793,7 +755,7 @@ mod tests {
 
     /// The same result, to the bit and the message, on both paths.
     fn agree<C: Contract + Debug>(text: &str) {
-        let fast = super::super::check::from_json::<C>(text);
+        let fast = super::super::entry::from_json::<C>(text);
         let tree = from_json_tree::<C>(text);
         assert_eq!(format!("{fast:?}"), format!("{tree:?}"), "on {text:?}");
     }
@@ -1048,7 +1010,7 @@ mod tests {
             for _ in 0..4 {
                 scope.spawn(|| {
                     for (text, expected) in texts.iter().zip(&expected) {
-                        let got = super::super::check::from_json::<Guidance>(text);
+                        let got = super::super::entry::from_json::<Guidance>(text);
                         assert_eq!(&format!("{got:?}"), expected);
                     }
                 });

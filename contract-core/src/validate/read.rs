@@ -33,8 +33,7 @@ use std::borrow::Cow;
 
 use serde_json::Number;
 
-use super::doc::Doc;
-use super::flat::{Entries, Scalar};
+use super::doc::{Doc, Entries, Scalar};
 
 /// The deepest nesting [`tree`] reads; deeper text is left to serde_json (which refuses 128).
 const MAX_DEPTH: usize = 100;
