@@ -80,7 +80,7 @@ impl<C, B: Backend> Extractor<C, B> {
     /// try the document's `opening` passages too ([`Selection::opening_chars`]), in document
     /// order.
     ///
-    /// [`Selection::opening_chars`]: crate::Selection::opening_chars
+    /// [`Selection::opening_chars`]: crate::select::Selection::opening_chars
     fn try_passages<'p>(
         &self,
         group: &FieldGroup,
