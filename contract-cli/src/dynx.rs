@@ -859,9 +859,17 @@ mod selected_grounding {
         }))
         .unwrap_or_else(|e| panic!("schema: {e}"));
         assert!(contract.decodes_grounded());
-        let text = "Ann Smith signed the agreement for Acme.\n\nThe weather was fine.\n\n\
-                    Lunch came at noon.\n\nThe room was booked.\n\nThe lights were dim.\n\n\
-                    Bob Jones read the minutes aloud.";
+        // Bob Jones's passage lies past the first 1,000 characters: a list's first try is shown
+        // the document's opening too (`Selection::opening_chars`), and this is about the rest.
+        let filler: String = (1..=60)
+            .map(|n| format!("Item {n} was noted.\n\n"))
+            .collect();
+        let text = format!(
+            "Ann Smith signed the agreement for Acme.\n\nThe weather was fine.\n\n\
+             Lunch came at noon.\n\nThe room was booked.\n\nThe lights were dim.\n\n\
+             {filler}Bob Jones read the minutes aloud."
+        );
+        let text = text.as_str();
         let ex = DynExtractor::new(contract, 3, None);
         let both = r#"{"who": ["Ann Smith", "Bob Jones"]}"#;
         let backend = ScriptedBackend::new([both, r#"{"who": ["Ann Smith"]}"#]).with_scorer(scorer);
