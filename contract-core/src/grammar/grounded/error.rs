@@ -29,7 +29,8 @@ pub enum GroundedGrammarError {
         field: String,
         /// The characters its substring alternatives would hold.
         chars: usize,
-        /// The most they may hold ([`MAX_OFFERED_CHARS`](crate::grammar::grounded::MAX_OFFERED_CHARS)).
+        /// The most they may hold
+        /// ([`MAX_OFFERED_CHARS`](crate::grammar::grounded::MAX_OFFERED_CHARS)).
         max: usize,
     },
 }

@@ -5,9 +5,9 @@
 /// Deepest nesting of grounded objects rendered inline (a recursive contract stops there and
 /// goes on through llguidance's JSON compiler, ungrounded).
 pub(super) const MAX_DEPTH: usize = 8;
-/// Documents with more windows of [`MAX_VALUE_LINES`](crate::ground::MAX_VALUE_LINES) lines than this (or whose windows hold
-/// more than [`MAX_OFFERED_CHARS`] characters) are offered as one substring terminal over their
-/// lines, a value kept within one line.
+/// Documents with more windows of [`MAX_VALUE_LINES`](crate::ground::MAX_VALUE_LINES) lines than
+/// this (or whose windows hold more than [`MAX_OFFERED_CHARS`] characters) are offered as one
+/// substring terminal over their lines, a value kept within one line.
 pub(super) const MAX_WINDOW_ALTERNATIVES: usize = 2000;
 /// Most characters the substring alternatives of one grounded string may hold. llguidance
 /// refuses a grammar whose lexer starts with more than its initial fuel (1,000,000 units by

@@ -1,20 +1,20 @@
 //! Grounded grammars: the contract's output in llguidance's Lark syntax, with every grounded
 //! value drawn from the document.
 //!
-//! A grounded string becomes a substring terminal (`%regex {"substring_chunks": [..]}`) over
-//! its text, cut into chunks at word boundaries (words, whitespace runs, other characters alone)
-//! so that a value never starts or ends inside a word. For values grounded in the document, one
-//! alternative per window of [`MAX_VALUE_LINES`](crate::ground::MAX_VALUE_LINES) consecutive lines (none blank) joined by a space
-//! (`document_windows`): a name or an address wrapped over two lines can be copied whole (with
-//! a space for the break) and a quote still cannot run on through the document; for
-//! `grounded(in = ..)`, the value's own text. A string's length bound is intersected with its
-//! substrings only while that stays cheap for llguidance (`EXACT_LENGTH_BUDGET`); a longer
+//! A grounded string becomes a substring terminal (`%regex {"substring_chunks": [..]}`) over its
+//! text, cut into chunks at word boundaries (words, whitespace runs, other characters alone) so
+//! that a value never starts or ends inside a word. For values grounded in the document, one
+//! alternative per window of [`MAX_VALUE_LINES`](crate::ground::MAX_VALUE_LINES) consecutive lines
+//! (none blank) joined by a space (`document_windows`): a name or an address wrapped over two lines
+//! can be copied whole (with a space for the break) and a quote still cannot run on through the
+//! document; for `grounded(in = ..)`, the value's own text. A string's length bound is intersected
+//! with its substrings only while that stays cheap for llguidance (`EXACT_LENGTH_BUDGET`); a longer
 //! text is offered as overlapping pieces of at most the bound (`substring_alternatives`), so
-//! compiling stays linear in the document (one line of 200,000 characters included). The
-//! validator ([`GroundText::find_str`](crate::ground::GroundText::find_str)) accepts exactly the values a window offers. A grounded number
-//! becomes the alternation of the numbers its text writes ([`numbers_in`](crate::ground::numbers_in)),
-//! kept to those the field's bounds allow. Everything else is llguidance's JSON compiler
-//! (`%json {..}`), with the grammar's whitespace layout.
+//! compiling stays linear in the document (one line of 200,000 characters included). The validator
+//! ([`GroundText::find_str`](crate::ground::GroundText::find_str)) accepts exactly the values a
+//! window offers. A grounded number becomes the alternation of the numbers its text writes
+//! ([`numbers_in`](crate::ground::numbers_in)), kept to those the field's bounds allow. Everything
+//! else is llguidance's JSON compiler (`%json {..}`), with the grammar's whitespace layout.
 //!
 //! A value grounded in a field decoded earlier cannot be one static grammar. The root object is
 //! cut into *segments* ([`Grammar::grounded_segments`]): a new segment starts at each field whose

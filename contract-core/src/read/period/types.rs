@@ -134,7 +134,8 @@ impl PeriodRead {
         }
     }
 
-    /// The calendar month holding `date`, as a period (a reference for [`read_period`](super::read_period)).
+    /// The calendar month holding `date`, as a period (a reference for
+    /// [`read_period`](super::read_period)).
     pub fn month_of(date: NaiveDate) -> PeriodRead {
         PeriodRead {
             kind: PeriodKind::Month(date.month() as u8),
