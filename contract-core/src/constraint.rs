@@ -182,4 +182,17 @@ impl Constraint {
             ..self.clone()
         }
     }
+
+    /// This constraint decoding with its grammar's groundings removed
+    /// ([`Grammar::without_grounding`]): what an [`Extractor`](crate::Extractor) with grounding
+    /// off decodes with.
+    pub(crate) fn ungrounded(&self) -> Constraint {
+        let decoding = self
+            .grammar()
+            .map(|g| Decoding::Grammar(Arc::new(Grammar::clone(g).without_grounding())));
+        match decoding {
+            Some(d) => self.with_decoding(Some(d)),
+            None => self.clone(),
+        }
+    }
 }

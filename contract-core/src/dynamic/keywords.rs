@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::resolve::Resolver;
+use super::subschemas::{holds, Holds};
 use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
 use crate::contract::Rule;
 use crate::grammar::GRAMMAR_FORMATS;
@@ -213,39 +214,6 @@ struct Scanner<'r, 'a> {
     resolver: &'r Resolver<'a>,
     gaps: Vec<Gap>,
     refs: Vec<(String, String)>,
-}
-
-/// How a keyword's value holds subschemas.
-pub(super) enum Holds {
-    One,
-    Map,
-    List,
-    /// `items` (a schema, or a list in drafts before 2020-12) and `dependencies` (a map of
-    /// schemas or of property lists).
-    Either,
-    None,
-}
-
-pub(super) fn holds(key: &str) -> Holds {
-    match key {
-        "additionalProperties"
-        | "unevaluatedProperties"
-        | "unevaluatedItems"
-        | "additionalItems"
-        | "not"
-        | "if"
-        | "then"
-        | "else"
-        | "contains"
-        | "propertyNames"
-        | "contentSchema" => Holds::One,
-        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
-            Holds::Map
-        }
-        "allOf" | "anyOf" | "oneOf" | "prefixItems" => Holds::List,
-        "items" | "dependencies" => Holds::Either,
-        _ => Holds::None,
-    }
 }
 
 impl Scanner<'_, '_> {

@@ -26,6 +26,7 @@ use crate::validate::{Violation, ViolationKind, Violations};
 mod convert;
 mod keywords;
 mod resolve;
+mod subschemas;
 mod validator;
 pub(crate) mod values;
 

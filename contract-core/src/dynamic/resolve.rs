@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::keywords::{holds, Holds};
+use super::subschemas::{holds, Holds};
 use crate::schema::pointer::decode_ref;
 
 /// Resolves `$ref`s inside one schema document: JSON pointers (`#/$defs/a`), anchors (`#a`,

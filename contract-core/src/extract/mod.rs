@@ -304,7 +304,7 @@ impl<C, B: Backend> Extractor<C, B> {
         self.constraint = if on {
             self.base.clone()
         } else {
-            Arc::new(ungrounded(&self.base))
+            Arc::new(self.base.ungrounded())
         };
         if self.think.is_some() {
             self.constraint = Arc::new(self.constraint.with_think(self.think));
@@ -636,16 +636,5 @@ impl<C, B: Backend> Extractor<C, B> {
 
         out.timings.total_ms = ms(started);
         out
-    }
-}
-
-/// `constraint` decoding with its grammar's groundings removed.
-fn ungrounded(constraint: &Constraint) -> Constraint {
-    let decoding = constraint
-        .grammar()
-        .map(|g| Decoding::Grammar(Arc::new(Grammar::clone(g).without_grounding())));
-    match decoding {
-        Some(d) => constraint.with_decoding(Some(d)),
-        None => constraint.clone(),
     }
 }

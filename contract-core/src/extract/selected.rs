@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::record::{accepted_repairs, ms, Attempt, AttemptError, Extraction};
 use super::shown::GroupTry;
-use super::{ungrounded, Backend, BackendError, Extractor, ScoreRequest, ScoreResponse};
+use super::{Backend, BackendError, Extractor, ScoreRequest, ScoreResponse};
 use crate::constraint::Constraint;
 use crate::context::DocContext;
 use crate::contract::ContractSpec;
@@ -58,7 +58,7 @@ impl<C, B: Backend> Extractor<C, B> {
                     let part = spec.subset(&names);
                     let mut constraint = Constraint::for_spec(&part);
                     if !self.grounding {
-                        constraint = ungrounded(&constraint);
+                        constraint = constraint.ungrounded();
                     }
                     let mut parts = PromptParts::for_spec(&part, Instructions::SignatureAndFields);
                     if let Some(think) = self.think {

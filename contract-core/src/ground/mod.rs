@@ -21,9 +21,9 @@
 //! pointer ([`number_literals`]), then `from_json`. [`check_grounding`] and [`check_reply`]
 //! check a `Value` already parsed, with the literals from the reply's text.
 //!
-//! Where it lives: `numbers.rs` reads the numbers a text writes ([`Numerals`], [`Decimal`],
-//! [`numbers_in`]); this file holds the texts a value is looked for in ([`GroundText`],
-//! [`Grounds`]) and the check itself.
+//! Where it lives: `numerals.rs` holds a text's numeral conventions ([`Numerals`]);
+//! `numbers.rs` reads the numbers a text writes ([`Decimal`], [`numbers_in`]); this file holds
+//! the texts a value is looked for in ([`GroundText`], [`Grounds`]) and the check itself.
 //!
 //! Reading numbers from prose is hand-written: no crate in the workspace reads `2,757` and
 //! `1.730` by a document's conventions, and the comparison must be exact decimal text.
@@ -44,10 +44,12 @@ use crate::validate::{
 };
 
 mod numbers;
+mod numerals;
 
 pub use numbers::{
-    amounts_in, numbers_at, numbers_in, outside_dates, times_in, written_literal, Decimal, Numerals,
+    amounts_in, numbers_at, numbers_in, outside_dates, times_in, written_literal, Decimal,
 };
+pub use numerals::Numerals;
 
 /// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
 /// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an

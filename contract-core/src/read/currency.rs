@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 
 use iso_currency::Currency;
 
+use super::conventions::Conventions;
 use super::token::{scan, Kind, Toks};
-use super::Conventions;
 
 /// What a symbol or a name stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@ use std::ops::Range;
 
 use chrono::{Datelike, NaiveDate, Weekday};
 
+use super::conventions::{Conventions, DateOrder};
 use super::token::{scan, Toks};
 use super::words::{day_at, month_at, weekday_at};
-use super::{Conventions, DateOrder};
 
 /// A date as a document states it: a year, and the month and day when it gives them.
 ///

@@ -16,14 +16,15 @@
 //! one. No finder or reader panics on any input.
 //!
 //! How a document writes (its decimal separator, the order of day and month, the currencies it
-//! names, its own date) is one value, [`Conventions`], detected from the whole document and
-//! overridable part by part.
+//! names, its own date) is one value, [`Conventions`] (in `conventions`; its detection is here),
+//! detected from the whole document and overridable part by part.
 //!
 //! The tokenising and the grammars are hand-written: chrono's parsers read one known format
 //! per call (`parse_from_str(s, "%d/%m/%Y")`), know month names in English only, and cannot
 //! find a date in running text, report an ambiguous one or follow a document's date order.
 //! chrono does the calendar: which days exist, weekdays, the two-digit-year pivot's default.
 
+mod conventions;
 mod currency;
 mod date;
 mod duration;
@@ -33,8 +34,7 @@ mod scale;
 mod token;
 mod words;
 
-use chrono::NaiveDate;
-
+pub use conventions::{Conventions, DateOrder};
 pub use currency::{find_currencies, read_currency, CurrencyError};
 pub use date::{find_dates, read_date, DateError, DateRead};
 pub use duration::{find_durations, read_duration, DurationError, DurationRead, DurationUnit};
@@ -84,54 +84,9 @@ pub fn is_whole(form: Form, value: &str) -> bool {
             .any(|r| r.start == 0 && r.end == v.len())
 }
 
-/// The order a document writes the day and the month of a numeric date in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DateOrder {
-    /// Day, month, year: `19/10/2018` (most of the world).
-    DayFirst,
-    /// Month, day, year: `04/18/2001` (the United States).
-    MonthFirst,
-    /// Year, month, day with a two-digit year: `18/06/04` (East Asia). A four-digit year
-    /// written first is read year first whatever the order.
-    YearFirst,
-    /// The document does not tell.
-    Unknown,
-}
-
-/// How a document writes: numerals, date order, the currencies it names, its reference date
-/// and period.
-///
-/// [`Conventions::detect`] reads them from a document; the `with_*` methods override any
-/// part. [`Conventions::new`] is a document that tells nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conventions {
-    numerals: Numerals,
-    date_order: DateOrder,
-    currencies: Vec<&'static str>,
-    reference_date: Option<NaiveDate>,
-    reference_period: Option<PeriodRead>,
-}
-
-impl Default for Conventions {
-    fn default() -> Conventions {
-        Conventions::new()
-    }
-}
-
+// Detecting the conventions reads with the date and currency finders, which read by the
+// conventions: so it is here, and `conventions` imports no reader.
 impl Conventions {
-    /// Conventions that tell nothing: [`Numerals::Point`], [`DateOrder::Unknown`], no
-    /// currencies, no reference date or period.
-    pub fn new() -> Conventions {
-        Conventions {
-            numerals: Numerals::Point,
-            date_order: DateOrder::Unknown,
-            currencies: Vec::new(),
-            reference_date: None,
-            reference_period: None,
-        }
-    }
-
     /// The conventions `text` follows:
     /// - numerals by [`Numerals::detect`];
     /// - the date order from its numeric dates that tell (`19/10/2018`: a first field above 12
@@ -163,29 +118,6 @@ impl Conventions {
         c
     }
 
-    /// With these numerals.
-    pub fn with_numerals(mut self, numerals: Numerals) -> Conventions {
-        self.numerals = numerals;
-        self
-    }
-
-    /// With this date order.
-    pub fn with_date_order(mut self, order: DateOrder) -> Conventions {
-        self.date_order = order;
-        self
-    }
-
-    /// With this date order when the document's own dates do not tell ([`DateOrder::Unknown`]):
-    /// what a caller knows of its documents' country (`or_date_order(DateOrder::DayFirst)` for
-    /// Malaysian receipts), without overriding a document that says otherwise.
-    pub fn or_date_order(self, order: DateOrder) -> Conventions {
-        if self.date_order == DateOrder::Unknown {
-            self.with_date_order(order)
-        } else {
-            self
-        }
-    }
-
     /// With these currencies named (ISO 4217 codes, most named first) in place of the
     /// detected ones: `with_currencies(&["MYR"])` for a receipt known to be Malaysian. Fails
     /// on a code that is not ISO 4217.
@@ -200,58 +132,6 @@ impl Conventions {
         }
         self.currencies = known;
         Ok(self)
-    }
-
-    /// With this reference date (the document's own date).
-    pub fn with_reference_date(mut self, date: NaiveDate) -> Conventions {
-        self.reference_date = Some(date);
-        self
-    }
-
-    /// With this reference period (the period a release reports on), against which relative
-    /// and year-less periods are placed ahead of the reference date.
-    pub fn with_reference_period(mut self, period: PeriodRead) -> Conventions {
-        self.reference_period = Some(period);
-        self
-    }
-
-    /// How numbers are written.
-    pub fn numerals(&self) -> Numerals {
-        self.numerals
-    }
-
-    /// The order of day and month in numeric dates.
-    pub fn date_order(&self) -> DateOrder {
-        self.date_order
-    }
-
-    /// The currencies the document names unambiguously, as ISO 4217 codes, most named first.
-    pub fn currencies(&self) -> &[&'static str] {
-        &self.currencies
-    }
-
-    /// The document's reference date.
-    pub fn reference_date(&self) -> Option<NaiveDate> {
-        self.reference_date
-    }
-
-    /// The reference period, when one was given.
-    pub fn reference_period(&self) -> Option<PeriodRead> {
-        self.reference_period
-    }
-
-    /// The year a two-digit year `yy` stands for: within fifty years of the reference date's
-    /// year (its year minus 50 to plus 49), else 1969-2068 (chrono's `%y`).
-    pub fn full_year(&self, yy: u32) -> i32 {
-        let yy = (yy % 100) as i32;
-        match self.reference_date {
-            Some(d) => {
-                let low = chrono::Datelike::year(&d) - 50;
-                low + (yy - low).rem_euclid(100)
-            }
-            None if yy < 69 => 2000 + yy,
-            None => 1900 + yy,
-        }
     }
 }
 
@@ -279,6 +159,8 @@ fn detect_order<'a>(written: impl Iterator<Item = &'a date::Written>) -> DateOrd
 
 #[cfg(test)]
 mod tests {
+    use chrono::NaiveDate;
+
     use super::*;
 
     #[test]

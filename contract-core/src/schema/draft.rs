@@ -4,9 +4,11 @@ use serde_json::{json, Map, Value};
 
 use super::bounds::{int_number, integer_lower, integer_upper, Source};
 use super::pointer::def_ref;
-use super::DRAFT_2020_12;
 use crate::contract::{Constraints, ContractSpec};
 use crate::ir::{Node, Target};
+
+/// The `$schema` of every document [`root_schema`](super::root_schema) returns.
+pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
 pub(super) fn root_schema(spec: &ContractSpec) -> Value {
     let mut generator = schemars::generate::SchemaSettings::draft2020_12()

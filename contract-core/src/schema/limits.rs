@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::pointer::decode_ref;
-use super::StrictSchemaError;
+use super::strict_output::StrictSchemaError;
 use crate::validate::join_pointer;
 
 /// Most levels of object nesting (the root object is level 1; a `$ref` counts as the schema

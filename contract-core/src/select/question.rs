@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{FieldGroup, Judge, Needs, Ranked};
+use super::groups::{FieldGroup, Needs};
+use super::judge::{Judge, Ranked};
 use crate::extract::{ScoreRequest, ScoreResponse};
 use crate::passage::Passage;
 use crate::prompt::{Message, Messages};

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::Judge;
+use super::judge::Judge;
 
 /// One group's part of an [`Extraction`](crate::Extraction): how its evidence was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize)]

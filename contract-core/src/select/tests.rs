@@ -1,6 +1,8 @@
 //! The unit tests of evidence selection: field groups and their questions, a line's values,
 //! the judge's margins and lexical tie-break, and merging.
 
+use serde_json::{Map, Value};
+
 use super::*;
 use crate::extract::ScoreResponse;
 use crate::Contract;

@@ -9,8 +9,8 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
-use super::groups::capitalise;
-use super::{first_clause, FieldGroup, Judge, Ranked, ValuePrompt};
+use super::groups::{capitalise, first_clause, FieldGroup};
+use super::judge::{Judge, Ranked, ValuePrompt};
 use crate::contract::{ContractSpec, Form, Grounding};
 use crate::extract::ScoreRequest;
 use crate::ir::Node;

@@ -1,20 +1,20 @@
 //! Grounded grammars: the contract's output in llguidance's Lark syntax, with every grounded
 //! value drawn from the document.
 //!
-//! A grounded string becomes a substring terminal (`%regex {"substring_chunks": [..]}`) over
-//! its text, cut into chunks at word boundaries (words, whitespace runs, other characters alone)
-//! so that a value never starts or ends inside a word. For values grounded in the document, one
-//! alternative per window of [`MAX_VALUE_LINES`](crate::ground::MAX_VALUE_LINES) consecutive lines (none blank) joined by a space
-//! (`document_windows`): a name or an address wrapped over two lines can be copied whole (with
-//! a space for the break) and a quote still cannot run on through the document; for
-//! `grounded(in = ..)`, the value's own text. A string's length bound is intersected with its
-//! substrings only while that stays cheap for llguidance (`EXACT_LENGTH_BUDGET`); a longer
+//! A grounded string becomes a substring terminal (`%regex {"substring_chunks": [..]}`) over its
+//! text, cut into chunks at word boundaries (words, whitespace runs, other characters alone) so
+//! that a value never starts or ends inside a word. For values grounded in the document, one
+//! alternative per window of [`MAX_VALUE_LINES`](crate::ground::MAX_VALUE_LINES) consecutive lines
+//! (none blank) joined by a space (`document_windows`): a name or an address wrapped over two lines
+//! can be copied whole (with a space for the break) and a quote still cannot run on through the
+//! document; for `grounded(in = ..)`, the value's own text. A string's length bound is intersected
+//! with its substrings only while that stays cheap for llguidance (`EXACT_LENGTH_BUDGET`); a longer
 //! text is offered as overlapping pieces of at most the bound (`substring_alternatives`), so
-//! compiling stays linear in the document (one line of 200,000 characters included). The
-//! validator ([`GroundText::find_str`]) accepts exactly the values a window offers. A grounded number
-//! becomes the alternation of the numbers its text writes ([`numbers_in`](crate::ground::numbers_in)),
-//! kept to those the field's bounds allow. Everything else is llguidance's JSON compiler
-//! (`%json {..}`), with the grammar's whitespace layout.
+//! compiling stays linear in the document (one line of 200,000 characters included). The validator
+//! ([`GroundText::find_str`](crate::ground::GroundText::find_str)) accepts exactly the values a
+//! window offers. A grounded number becomes the alternation of the numbers its text writes
+//! ([`numbers_in`](crate::ground::numbers_in)), kept to those the field's bounds allow. Everything
+//! else is llguidance's JSON compiler (`%json {..}`), with the grammar's whitespace layout.
 //!
 //! A value grounded in a field decoded earlier cannot be one static grammar. The root object is
 //! cut into *segments* ([`Grammar::grounded_segments`]): a new segment starts at each field whose
@@ -41,9 +41,14 @@
 //! nested value with rules written through llguidance's JSON compiler).
 //!
 //! This module holds the entry points and the segmenting; the Lark rendering is in `render`, the
-//! rules' joint choices at the root in `rules`, the static schema in `schema`, and the document's
-//! windows, chunks and substring terminals in `text`.
+//! rules' joint choices at the root in `rules`, the static schema in `schema`, the document's
+//! windows, chunks and substring terminals in `text`, the bounds (`MAX_*`, `CHAIN_MIN`,
+//! `EXACT_LENGTH_BUDGET`) in `limits`, span-like objects' line fields in `lines`, and
+//! [`GroundedGrammarError`] in `error`.
 
+mod error;
+mod limits;
+mod lines;
 mod render;
 mod rules;
 mod schema;
@@ -54,75 +59,13 @@ use std::ops::Range;
 use serde_json::{Map, Value};
 
 use super::{shape_schema, Grammar, ObjectShape, Shape};
-use crate::contract::{CmpOp, Grounding, Rule};
-use crate::ground::{GroundText, Grounds};
+use crate::contract::{Grounding, Rule};
+use crate::ground::Grounds;
+use lines::{held_by_ranges, line_fields};
 use render::Renderer;
 
-/// Why a grounded grammar cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum GroundedGrammarError {
-    /// The contract's root is not an object.
-    #[error("a grounded grammar needs an object contract, `{0}` is not one")]
-    NotAnObject(String),
-    /// A required value has nothing it could be copied from.
-    #[error("no value of `{field}` can be copied from {place}")]
-    Nothing {
-        /// The field.
-        field: String,
-        /// Where it was looked for.
-        place: String,
-    },
-    /// The segment does not exist.
-    #[error("segment {0} does not exist")]
-    NoSegment(usize),
-    /// The document offers more text to copy from than a grounded grammar holds.
-    #[error(
-        "the document offers {chars} characters to copy `{field}` from, more than a grounded \
-         grammar holds ({max}): cut it into passages (`contract_core::passage`) and extract from \
-         the passages"
-    )]
-    TooLong {
-        /// The field.
-        field: String,
-        /// The characters its substring alternatives would hold.
-        chars: usize,
-        /// The most they may hold ([`MAX_OFFERED_CHARS`]).
-        max: usize,
-    },
-}
-
-/// Deepest nesting of grounded objects rendered inline (a recursive contract stops there and
-/// goes on through llguidance's JSON compiler, ungrounded).
-const MAX_DEPTH: usize = 8;
-/// Documents with more windows of [`MAX_VALUE_LINES`] lines than this (or whose windows hold
-/// more than [`MAX_OFFERED_CHARS`] characters) are offered as one substring terminal over their
-/// lines, a value kept within one line.
-const MAX_WINDOW_ALTERNATIVES: usize = 2000;
-/// Most characters the substring alternatives of one grounded string may hold. llguidance
-/// refuses a grammar whose lexer starts with more than its initial fuel (1,000,000 units by
-/// default: measured, one line of 200,000 characters cut into pieces for a length bound of 1,000
-/// is refused, "initial lexer configuration (grammar) too big"); past this bound the grammar says
-/// so at once, naming the passages a document can be cut into.
-pub const MAX_OFFERED_CHARS: usize = 250_000;
-/// Largest `characters x max_len` for which a grounded string's length bound is written as a
-/// regex intersected with its substrings (`& /.{1,max}/`). llguidance runs such a lexeme over
-/// the whole token trie when it compiles it, through states that pair a place in the text with
-/// a count of characters: measured with the SmolLM2 tokenizer, 5,000 characters of one line
-/// with `max_len` 1,000 took 5.9 s to compile (100: 0.6 s; none: 36 ms), and one line of 200,000
-/// characters ran for over 20 minutes. Beyond this, texts longer than `max_len` are cut into
-/// overlapping pieces instead ([`substring_alternatives`]).
-const EXACT_LENGTH_BUDGET: usize = 100_000;
-/// Longest span (in lines) a nested span-like object may cite under a grounded mask.
-const MAX_SPAN_LINES: usize = 4;
-/// Most line ranges enumerated for a nested span-like object; beyond, its quote is grounded in
-/// the whole document (and checked against its lines after decoding).
-const MAX_LINE_RANGES: usize = 1200;
-/// Most document lines a span-like root's line fields are enumerated over (`start <= end`
-/// written out as a chain of suffixes, one rule per line); beyond, its rule is left to a filter.
-const MAX_ROOT_SPAN_LINES: usize = 256;
-/// Number alternations longer than this are written as chains that share their tails.
-const CHAIN_MIN: usize = 8;
+pub use error::GroundedGrammarError;
+pub use limits::MAX_OFFERED_CHARS;
 
 impl Grammar {
     /// Whether any field of any object is grounded in a text of its own (not only
@@ -352,59 +295,9 @@ impl Grammar {
     }
 }
 
-/// Line fields fixed to one range, and the text of those lines.
-struct Fixed<'t> {
-    start: &'t String,
-    end: &'t String,
-    a: usize,
-    b: usize,
-    lines: &'t GroundText,
-}
-
-/// The two line fields of an object with a field grounded in the lines they name.
-fn line_fields(object: &ObjectShape) -> Option<(String, String)> {
-    object.fields.iter().find_map(|f| match &f.grounded {
-        Some(Grounding::Lines { start, end }) => Some((start.clone(), end.clone())),
-        _ => None,
-    })
-}
-
-/// Whether every rule of a span-like `object` is its line order (`start <= end`, or
-/// `end >= start`), which enumerating the ranges `a <= b` holds.
-fn held_by_ranges(object: &ObjectShape) -> bool {
-    let Some((start, end)) = line_fields(object) else {
-        return false;
-    };
-    object.rules.iter().all(|r| {
-        matches!(r.to_rule(), Some(Rule::Compare { left, op, right })
-            if (op == CmpOp::Le && left == start && right == end)
-                || (op == CmpOp::Ge && left == end && right == start))
-    })
-}
-
-/// Whether a value of `shape` can hold an object with rules.
-fn reaches_rules(objects: &[ObjectShape], shape: &Shape, seen: &mut Vec<usize>) -> bool {
-    match shape {
-        Shape::Nullable { inner } => reaches_rules(objects, inner, seen),
-        Shape::List { items, .. } => reaches_rules(objects, items, seen),
-        Shape::Object { index } => {
-            if seen.contains(index) {
-                return false;
-            }
-            seen.push(*index);
-            objects.get(*index).is_some_and(|o| {
-                !o.rules.is_empty()
-                    || o.fields
-                        .iter()
-                        .any(|f| reaches_rules(objects, &f.shape, seen))
-            })
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::limits::MAX_WINDOW_ALTERNATIVES;
     use super::*;
 
     /// A name copied from the document.

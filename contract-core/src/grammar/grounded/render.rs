@@ -8,15 +8,16 @@ use std::ops::Range;
 
 use serde_json::{Map, Value};
 
+use super::error::GroundedGrammarError;
+use super::limits::{
+    MAX_DEPTH, MAX_LINE_RANGES, MAX_OFFERED_CHARS, MAX_ROOT_SPAN_LINES, MAX_SPAN_LINES,
+};
+use super::lines::{held_by_ranges, line_fields};
 use super::rules::{
     merge, rule_options, rule_writable, Choice, NumberLists, SegField, MAX_ASSIGNMENTS,
 };
 use super::text::{
-    alternation, document_windows, json_str, lit, place, substring_alternatives, substrings,
-};
-use super::{
-    held_by_ranges, line_fields, reaches_rules, Fixed, GroundedGrammarError, MAX_DEPTH,
-    MAX_LINE_RANGES, MAX_OFFERED_CHARS, MAX_ROOT_SPAN_LINES, MAX_SPAN_LINES,
+    alternation, document_windows, json_str, lit, place, substring_alternatives, substrings, Text,
 };
 use crate::contract::{Form, Grounding, Rule};
 use crate::grammar::{shape_schema, Grammar, ObjectShape, Shape};
@@ -29,17 +30,13 @@ use crate::ground::{Decimal, GroundText, Grounds};
 const NOT_BLANK_AT_ENDS: &str =
     "/(?s:([^ \\\\]|\\\\[^ntr]).*)/ & /(?s:.*[^ ntr\\\\]|.*[^\\\\][ntr]|[ntr]|.*\\\\\\\\)/";
 
-/// The text a value is drawn from.
-#[derive(Clone, Copy)]
-pub(super) enum Text<'t> {
-    /// The whole document, one substring alternative per line.
-    Document,
-    /// The whole document, a string being one of its whole lines.
-    Lines,
-    /// A decoded value's text (or a line range).
-    Of(&'t GroundText),
-    /// Nothing: only null fits.
-    Empty,
+/// Line fields fixed to one range, and the text of those lines.
+struct Fixed<'t> {
+    start: &'t String,
+    end: &'t String,
+    a: usize,
+    b: usize,
+    lines: &'t GroundText,
 }
 
 pub(super) struct Renderer<'g, 's> {
@@ -679,5 +676,26 @@ impl<'g, 's> Renderer<'g, 's> {
         let body = serde_json::to_string(&Value::Object(map)).unwrap_or_default();
         self.lines.push(format!("{rule}: %json {body}"));
         rule
+    }
+}
+
+/// Whether a value of `shape` can hold an object with rules.
+fn reaches_rules(objects: &[ObjectShape], shape: &Shape, seen: &mut Vec<usize>) -> bool {
+    match shape {
+        Shape::Nullable { inner } => reaches_rules(objects, inner, seen),
+        Shape::List { items, .. } => reaches_rules(objects, items, seen),
+        Shape::Object { index } => {
+            if seen.contains(index) {
+                return false;
+            }
+            seen.push(*index);
+            objects.get(*index).is_some_and(|o| {
+                !o.rules.is_empty()
+                    || o.fields
+                        .iter()
+                        .any(|f| reaches_rules(objects, &f.shape, seen))
+            })
+        }
+        _ => false,
     }
 }

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use super::limits::CHAIN_MIN;
 use super::text::{alternation, lit};
-use super::CHAIN_MIN;
 use crate::contract::Rule;
 use crate::ground::Decimal;
 

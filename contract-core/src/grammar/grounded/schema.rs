@@ -5,8 +5,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::render::{Renderer, Text};
-use super::MAX_DEPTH;
+use super::limits::MAX_DEPTH;
+use super::render::Renderer;
+use super::text::Text;
 use crate::contract::Grounding;
 use crate::grammar::{shape_schema, Shape};
 use crate::ground::Decimal;

@@ -1,9 +1,21 @@
 //! Lark text: literals, alternations, the document cut into windows and chunks, and substring
 //! terminals over them. Apart from the renderer, which decides which text a value is drawn from.
 
-use super::render::Text;
-use super::{EXACT_LENGTH_BUDGET, MAX_OFFERED_CHARS, MAX_WINDOW_ALTERNATIVES};
-use crate::ground::{Grounds, MAX_VALUE_LINES};
+use super::limits::{EXACT_LENGTH_BUDGET, MAX_OFFERED_CHARS, MAX_WINDOW_ALTERNATIVES};
+use crate::ground::{GroundText, Grounds, MAX_VALUE_LINES};
+
+/// The text a value is drawn from.
+#[derive(Clone, Copy)]
+pub(super) enum Text<'t> {
+    /// The whole document, one substring alternative per line.
+    Document,
+    /// The whole document, a string being one of its whole lines.
+    Lines,
+    /// A decoded value's text (or a line range).
+    Of(&'t GroundText),
+    /// Nothing: only null fits.
+    Empty,
+}
 
 pub(super) fn place(text: Option<Text<'_>>, grounds: &Grounds<'_>) -> String {
     match text {

@@ -1,9 +1,9 @@
 //! The written forms of a period: the token-level readers that find `Q3 FY2024`, `the third
 //! quarter of 2024`, `the quarter ending September 30` and the rest, each as a [`Shape`] still
-//! to be placed. Apart from the parent's public types and placing ([`super::read_period`]),
-//! which never look at the tokens.
+//! to be placed. Apart from the period types (`types`) and the placing in the parent
+//! ([`super::read_period`]), which never look at the tokens.
 
-use super::{PeriodKind, Unit};
+use super::types::{PeriodKind, Unit};
 use crate::read::date::{self, Field, Written};
 use crate::read::token::Toks;
 use crate::read::words::{day_at, month_at, ordinal_at};

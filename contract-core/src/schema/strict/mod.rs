@@ -11,10 +11,13 @@
 //! `multipleOf`), no `maxItems`, `minItems` only 0 or 1; `uri` is one more format it knows.
 //! [`Subset::Anthropic`] moves those into descriptions as well.
 //!
-//! This module walks the schema and decides what moves; `words` says it in plain words, `refs`
-//! inlines and checks the `$ref`s of the finished schema.
+//! This module walks the schema and decides what moves; `subset` says which keywords and formats
+//! each subset takes, `words` says the rest in plain words, `refs` inlines and checks the `$ref`s
+//! of the finished schema. What a rendering gives ([`StrictSchema`], [`Moved`],
+//! [`StrictSchemaError`]) is in `schema/strict_output.rs`, which the limits check reads too.
 
 mod refs;
+mod subset;
 mod words;
 
 use std::borrow::Cow;
@@ -22,58 +25,12 @@ use std::borrow::Cow;
 use serde_json::{json, Map, Value};
 
 use super::limits::check_limits;
-use super::{Moved, StrictSchema, StrictSchemaError};
+use super::strict_output::{invalid, Moved, StrictSchema, StrictSchemaError};
 use crate::validate::join_pointer;
 use refs::inline_refs;
 use words::{append_description, bound_words, compact, join_text, partners, plain, words};
 
-/// The `format` values the strict subset accepts.
-pub const STRICT_FORMATS: [&str; 9] = [
-    "date-time",
-    "time",
-    "date",
-    "duration",
-    "email",
-    "hostname",
-    "ipv4",
-    "ipv6",
-    "uuid",
-];
-
-/// The `format` values Anthropic's subset accepts besides [`STRICT_FORMATS`].
-const ANTHROPIC_EXTRA_FORMATS: [&str; 1] = ["uri"];
-
-/// Which provider's strict subset a schema is converted into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Subset {
-    /// OpenAI's `strict: true` structured outputs (also what vLLM and llama.cpp compile).
-    #[default]
-    OpenAi,
-    /// Anthropic's structured outputs (`output_format` `json_schema`): the OpenAI subset less
-    /// the numeric bounds, `maxItems` and a `minItems` above 1, plus the `uri` format.
-    Anthropic,
-}
-
-impl Subset {
-    /// Whether `keyword` (which the OpenAI subset keeps) is outside this subset.
-    fn refuses(self, keyword: &str, value: &Value) -> bool {
-        match self {
-            Subset::OpenAi => false,
-            Subset::Anthropic => match keyword {
-                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf"
-                | "maxItems" => true,
-                "minItems" => value.as_u64().is_none_or(|n| n > 1),
-                _ => false,
-            },
-        }
-    }
-
-    fn knows_format(self, format: &str) -> bool {
-        STRICT_FORMATS.contains(&format)
-            || (self == Subset::Anthropic && ANTHROPIC_EXTRA_FORMATS.contains(&format))
-    }
-}
+pub use subset::{Subset, STRICT_FORMATS};
 
 /// Keywords kept as they are.
 const KEPT: [&str; 13] = [
@@ -622,11 +579,4 @@ fn accepts_null(map: &Map<String, Value>) -> bool {
     };
     (typed_null && enum_null && map.get("const").is_none_or(Value::is_null))
         || (branch_null && !map.contains_key("type"))
-}
-
-pub(super) fn invalid(path: &str, reason: &str) -> StrictSchemaError {
-    StrictSchemaError::Invalid {
-        path: path.to_owned(),
-        reason: reason.to_owned(),
-    }
 }

@@ -4,9 +4,8 @@
 
 use serde_json::Value;
 
-use super::invalid;
 use crate::schema::pointer::decode_ref;
-use crate::schema::{Moved, StrictSchemaError};
+use crate::schema::strict_output::{invalid, Moved, StrictSchemaError};
 use crate::validate::join_pointer;
 
 /// Inlines each `$ref` that has sibling keywords (recording it in `moved`), checks that every

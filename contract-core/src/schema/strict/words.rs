@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::Subset;
+use super::subset::Subset;
 
 /// Keywords described together with `key` (recorded with it).
 pub(super) fn partners(key: &str) -> &'static [&'static str] {
