@@ -9,7 +9,10 @@
 //!
 //! How a name is found before its definition: the text from the last boundary before the
 //! parenthesis (a closing parenthesis, a colon, `between`, `among`, `by`, `with`, a sentence's
-//! start, a blank line), without a leading `and` or comma, up to the first comma that is not
+//! start, a blank line; when the text after a parenthesis that defines nothing or after `with`
+//! holds no name, the boundary before it: `Acme Corp. a California corporation having its place
+//! of business at ... (and its subsidiaries), ("Acme")`), without a leading `and` or comma, up
+//! to the first comma that is not
 //! followed by a company suffix (`, Inc.`, `, LLC`, `, Limited`) and the first lower-case word
 //! that is neither a connector (`and`, `of`, `&`, `de`) nor a suffix (`a Delaware
 //! corporation`, `d/b/a ...` are descriptions, not the name). A name starts with a capital
@@ -48,7 +51,7 @@ fn boundary() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         // A sentence's end is a full stop, space and a capital letter (checked further in
-        // `region_start`: not after an initial or an abbreviation).
+        // `region_starts`: not after an initial or an abbreviation).
         Regex::new(r"(?i:\)|:|\bbetween\b|\bamong\b|\bby\b|\bwith\b|\n\s*\n)|(\.)\s+[A-Z]")
             .expect("a valid pattern")
     })
@@ -59,15 +62,33 @@ const ABBREVIATIONS: [&str; 16] = [
     "inc", "corp", "co", "ltd", "mr", "mrs", "ms", "dr", "jr", "sr", "st", "no", "p", "v", "a", "n",
 ];
 
-/// Where the name before a definition may start in `before`: after its last boundary.
-fn region_start(before: &str) -> usize {
-    let mut start = 0;
+/// Where the name before a definition may start in `before`: after each boundary, the last
+/// first, each with whether the walk may go on past it when the text after it holds no name.
+/// It may past a parenthesis that defines nothing and past `with`: a description after the
+/// name (`Acme Corp. a California corporation having its place of business at ... (and its
+/// subsidiaries), ("Acme")`, `Acme Corp, with principal offices at ... ("Acme")`); it stops at
+/// another definition, a colon, `between`, `among`, `by`, a sentence's start and a blank line.
+/// The first start is always 0 (the look-back's beginning), which ends the walk.
+fn region_starts(before: &str) -> Vec<(usize, bool)> {
+    let mut starts = vec![(0, false)];
     for m in boundary().captures_iter(before) {
         let (Some(whole), stop) = (m.get(0), m.get(1)) else {
             continue;
         };
         match stop {
-            None => start = whole.end(),
+            None => {
+                let word = whole.as_str();
+                let crossable = if word == ")" {
+                    // The parenthesis this one closes, if it opens within the look-back.
+                    before[..whole.start()]
+                        .rfind('(')
+                        .map(|open| &before[open..whole.start()])
+                        .is_some_and(|inside| !inside.contains(['“', '”', '"']))
+                } else {
+                    word.eq_ignore_ascii_case("with")
+                };
+                starts.push((whole.end(), crossable));
+            }
             Some(stop) => {
                 let word = before[..stop.start()]
                     .rsplit(|c: char| !c.is_alphanumeric())
@@ -76,12 +97,13 @@ fn region_start(before: &str) -> usize {
                 let initial = word.chars().count() == 1;
                 if !initial && !ABBREVIATIONS.contains(&word.to_lowercase().as_str()) {
                     // The capital letter (one byte) starts the next sentence.
-                    start = whole.end() - 1;
+                    starts.push((whole.end() - 1, false));
                 }
             }
         }
     }
-    start
+    starts.reverse();
+    starts
 }
 
 fn suffix() -> &'static Regex {
@@ -146,15 +168,24 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The name written before a definition that opens at byte `at` ([`name_part`] of the text
-/// after the last boundary before it).
+/// The name written before a definition that opens at byte `at`: [`name_part`] of the text
+/// after the last boundary before it, or, when that holds no name and the boundary is one a
+/// description may hold ([`region_starts`]), of the text after the boundary before that.
 fn name_before(text: &str, at: usize) -> Option<String> {
     let mut lo = at.saturating_sub(LOOK_BACK);
     while !text.is_char_boundary(lo) {
         lo += 1;
     }
     let before = text.get(lo..at)?;
-    name_part(before.get(region_start(before)..)?)
+    for (start, crossable) in region_starts(before) {
+        if let Some(name) = before.get(start..).and_then(name_part) {
+            return Some(name);
+        }
+        if !crossable {
+            break;
+        }
+    }
+    None
 }
 
 /// The name a piece of text begins with, without the description written after it
@@ -206,7 +237,9 @@ pub fn name_part(text: &str) -> Option<String> {
     {
         words.pop();
     }
-    let name = words.join(" ");
+    // A space the text puts before a full stop or a comma (`TITANIC , INC .`, as text drawn
+    // from a PDF often has it) is not the name's.
+    let name = words.join(" ").replace(" .", ".").replace(" ,", ",");
     let name = name.trim_end_matches([',', ';', ':']).trim();
     let first = name.chars().next()?;
     let ok = (first.is_uppercase() || first.is_ascii_digit())
@@ -272,6 +305,23 @@ mod tests {
     }
 
     #[test]
+    fn a_description_between_a_name_and_its_definition() {
+        // A parenthesis that defines nothing, and `with`, inside the description: the name
+        // before them.
+        let text = "entered into between Acme Tools, Inc. a Nevada corporation having its office \
+                    at\n12 Main Street, Reno, Nevada 89501 (and its affiliates), (\"Acme\") and \
+                    Borealis Ltd, with offices at Oslo in the Kingdom of\nNorway (the \"Partner\").";
+        assert_eq!(
+            terms(text),
+            pairs(&[("Acme", "Acme Tools, Inc."), ("Partner", "Borealis Ltd")])
+        );
+        // Another definition is not crossed: the text after it names nothing.
+        let text = "This AGREEMENT (the \"Agreement\") is made as of June 1 (the \"Start\").";
+        assert_eq!(terms(text), pairs(&[("Agreement", "This AGREEMENT")]));
+        assert_eq!(full_name(text, "Start"), None);
+    }
+
+    #[test]
     fn a_name_without_its_description() {
         for (text, name) in [
             ("NIKE, Inc., divisions, subsidiaries", Some("NIKE, Inc.")),
@@ -289,6 +339,7 @@ mod tests {
             ),
             ("Jane Q. Roe", Some("Jane Q. Roe")),
             ("AZZ incorporated", Some("AZZ incorporated")),
+            ("RMS TITANIC , INC .", Some("RMS TITANIC, INC.")),
             ("the receiving party", None),
             ("", None),
         ] {
