@@ -22,6 +22,9 @@
 //! does not ship). Measured on the 15 development agreements (`../shared/data/real`, the same
 //! rules as a Python sketch): the names of 13 of their 35 labelled parties are read exactly
 //! (the labels normalise some names, `&` as `and`, `Limited` as `Ltd.`, which no copy gives).
+//! That was before the walk past a description's parenthesis or `with`; end to end, with
+//! `qwen2.5-coder-0.5b` filling a `Vec<NameValue>` on the same agreements, the parties' F1 went
+//! from 0.553 to 0.676 with that walk (tp 21 to 25, fp 20 to 14; `realdocs --split dev`).
 
 use regex::Regex;
 use std::sync::OnceLock;
