@@ -10,13 +10,13 @@
 //! How a name is found before its definition: the text from the last boundary before the
 //! parenthesis (a closing parenthesis, a colon, `between`, `among`, `by`, `with`, a sentence's
 //! start, a blank line; when the text after a parenthesis that defines nothing or after `with`
-//! holds no name, the boundary before it: `Acme Corp. a California corporation having its place
-//! of business at ... (and its subsidiaries), ("Acme")`), without a leading `and` or comma, up
-//! to the first comma that is not
-//! followed by a company suffix (`, Inc.`, `, LLC`, `, Limited`) and the first lower-case word
-//! that is neither a connector (`and`, `of`, `&`, `de`) nor a suffix (`a Delaware
-//! corporation`, `d/b/a ...` are descriptions, not the name). A name starts with a capital
-//! letter or a digit and has at most 12 words; a definition without one is left out.
+//! holds no name, from the boundary before it: `Acme Corp. a California corporation having its
+//! place of business at ... (and its subsidiaries), ("Acme")`), without a leading `and` or
+//! comma, up to the first comma that is not followed by a company suffix (`, Inc.`, `, LLC`,
+//! `, Limited`) and the first lower-case word that is neither a connector (`and`, `of`, `&`,
+//! `de`) nor a suffix (`a Delaware corporation`, `d/b/a ...` are descriptions, not the name). A
+//! name starts with a capital letter or a digit and has at most 12 words; a definition without
+//! one is left out.
 //!
 //! Hand-written: no crate reads a drafting convention (NER models need weights this library
 //! does not ship). Measured on the 15 development agreements (`../shared/data/real`, the same
@@ -67,11 +67,12 @@ const ABBREVIATIONS: [&str; 16] = [
 
 /// Where the name before a definition may start in `before`: after each boundary, the last
 /// first, each with whether the walk may go on past it when the text after it holds no name.
-/// It may past a parenthesis that defines nothing and past `with`: a description after the
-/// name (`Acme Corp. a California corporation having its place of business at ... (and its
-/// subsidiaries), ("Acme")`, `Acme Corp, with principal offices at ... ("Acme")`); it stops at
-/// another definition, a colon, `between`, `among`, `by`, a sentence's start and a blank line.
-/// The first start is always 0 (the look-back's beginning), which ends the walk.
+/// It may go on past a parenthesis that defines nothing and past `with`, which a description
+/// after the name holds (`Acme Corp. a California corporation having its place of business at
+/// ... (and its subsidiaries), ("Acme")`, `Acme Corp, with principal offices at ...
+/// ("Acme")`); it stops at another definition, a colon, `between`, `among`, `by`, a sentence's
+/// start and a blank line. The last start is always 0, the look-back's beginning, which ends
+/// the walk.
 fn region_starts(before: &str) -> Vec<(usize, bool)> {
     let mut starts = vec![(0, false)];
     for m in boundary().captures_iter(before) {
