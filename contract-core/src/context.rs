@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use crate::ground::Numerals;
-use crate::read::{self, Conventions};
+use crate::read::{self, Conventions, DefinedTerm};
 use crate::source::Source;
 
 /// The document a filled contract is read against, and how it writes numbers and dates.
@@ -34,6 +34,7 @@ pub struct DocContext<'a> {
     text: OnceLock<String>,
     numerals: OnceLock<Numerals>,
     conventions: OnceLock<Conventions>,
+    defined_terms: OnceLock<Vec<DefinedTerm>>,
     adjust: Option<Adjust>,
 }
 
@@ -60,6 +61,7 @@ impl<'a> DocContext<'a> {
             text: OnceLock::new(),
             numerals: OnceLock::new(),
             conventions: OnceLock::new(),
+            defined_terms: OnceLock::new(),
             adjust: None,
         }
     }
@@ -71,6 +73,7 @@ impl<'a> DocContext<'a> {
             text: OnceLock::new(),
             numerals: OnceLock::new(),
             conventions: OnceLock::new(),
+            defined_terms: OnceLock::new(),
             adjust: None,
         }
     }
@@ -139,6 +142,18 @@ impl<'a> DocContext<'a> {
                 }
             }
         }
+    }
+
+    /// The short names the document defines and the names they stand for
+    /// ([`read::defined_terms`] over its text, read once for every value that asks); none
+    /// without a document.
+    pub fn defined_terms(&self) -> &[DefinedTerm] {
+        self.defined_terms
+            .get_or_init(|| match self.source {
+                Some(_) => read::defined_terms(&self.text()),
+                None => Vec::new(),
+            })
+            .as_slice()
     }
 
     /// How the document writes numbers ([`Source::numerals`]); a decimal point without a

@@ -145,16 +145,26 @@ pub fn defined_terms(text: &str) -> Vec<DefinedTerm> {
 }
 
 /// The name `copied` stands for when it is a short name `text` defines (compared without case,
-/// quotes or a leading `the`); `None` otherwise.
+/// quotes or a leading `the`); `None` otherwise. [`full_name_among`] looks it up in terms
+/// already read.
 pub fn full_name(text: &str, copied: &str) -> Option<String> {
+    if term_key(copied).is_empty() {
+        return None;
+    }
+    full_name_among(&defined_terms(text), copied)
+}
+
+/// The name `copied` stands for when it is one of `terms` (a document's [`defined_terms`],
+/// compared as [`full_name`] compares them); `None` otherwise.
+pub fn full_name_among(terms: &[DefinedTerm], copied: &str) -> Option<String> {
     let key = term_key(copied);
     if key.is_empty() {
         return None;
     }
-    defined_terms(text)
-        .into_iter()
+    terms
+        .iter()
         .find(|d| term_key(&d.term) == key)
-        .map(|d| d.name)
+        .map(|d| d.name.clone())
 }
 
 /// A term as compared: quotes and a leading `the` dropped, whitespace collapsed, lower case.
@@ -167,7 +177,9 @@ fn term_key(s: &str) -> String {
         .unwrap_or(lower)
 }
 
-/// Whitespace runs as one space, trimmed.
+/// Whitespace runs as one space, trimmed: `ground::collapse`, written again here so that this
+/// module imports nothing of the crate (`ground` lies in `contract-core`'s import circle,
+/// `scripts/import_cycles.py`).
 fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -1,7 +1,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::context::DocContext;
-use crate::read::{full_name, name_part};
+use crate::ground::collapse;
+use crate::read::{full_name_among, name_part};
 use crate::validate::Violation;
 use crate::Contract;
 
@@ -49,14 +50,9 @@ impl NameValue {
     /// extractor and `from_json_in` run after decoding (`#[contract(normalize = ..)]`). Without
     /// a document, no short name is defined. Never refuses a value.
     pub fn read(&mut self, cx: &DocContext<'_>) -> Result<(), Violation> {
-        let name = full_name(&cx.text(), &self.original)
+        let name = full_name_among(cx.defined_terms(), &self.original)
             .or_else(|| name_part(&self.original))
-            .unwrap_or_else(|| {
-                self.original
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            });
+            .unwrap_or_else(|| collapse(&self.original));
         self.name = Some(name);
         Ok(())
     }
@@ -100,6 +96,18 @@ mod tests {
                 .any(|v| v.kind == crate::ViolationKind::NotInSource),
             "{err:?}"
         );
+        // The context reads the document's definitions once, for every name it reads.
+        let cx = DocContext::of(&source);
+        let terms: Vec<(&str, &str)> = cx
+            .defined_terms()
+            .iter()
+            .map(|d| (d.term.as_str(), d.name.as_str()))
+            .collect();
+        assert_eq!(
+            terms,
+            [("Company", "Acme Widgets, Inc."), ("Employee", "Jane Roe")]
+        );
+        assert!(DocContext::none().defined_terms().is_empty());
         // Without a document, the name as written.
         let alone = NameValue::from_json(r#"{"original": "Company"}"#).expect("a name");
         assert_eq!(alone.full(), "Company");
