@@ -552,12 +552,12 @@ impl Cutter {
         };
         let text = &flat.text[span.clone()];
         if text.chars().count() <= self.max_chars {
-            out.push(flat.passage(doc, span, kind));
+            out.push(flat_passage(flat, doc, span, kind));
             return;
         }
         for piece in cut_words(text, self.max_chars) {
             let abs = span.start + piece.start..span.start + piece.end;
-            out.push(flat.passage(doc, abs, PassageKind::Piece));
+            out.push(flat_passage(flat, doc, abs, PassageKind::Piece));
         }
     }
 
@@ -845,6 +845,27 @@ fn ends_open(line: &str) -> bool {
     }
     let last = line.split_whitespace().next_back().unwrap_or("");
     JOINING_WORDS.contains(&last.to_lowercase().as_str())
+}
+
+/// The passage for bytes `span` (no whitespace at its ends) of `flat`'s text.
+fn flat_passage(flat: &Flat, doc: &Doc<'_>, span: Range<usize>, kind: PassageKind) -> Passage {
+    let (s_off, s_line, s_lead) = flat.seg(span.start);
+    let (e_off, e_line, e_lead) = flat.seg(span.end.saturating_sub(1).max(span.start));
+    let chars = (s_line == e_line).then(|| {
+        let a = s_lead + (span.start - s_off);
+        let b = e_lead + (span.end - e_off);
+        a..b
+    });
+    let whole = chars
+        .as_ref()
+        .is_some_and(|c| c.len() == doc.trimmed(s_line).len());
+    Passage {
+        lines: s_line + 1..e_line + 2,
+        chars: if whole { None } else { chars },
+        page: doc.pages.get(s_line).copied().unwrap_or(1),
+        text: flat.text[span].to_owned(),
+        kind,
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
 //! The text walks under the [`Cutter`](super::Cutter): the source's lines and pages as one
 //! document ([`Doc`]), a run of lines joined into one text that maps its bytes back to lines
-//! ([`Flat`]), and the cutting of a long text at word boundaries ([`cut_words`]).
+//! ([`Flat`]), and the cutting of a long text at word boundaries ([`cut_words`]). A leaf: it
+//! knows the source, not passages (`flat_passage` in the parent makes one of a span).
 
 use std::ops::Range;
 
-use super::{Passage, PassageKind};
 use crate::source::Source;
 
 /// `span` of `text` without whitespace at either end; `None` when nothing is left.
@@ -151,30 +151,10 @@ impl Flat {
         Flat { text, segs, chars }
     }
 
-    /// The segment holding text offset `at`.
-    fn seg(&self, at: usize) -> (usize, usize, usize) {
+    /// The segment holding text offset `at`: (its offset in `text`, its 0-based line, the byte
+    /// offset of the trimmed line in the line).
+    pub(super) fn seg(&self, at: usize) -> (usize, usize, usize) {
         let k = self.segs.partition_point(|s| s.0 <= at).saturating_sub(1);
         self.segs.get(k).copied().unwrap_or((0, 0, 0))
-    }
-
-    /// The passage for bytes `span` (no whitespace at its ends) of the text.
-    pub(super) fn passage(&self, doc: &Doc<'_>, span: Range<usize>, kind: PassageKind) -> Passage {
-        let (s_off, s_line, s_lead) = self.seg(span.start);
-        let (e_off, e_line, e_lead) = self.seg(span.end.saturating_sub(1).max(span.start));
-        let chars = (s_line == e_line).then(|| {
-            let a = s_lead + (span.start - s_off);
-            let b = e_lead + (span.end - e_off);
-            a..b
-        });
-        let whole = chars
-            .as_ref()
-            .is_some_and(|c| c.len() == doc.trimmed(s_line).len());
-        Passage {
-            lines: s_line + 1..e_line + 2,
-            chars: if whole { None } else { chars },
-            page: doc.pages.get(s_line).copied().unwrap_or(1),
-            text: self.text[span].to_owned(),
-            kind,
-        }
     }
 }
