@@ -38,7 +38,7 @@ pub use conventions::{Conventions, DateOrder};
 pub use currency::{find_currencies, read_currency, CurrencyError};
 pub use date::{find_dates, read_date, DateError, DateRead};
 pub use duration::{find_durations, read_duration, DurationError, DurationRead, DurationUnit};
-pub use names::{defined_terms, full_name, full_name_among, name_part, DefinedTerm};
+pub use names::{defined_terms, full_name, full_name_among, name_part, whole_name, DefinedTerm};
 pub use period::{
     find_dates_and_periods, find_periods, read_period, PeriodError, PeriodKind, PeriodRead,
 };

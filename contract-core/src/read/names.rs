@@ -120,6 +120,164 @@ fn suffix() -> &'static Regex {
     })
 }
 
+/// The legal forms an organisation's name ends with (compared without case, a trailing full
+/// stop and surrounding punctuation): [`whole_name`] extends a copied name to one, and
+/// [`name_part`] ends a name at a code written after one. Hand-written: no crate on crates.io
+/// lists them (Python's `cleanco` keeps such a list); these are the common English, European
+/// and South-East Asian forms.
+#[rustfmt::skip]
+const LEGAL_FORMS: [&str; 33] = [
+    "inc", "incorporated", "llc", "l.l.c", "ltd", "limited", "corp", "corporation", "co",
+    "company", "lp", "l.p", "llp", "l.l.p", "plc", "n.v", "b.v", "s.a", "s.l", "s.p.a", "sarl",
+    "s.a.r.l", "ag", "gmbh", "kg", "pty", "pte", "sdn", "bhd", "berhad", "s/b", "a/s", "k.k",
+];
+
+/// The [`LEGAL_FORMS`] that are words or acronyms, not abbreviations: a full stop after one ends
+/// the sentence, not the form.
+#[rustfmt::skip]
+const WHOLE_FORMS: [&str; 13] = [
+    "incorporated", "limited", "corporation", "company", "llc", "lp", "llp", "plc", "ag", "gmbh",
+    "kg", "sarl", "berhad",
+];
+
+/// Whether `word` is a legal form ([`LEGAL_FORMS`]), punctuation around it and a trailing full
+/// stop aside (`Inc.`, `LTD`, `BHD,`).
+fn is_legal_form(word: &str) -> bool {
+    let bare = word
+        .trim_matches(|c: char| !c.is_alphanumeric() && c != '.' && c != '/')
+        .trim_end_matches('.')
+        .to_lowercase();
+    !bare.is_empty() && LEGAL_FORMS.contains(&bare.as_str())
+}
+
+/// The most words [`whole_name`] reads after a copied name for its legal form.
+const MAX_FORM_WORDS: usize = 6;
+
+/// The whole name of an organisation that the name `copied` begins, as `text` writes it:
+/// `copied` followed by the words up to its legal form (`AHP Servicing LLC` for a copied `AHP
+/// Servicing`; `Convergys Customer Management Group Inc.` for `Convergys Customer Management`,
+/// the text having wrapped it over two lines). `None` when `copied` already holds a legal form
+/// or no place `text` writes it goes on to one within [`MAX_FORM_WORDS`] words of the name's own
+/// kind: capitalised words, connectors (`of`, `&`; not `and`, which joins two names more often
+/// than it sits inside one), a bracketed group without digits (`(M)`), a comma right before the
+/// form (`Acme Holdings, Inc.`). A lower-case word, a digit, a colon, a semicolon or a blank line
+/// ends the search, and so does the end of the line when the name starts its line (a heading, a
+/// signature block, an address: `Peter Brent` above `MDS Inc.`), not when it sits in running
+/// text that was wrapped. Where `text` writes `copied` several times, the place that needs the
+/// fewest words wins.
+///
+/// Why: a small model copying a name stops early (on the development agreements and receipts:
+/// `AHP Servicing`, `Convergys Customer Management`, `AIK HUAT HARDWARE`), and the legal form
+/// is where an organisation's name ends.
+pub fn whole_name(text: &str, copied: &str) -> Option<String> {
+    let words: Vec<&str> = copied.split_whitespace().collect();
+    if words.is_empty() || words.iter().any(|w| is_legal_form(w)) {
+        return None;
+    }
+    let pattern = words
+        .iter()
+        .map(|w| regex::escape(w))
+        .collect::<Vec<_>>()
+        .join(r"\s+");
+    let re = Regex::new(&pattern).ok()?;
+    let word_char = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
+    let mut best: Option<(usize, String)> = None;
+    for m in re.find_iter(text) {
+        // Whole words only: not `Acme` inside `Acmeco`.
+        if word_char(text[..m.start()].chars().next_back()) && word_char(copied.chars().next())
+            || word_char(text[m.end()..].chars().next()) && word_char(copied.chars().next_back())
+        {
+            continue;
+        }
+        // A name that starts its line (a heading, a signature block, an address) is not read
+        // on into the next line, which names someone else as often as not (`Peter Brent` above
+        // `MDS Inc.`); a name inside running text is, the text having been wrapped.
+        let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+        let mut after = &text[m.end()..];
+        if text[line_start..m.start()].trim().is_empty() {
+            after = after.split('\n').next().unwrap_or("");
+        }
+        if let Some(added) = form_after(after) {
+            if best.as_ref().is_none_or(|(n, _)| added.len() < *n) {
+                let name = format!("{} {}", words.join(" "), collapse(&added.join(" ")));
+                best = Some((added.len(), name.replace(" ,", ",")));
+            }
+        }
+    }
+    best.map(|(_, name)| name)
+}
+
+/// The words of `after` (the text right after a name) up to and including the last legal form
+/// within [`MAX_FORM_WORDS`] words of the name's kind ([`whole_name`]); `None` without one.
+fn form_after(after: &str) -> Option<Vec<&str>> {
+    // Not past a blank line.
+    let after = match after.find("\n\n") {
+        Some(i) => &after[..i],
+        None => after,
+    };
+    let mut units: Vec<&str> = Vec::new();
+    let mut end = None;
+    let mut rest = after.trim_start();
+    while units.len() < MAX_FORM_WORDS && !rest.is_empty() {
+        // A bracketed group is one unit: `(M)`, `(SETIA ALAM)` over a line break.
+        let len = if rest.starts_with('(') {
+            match rest.find(')') {
+                Some(close) if rest[..close].split_whitespace().count() <= 3 => close + 1,
+                _ => return end.map(|e| units[..e].to_vec()),
+            }
+        } else {
+            rest.find(char::is_whitespace).unwrap_or(rest.len())
+        };
+        let unit = &rest[..len];
+        rest = rest[len..].trim_start();
+        if unit.chars().any(|c| c.is_ascii_digit()) {
+            break;
+        }
+        if is_legal_form(unit) && !unit.starts_with('(') {
+            // Without the punctuation that ends the name (`LLC,`, `Inc.;`), and without a full
+            // stop after a form that is no abbreviation (`LLC.` ends a sentence; `Inc.` keeps it).
+            let mut form = unit.trim_end_matches([',', ';', ':']);
+            let bare = form.trim_end_matches('.').to_lowercase();
+            if WHOLE_FORMS.contains(&bare.as_str()) {
+                form = form.trim_end_matches('.');
+            }
+            units.push(form);
+            end = Some(units.len());
+            if unit.ends_with([',', ';', ':']) {
+                break;
+            }
+            continue;
+        }
+        if unit.ends_with([':', ';']) {
+            break;
+        }
+        let bare = unit.trim_matches(|c: char| !c.is_alphanumeric() && c != '&');
+        // `and` joins two names more often than it is inside one.
+        let connector = CONNECTORS.contains(&bare) && bare != "and";
+        let capital = unit
+            .trim_start_matches('(')
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_uppercase());
+        if !(connector || capital || unit == ",") {
+            break;
+        }
+        // A comma ends the name unless a legal form follows it (`Holdings, Inc.`).
+        if unit == "," || unit.ends_with(',') {
+            let next = rest.split_whitespace().next().unwrap_or("");
+            if !is_legal_form(next) {
+                break;
+            }
+        }
+        // A full stop after a word that is no legal form ends a sentence.
+        if unit.ends_with('.') && unit.trim_end_matches('.').chars().count() > 1 {
+            break;
+        }
+        units.push(unit);
+    }
+    end.map(|e| units[..e].to_vec())
+}
+
 /// Lower-case words a name may hold.
 const CONNECTORS: [&str; 9] = ["and", "of", "&", "de", "del", "la", "y", "the", "for"];
 
@@ -236,7 +394,14 @@ pub fn name_part(text: &str) -> Option<String> {
     let region = &region[..end];
     // Up to the first lower-case word that is neither a connector nor a suffix.
     let mut words: Vec<&str> = Vec::new();
+    let mut formed = false;
     for word in region.split_whitespace() {
+        // A code after the legal form (`SDN BHD 862725-U`, `SDN BHD (139386 X)`) is not the
+        // name's: a company's registration number follows its name.
+        if formed && word.chars().any(|c| c.is_ascii_digit()) {
+            break;
+        }
+        formed |= is_legal_form(word);
         let bare = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '&');
         let lower = bare.chars().next().is_some_and(char::is_lowercase);
         if lower && !CONNECTORS.contains(&bare) && !suffix().is_match(bare) && !bare.is_empty() {
@@ -360,6 +525,97 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(name_part(text).as_deref(), name, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_copied_name_is_read_on_to_its_legal_form() {
+        let text = "between AHP Servicing LLC, a Delaware company, and Convergys Customer \
+                    Management\nGroup Inc. Later AHP Servicing shall pay.";
+        assert_eq!(
+            whole_name(text, "AHP Servicing").as_deref(),
+            Some("AHP Servicing LLC")
+        );
+        assert_eq!(
+            whole_name(text, "Convergys Customer Management").as_deref(),
+            Some("Convergys Customer Management Group Inc.")
+        );
+        // A bracketed group on the way, over a line break in running text; a code after the
+        // form is not read.
+        let text = "sold by Aik Huat Hardware Enterprise (Setia\nAlam) Sdn Bhd 822737-X to us";
+        assert_eq!(
+            whole_name(text, "Aik Huat Hardware").as_deref(),
+            Some("Aik Huat Hardware Enterprise (Setia Alam) Sdn Bhd")
+        );
+        // Where the name is written twice, the place that reaches a form, and of two that do,
+        // the one that needs fewer words.
+        let logo = "PREMIO\nPREMIO STATIONERY SDN BHD\n(CO.NO.: 123769-W)";
+        assert_eq!(
+            whole_name(logo, "PREMIO").as_deref(),
+            Some("PREMIO STATIONERY SDN BHD")
+        );
+        let twice = "sold by Acme Incorporated and later by Acme New Co";
+        assert_eq!(
+            whole_name(twice, "Acme").as_deref(),
+            Some("Acme Incorporated")
+        );
+        // A comma that brings the form.
+        assert_eq!(
+            whole_name("Acme Holdings, Inc. agrees", "Acme Holdings").as_deref(),
+            Some("Acme Holdings, Inc.")
+        );
+    }
+
+    #[test]
+    fn a_name_is_not_read_on_past_its_kind() {
+        for (text, copied) in [
+            // Already a legal form.
+            ("Acme Corp. Ltd", "Acme Corp."),
+            // A lower-case word, a sentence's end, a digit, a colon before any form.
+            ("Jane Roe shall sign for Acme Inc.", "Jane Roe"),
+            ("Jane Roe. Acme Inc. agrees", "Jane Roe"),
+            ("sold by Book Shop 12 Jalan Sdn Bhd", "Book Shop"),
+            ("Seller: Acme Inc.", "Seller"),
+            // A blank line, and more words than a name's.
+            ("the seller ACME\n\nBETA SDN BHD", "ACME"),
+            // A name that starts its line: not into the next one.
+            (
+                "Peter Brent\nMDS Inc.\n100 International Boulevard",
+                "Peter Brent",
+            ),
+            ("AIK HUAT HARDWARE\nENTERPRISE SDN BHD", "AIK HUAT HARDWARE"),
+            // `and` joins two names.
+            (
+                "shares in VimpelCom and Closed Joint Stock\nCompany",
+                "VimpelCom",
+            ),
+            ("Acme One Two Three Four Five Six Seven Inc.", "Acme"),
+            // Only whole words: `Acme` is not the start of `Acmeco`.
+            ("Acmeco Ltd", "Acme"),
+            // Not written at all, or nothing copied.
+            ("Beta Inc.", "Acme"),
+            ("Acme Inc.", ""),
+        ] {
+            assert_eq!(whole_name(text, copied), None, "{copied:?} in {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_code_after_the_legal_form_is_not_the_names() {
+        for (text, name) in [
+            (
+                "MOONLIGHT CAKE HOUSE SDN BHD 862725-U",
+                "MOONLIGHT CAKE HOUSE SDN BHD",
+            ),
+            (
+                "GARDENIA BAKERIES (KI ) SDN BHD (139386 X)",
+                "GARDENIA BAKERIES (KI ) SDN BHD",
+            ),
+            // Digits before the form are the name's.
+            ("99 SPEED MART S/B", "99 SPEED MART S/B"),
+            ("3M Company", "3M Company"),
+        ] {
+            assert_eq!(name_part(text).as_deref(), Some(name), "{text}");
         }
     }
 

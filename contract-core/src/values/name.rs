@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::DocContext;
 use crate::ground::collapse;
-use crate::read::{full_name_among, name_part};
+use crate::read::{full_name_among, name_part, whole_name};
 use crate::validate::Violation;
 use crate::Contract;
 
@@ -14,7 +14,9 @@ use crate::Contract;
 /// reads the value: the name a short name the document defines stands for
 /// ([`read::defined_terms`](crate::read::defined_terms)), else the name `original` begins
 /// with, without the description written after it (`Acme Widgets, Inc.` of `Acme Widgets, Inc.,
-/// a Delaware corporation`; [`read::name_part`](crate::read::name_part)), else `original`.
+/// a Delaware corporation`; [`read::name_part`](crate::read::name_part)) and read on to its
+/// legal form where the document writes one right after it (`AHP Servicing LLC` of a copied
+/// `AHP Servicing`; [`read::whole_name`](crate::read::whole_name)), else `original`.
 ///
 /// Why: the parties of an agreement are named once, in its preamble, and everywhere else by
 /// their short names, which is what a model asked for them copies (on the development
@@ -26,7 +28,8 @@ pub struct NameValue {
     #[contract(grounded(with_container))]
     pub original: String,
     /// The full name (computed): what a short name the document defines stands for, else the
-    /// name as written without a description after it; whitespace runs as one space.
+    /// name as written without a description after it, read on to its legal form where the
+    /// document writes one right after it; whitespace runs as one space.
     #[contract(skip)]
     #[serde(default)]
     pub name: Option<String>,
@@ -46,12 +49,15 @@ impl NameValue {
         self.name.as_deref().unwrap_or(&self.original)
     }
 
-    /// Computes [`NameValue::name`] from `original` and the document's definitions: what the
+    /// Computes [`NameValue::name`] from `original` and the document's definitions and text: what the
     /// extractor and `from_json_in` run after decoding (`#[contract(normalize = ..)]`). Without
     /// a document, no short name is defined. Never refuses a value.
     pub fn read(&mut self, cx: &DocContext<'_>) -> Result<(), Violation> {
         let name = full_name_among(cx.defined_terms(), &self.original)
-            .or_else(|| name_part(&self.original))
+            .or_else(|| {
+                let part = name_part(&self.original)?;
+                Some(whole_name(&cx.text(), &part).unwrap_or(part))
+            })
             .unwrap_or_else(|| collapse(&self.original));
         self.name = Some(name);
         Ok(())
@@ -108,6 +114,26 @@ mod tests {
             [("Company", "Acme Widgets, Inc."), ("Employee", "Jane Roe")]
         );
         assert!(DocContext::none().defined_terms().is_empty());
+        // A name copied without its legal form is read on to it where the document writes it.
+        let source = crate::Source::from_text(
+            "between DeAnn O'Donovan, AHP Servicing, LLC (\"Servicing\"), and AHP Capital\n\
+             Management, LLC. AHP Servicing shall pay.",
+        );
+        let read = Parties::from_json_in(
+            r#"{"parties": [{"original": "AHP Servicing"}, {"original": "AHP Capital Management"},
+                {"original": "DeAnn O'Donovan"}]}"#,
+            &source,
+        )
+        .expect("grounded names");
+        let names: Vec<&str> = read.parties.iter().map(NameValue::full).collect();
+        assert_eq!(
+            names,
+            [
+                "AHP Servicing, LLC",
+                "AHP Capital Management, LLC",
+                "DeAnn O'Donovan"
+            ]
+        );
         // Without a document, the name as written.
         let alone = NameValue::from_json(r#"{"original": "Company"}"#).expect("a name");
         assert_eq!(alone.full(), "Company");
