@@ -101,6 +101,7 @@ pub fn show(schema: &Path, as_json: bool) -> Result<u8, CliError> {
             "docs": contract.docs_markdown(),
             "gaps": contract.gaps(),
             "grounded_grammar": contract.decodes_grounded(),
+            "typed_grammar": contract.decodes_typed(),
         });
         emit(&format!(
             "{}\n",

@@ -483,8 +483,9 @@ mod decoding {
     use contract_backends::ScriptedBackend;
     use contract_core::extract::Decoding;
 
-    /// [`DynContract::decodes_grounded`] (what the `x-rules` note is written from) says what
-    /// the extractor decodes with: the grounded grammar, its rules carried, or the JSON Schema.
+    /// [`DynContract::decodes_grounded`] and [`DynContract::decodes_typed`] (what the
+    /// `x-rules` note is written from) say what the extractor decodes with: the grounded
+    /// grammar or the typed one, its rules carried, or the JSON Schema.
     #[test]
     fn decodes_grounded_is_what_the_extractor_sends() {
         let field = |grounded: bool| {
@@ -504,16 +505,22 @@ mod decoding {
         let mut with_value = flat(true);
         with_value["properties"]["paid"] = json!({"$ref": "#/$defs/Amount"});
         with_value["$defs"] = json!({"Amount": {}});
+        // An optional property the typed grammar would have to write: the JSON Schema.
+        let mut optional = flat(false);
+        optional["required"] = json!(["low"]);
+        // (schema, grounded, typed)
         let cases = [
-            (flat(true), true),
-            (flat(false), false),
-            (with_def, false),
-            (with_value, true),
+            (flat(true), true, true),
+            (flat(false), false, true),
+            (optional, false, false),
+            (with_def, false, false),
+            (with_value, true, true),
         ];
-        for (schema, expected) in cases {
+        for (schema, grounded, typed) in cases {
             let contract =
                 DynContract::from_schema(schema.clone()).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(contract.decodes_grounded(), expected, "{schema}");
+            assert_eq!(contract.decodes_grounded(), grounded, "{schema}");
+            assert_eq!(contract.decodes_typed(), typed, "{schema}");
             let ex = DynExtractor::new(contract, 1, None);
             let backend = ScriptedBackend::new([r#"{"low": 1, "high": 2}"#]);
             let _ = block_on(ex.extract(&backend, "d", "low 1\nhigh 2"));
@@ -525,13 +532,13 @@ mod decoding {
                 .unwrap_or_else(|| panic!("no constrained request: {schema}"));
             match sent {
                 Decoding::Grammar(g) => {
-                    assert!(expected, "{schema}");
+                    assert!(typed, "{schema}");
                     assert!(
                         g.has_rules(),
-                        "the grounded grammar carries the rules: {schema}"
+                        "the typed grammar carries the rules: {schema}"
                     );
                 }
-                Decoding::JsonSchema(_) => assert!(!expected, "{schema}"),
+                Decoding::JsonSchema(_) => assert!(!typed, "{schema}"),
             }
         }
     }

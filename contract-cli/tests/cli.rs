@@ -517,24 +517,31 @@ fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
 }
 
 /// The `x-rules` note `show` and `extract` print is true of the schema: held by the mask of the
-/// grounded grammar for a flat grounded schema, by the validator only for one decoded under its
-/// JSON Schema.
+/// grounded grammar for a flat grounded schema, by the typed grammar's for a flat ungrounded
+/// one it carries without loss, by the validator only for one decoded under its JSON Schema.
 #[test]
 fn the_rules_note_says_where_the_rules_are_held() {
     let dir = scratch("rules_note");
     let out = dir.join("rows.jsonl");
     let replies = dir.join("replies.jsonl");
     fs::write(&replies, "").unwrap_or_else(|e| panic!("{e}"));
-    for grounded in [true, false] {
+    // (grounded, every property required): the grounded grammar, the typed one, the JSON
+    // Schema (an optional property the typed grammar would have to write).
+    for (grounded, all_required) in [(true, true), (false, true), (false, false)] {
         let mut field = json!({"type": ["number", "null"]});
         if grounded {
             field["x-grounded"] = json!("source");
         }
-        let schema = dir.join(format!("rules-{grounded}.json"));
+        let required = if all_required {
+            json!(["low", "high"])
+        } else {
+            json!(["low"])
+        };
+        let schema = dir.join(format!("rules-{grounded}-{all_required}.json"));
         fs::write(
             &schema,
             json!({"title": "Range", "type": "object", "x-rules": ["low <= high"],
-                   "properties": {"low": field, "high": field}, "required": ["low", "high"]})
+                   "properties": {"low": field, "high": field}, "required": required})
             .to_string(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
@@ -551,12 +558,15 @@ fn the_rules_note_says_where_the_rules_are_held() {
                 .unwrap_or_else(|| panic!("no x-rules note in {text}"))
                 .to_owned()
         };
+        let typed = grounded || all_required;
         for line in [note(&shown.stdout), note(&extracted.stderr)] {
-            assert_eq!(line.contains("validator only"), !grounded, "{line}");
+            assert_eq!(line.contains("validator only"), !typed, "{line}");
             assert_eq!(line.contains("grounded grammar"), grounded, "{line}");
+            assert_eq!(line.contains("typed grammar"), typed && !grounded, "{line}");
         }
         let as_json = contract(&["show", "--schema", path(&schema), "--json"]);
         let v: Value = serde_json::from_str(&as_json.stdout).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(v["grounded_grammar"], grounded, "{v:#}");
+        assert_eq!(v["typed_grammar"], typed, "{v:#}");
     }
 }

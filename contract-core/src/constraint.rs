@@ -22,7 +22,8 @@ use crate::grammar::{Grammar, Think};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decoding {
-    /// A derived contract's token-mask spec: the syntax, the groundings and the cross-field rules.
+    /// A derived contract's token-mask spec: the syntax, the groundings and the cross-field rules
+    /// (also a runtime contract's, where [`DynContract::decodes_typed`]).
     Grammar(Arc<Grammar>),
     /// A plain JSON Schema for llguidance's JSON compiler, with no cross-field rules: a runtime
     /// contract's [`DynContract::grammar`].

@@ -355,3 +355,63 @@ async fn a_coming_period_must_follow_the_one_the_document_reports_on() {
         Some(json!(2))
     );
 }
+
+/// A flat schema with `x-rules` and nothing grounded decodes under the typed grammar, the rules
+/// in its mask (issue 39), when that grammar enforces every keyword the schema's JSON Schema
+/// mask would; a keyword it would lose keeps the JSON Schema, the rules the validator's.
+#[tokio::test(flavor = "current_thread")]
+async fn an_ungrounded_schema_with_rules_decodes_under_a_grammar_holding_them() {
+    let schema = json!({
+        "type": "object",
+        "x-rules": ["low <= high"],
+        "required": ["low", "high"],
+        "properties": {"low": {"type": "number"}, "high": {"type": "number"}}
+    });
+    let contract = DynContract::from_schema(schema.clone()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(contract.decodes_typed() && !contract.decodes_grounded());
+    // The first reply breaks the rule (the validator still refuses it), the second keeps it.
+    let backend = ScriptedBackend::new([r#"{"low": 5, "high": 3}"#, r#"{"low": 3, "high": 5}"#]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract("Between 3 and 5.")
+        .await;
+    assert_eq!(x.value, Some(json!({"low": 3, "high": 5})));
+    assert!(x.attempts[0]
+        .violations
+        .iter()
+        .any(|v| v.kind == ViolationKind::CrossField));
+    let requests = backend.requests();
+    let Some(Decoding::Grammar(grammar)) = &requests[0].constraint.decoding else {
+        panic!("{:?}", requests[0].constraint.decoding);
+    };
+    let rules: Vec<(Vec<String>, Vec<String>)> = grammar
+        .rules()
+        .into_iter()
+        .map(|(paths, rules)| {
+            let rules = rules
+                .iter()
+                .filter_map(|r| r.to_rule())
+                .map(|r| r.to_string());
+            (paths.to_vec(), rules.collect())
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [(vec![String::new()], vec!["low <= high".to_owned()])]
+    );
+    // `multipleOf` is a keyword the typed grammar does not model: the JSON Schema mask.
+    let mut lossy = schema;
+    lossy["properties"]["low"]["multipleOf"] = json!(0.5);
+    let contract = DynContract::from_schema(lossy).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!contract.decodes_typed());
+    let backend = ScriptedBackend::new([r#"{"low": 3, "high": 5}"#]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract("Between 3 and 5.")
+        .await;
+    assert_eq!(x.value, Some(json!({"low": 3, "high": 5})));
+    assert!(matches!(
+        backend.requests()[0].constraint.decoding,
+        Some(Decoding::JsonSchema(_))
+    ));
+}

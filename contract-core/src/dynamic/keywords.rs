@@ -98,6 +98,12 @@ pub(super) const RULES_IN_GROUNDED_MASK: &str = "cross-field rules: this schema 
      grounded grammar, whose mask on the local model holds them while decoding; a JSON Schema \
      mask (a server's) does not carry them, and the validator checks every reply";
 
+/// The note of a root `x-rules` gap in a schema that decodes under the typed grammar for its
+/// rules ([`DynContract::decodes_typed`](super::DynContract::decodes_typed), not grounded).
+pub(super) const RULES_IN_TYPED_MASK: &str = "cross-field rules: this schema decodes under the \
+     typed grammar, whose mask on the local model holds them while decoding; a JSON Schema mask \
+     (a server's) does not carry them, and the validator checks every reply";
+
 /// Keywords only the validator carries: the signature leaves them out and llguidance does not
 /// implement them.
 const VALIDATOR_KEYWORDS: [&str; 13] = [

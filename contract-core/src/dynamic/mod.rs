@@ -27,6 +27,7 @@ mod convert;
 mod keywords;
 mod resolve;
 mod subschemas;
+pub(crate) mod typed;
 mod validator;
 pub(crate) mod values;
 
@@ -269,28 +270,54 @@ impl DynContract {
             gaps: scan.gaps,
             validator,
         };
+        // The note says whether the local mask holds the rules: every `x-rules` note under the
+        // grounded grammar, the root's alone under the typed grammar for its rules (only the
+        // root is an object there).
         let has_rules = contract.gaps.iter().any(|g| g.keyword == "x-rules");
-        if has_rules && contract.decodes_grounded() {
+        let held = match has_rules.then(|| contract.mask()) {
+            Some(typed::Mask::Grounded) => Some((keywords::RULES_IN_GROUNDED_MASK, false)),
+            Some(typed::Mask::Rules) => Some((keywords::RULES_IN_TYPED_MASK, true)),
+            Some(typed::Mask::JsonSchema) | None => None,
+        };
+        if let Some((note, root_only)) = held {
             for gap in contract.gaps.iter_mut().filter(|g| g.keyword == "x-rules") {
-                gap.note = keywords::RULES_IN_GROUNDED_MASK.to_owned();
+                if !root_only || gap.path.is_empty() {
+                    gap.note = note.to_owned();
+                }
             }
         }
         Ok(contract)
+    }
+
+    /// The mask [`Extractor::runtime`](crate::Extractor::runtime) decodes this contract under.
+    fn mask(&self) -> typed::Mask {
+        let mut spec = self.root_spec();
+        values::adopt_value_types(&mut spec);
+        typed::mask(&spec)
     }
 
     /// Whether [`Extractor::runtime`](crate::Extractor::runtime) decodes this contract under
     /// the grounded grammar: its root is an object that grounds a value (`x-grounded`) and it
     /// refers to no definitions but the library's value types. The local model's mask then
     /// holds the schema's `x-rules` while decoding (the grammar composes them or the values are
-    /// filtered as they are written), as a derived contract's mask does; otherwise the mask is
-    /// the schema's own JSON Schema, which cannot carry them (its [`gaps`](Self::gaps) say
-    /// which).
+    /// filtered as they are written), as a derived contract's mask does. A schema that does not
+    /// decode grounded may still decode under the typed grammar for its rules
+    /// ([`decodes_typed`](Self::decodes_typed)).
     pub fn decodes_grounded(&self) -> bool {
-        let mut spec = self.root_spec();
-        values::adopt_value_types(&mut spec);
-        !values::has_def_refs(&spec.node)
-            && spec.object().is_some()
-            && crate::ground::has_grounding(&spec)
+        self.mask() == typed::Mask::Grounded
+    }
+
+    /// Whether [`Extractor::runtime`](crate::Extractor::runtime) decodes this contract under
+    /// the typed grammar, whose mask on the local model holds the root's `x-rules` while
+    /// decoding: when it [decodes grounded](Self::decodes_grounded), or when its root is an
+    /// object with `x-rules`, it refers to no definitions but the library's value types, and
+    /// the typed grammar enforces every constraint the schema's own JSON Schema mask would
+    /// (one type per property, no combinators, `const`, `multipleOf`, pattern properties,
+    /// inline objects or optional properties, only the formats the mask knows). Otherwise the
+    /// mask is the schema's own JSON Schema ([`grammar`](Self::grammar)), which cannot carry
+    /// the rules (its [`gaps`](Self::gaps) say so).
+    pub fn decodes_typed(&self) -> bool {
+        self.mask() != typed::Mask::JsonSchema
     }
 
     /// The contract's name: the schema's `title`, else `Root`.

@@ -325,8 +325,9 @@ fn unsupported_keywords_are_reported_by_pointer() {
 }
 
 /// The `x-rules` note says where the rules are held, per schema: in the grounded grammar's mask
-/// for a flat grounded schema (what `Extractor::runtime` decodes it with), by the validator
-/// only for a schema decoded under its own JSON Schema.
+/// for a flat grounded schema (what `Extractor::runtime` decodes it with), in the typed
+/// grammar's mask for a flat ungrounded schema that grammar carries without loss, by the
+/// validator only for a schema decoded under its own JSON Schema.
 #[test]
 fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
     let note = |schema: Value| {
@@ -339,6 +340,10 @@ fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
             .map(|g| g.note.clone())
             .collect();
         assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            !c.decodes_grounded() || c.decodes_typed(),
+            "the grounded grammar is a typed one"
+        );
         (c.decodes_grounded(), notes[0].clone())
     };
     let field = |grounded: bool| {
@@ -357,16 +362,76 @@ fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
     assert!(grounded);
     assert!(text.contains("grounded grammar"), "{text}");
     assert!(!text.contains("validator only"), "{text}");
-    // Nothing grounded: the schema's JSON Schema mask, the rules the validator's only.
+    // Nothing grounded, but the typed grammar carries every keyword: the rules in its mask.
     let (grounded, text) = note(flat(false));
     assert!(!grounded);
-    assert!(text.contains("validator only"), "{text}");
+    assert!(contract(flat(false)).decodes_typed());
+    assert!(text.contains("typed grammar"), "{text}");
+    assert!(!text.contains("validator only"), "{text}");
+    // Nothing grounded, and a keyword the typed grammar would lose: the schema's JSON Schema
+    // mask, the rules the validator's only.
+    let lossy = |edit: &dyn Fn(&mut Value)| {
+        let mut schema = flat(false);
+        edit(&mut schema);
+        let c = contract(schema.clone());
+        assert!(!c.decodes_typed(), "{schema}");
+        let (grounded, text) = note(schema);
+        assert!(!grounded);
+        assert!(text.contains("validator only"), "{text}");
+    };
+    // An optional property (the typed grammar writes every one).
+    lossy(&|s| s["required"] = json!(["low"]));
+    // A required key that is not a property (the typed grammar could not write it).
+    lossy(&|s| s["required"] = json!(["low", "high", "mid"]));
+    // More keys than the properties.
+    lossy(&|s| s["minProperties"] = json!(3));
+    // Keywords the typed shapes do not model.
+    lossy(&|s| s["properties"]["low"]["multipleOf"] = json!(0.5));
+    lossy(&|s| s["properties"]["low"] = json!({"type": ["number", "string"]}));
+    lossy(&|s| s["properties"]["low"] = json!({"oneOf": [{"type": "number"}, {"type": "null"}]}));
+    lossy(&|s| s["properties"]["low"] = json!({"const": 1}));
+    lossy(&|s| s["properties"]["low"] = json!({"type": "object", "properties": {}}));
+    lossy(&|s| s["properties"]["low"] = json!({"type": "array", "prefixItems": [{}]}));
+    lossy(&|s| s["properties"]["low"] = json!({"type": "string", "format": "iri"}));
+    lossy(&|s| s["patternProperties"] = json!({"^l": {"type": "integer"}}));
+    // An enum the type narrows, or a `null` the type allows and the enum does not.
+    lossy(&|s| s["properties"]["low"] = json!({"type": "number", "enum": [1, "a"]}));
+    lossy(&|s| s["properties"]["low"] = json!({"type": ["number", "null"], "enum": [1, 2]}));
+    lossy(&|s| s["properties"]["low"] = json!({"enum": [1, 2], "minimum": 2}));
+    lossy(&|s| s["properties"]["low"] = json!({"enum": [1, 2, null]}));
+    // Keywords the typed grammar carries keep it (it may close the object).
+    for carried in [
+        json!({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "null"}]}),
+        json!({"type": "integer", "minimum": 1, "maximum": 4}),
+        json!({"type": ["integer", "null"], "enum": [1, 2, null]}),
+        json!({"enum": [1, 2]}),
+        json!({"type": "string", "pattern": "^[0-9-]+$", "format": "date", "maxLength": 10}),
+        json!({"type": "array", "items": {"type": "number"}, "maxItems": 3}),
+    ] {
+        let mut schema = flat(false);
+        schema["properties"]["low"] = carried.clone();
+        schema["additionalProperties"] = json!(true);
+        let (grounded, text) = note(schema);
+        assert!(
+            !grounded && text.contains("typed grammar"),
+            "{carried}: {text}"
+        );
+    }
+    // A value type named by `$ref` is carried by its own shape.
+    let mut with_value = flat(false);
+    with_value["properties"]["paid"] = json!({"$ref": "#/$defs/Amount"});
+    with_value["required"] = json!(["low", "high", "paid"]);
+    with_value["$defs"] = json!({"Amount": {}});
+    let (grounded, text) = note(with_value);
+    assert!(!grounded);
+    assert!(text.contains("typed grammar"), "{text}");
     // Grounded, but a field refers to a definition: decoded under the JSON Schema.
     let mut with_def = flat(true);
     with_def["properties"]["who"] = json!({"$ref": "#/$defs/who"});
     with_def["$defs"] = json!({"who": {"type": "string", "x-grounded": "source"}});
-    let (grounded, text) = note(with_def);
+    let (grounded, text) = note(with_def.clone());
     assert!(!grounded);
+    assert!(!contract(with_def).decodes_typed());
     assert!(text.contains("validator only"), "{text}");
     // A reference to one of the library's value types keeps the grounded grammar.
     let mut with_value = flat(true);
@@ -383,6 +448,50 @@ fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
     let (grounded, text) = note(nested);
     assert!(grounded);
     assert!(text.contains("grounded grammar"), "{text}");
+    // Rules nested in an ungrounded schema: no typed grammar holds them.
+    let nested = json!({"type": "object", "required": ["range"], "properties": {
+        "range": {"type": "object", "x-rules": ["low <= high"],
+                  "properties": {"low": field(false), "high": field(false)}}}});
+    let (grounded, text) = note(nested.clone());
+    assert!(!grounded && !contract(nested).decodes_typed());
+    assert!(text.contains("validator only"), "{text}");
+}
+
+/// The typed grammar `Extractor::runtime` decodes a flat ungrounded schema under holds the
+/// schema's rules, with the shapes the schema's keywords give.
+#[test]
+fn a_flat_schema_with_rules_lowers_to_a_grammar_holding_them() {
+    let c = contract(json!({"type": "object", "x-rules": ["low <= high"],
+        "required": ["low", "high"],
+        "properties": {"low": {"type": "number", "minimum": 0}, "high": {"type": "number"}}}));
+    assert!(c.decodes_typed() && !c.decodes_grounded());
+    let mut spec = c.root_spec();
+    values::adopt_value_types(&mut spec);
+    assert_eq!(typed::mask(&spec), typed::Mask::Rules);
+    let grammar = crate::grammar::Grammar::of(&spec);
+    let rules: Vec<String> = grammar
+        .rules()
+        .iter()
+        .flat_map(|(paths, rules)| {
+            assert_eq!(*paths, [String::new()], "the root's rules");
+            rules
+                .iter()
+                .filter_map(|r| r.to_rule())
+                .map(|r| r.to_string())
+        })
+        .collect();
+    assert_eq!(rules, ["low <= high"]);
+    let low = &grammar.objects[0].fields[0];
+    assert_eq!(low.name, "low");
+    assert!(
+        matches!(&low.shape, crate::grammar::Shape::Number { minimum: Some(m), .. } if *m == 0.into()),
+        "{:?}",
+        low.shape
+    );
+    // Without rules the schema keeps its JSON Schema mask, as before.
+    let plain = contract(json!({"type": "object", "required": ["low"],
+        "properties": {"low": {"type": "number"}}}));
+    assert!(!plain.decodes_typed());
 }
 
 #[test]

@@ -27,6 +27,7 @@ use std::sync::{Mutex, OnceLock};
 pub use crate::chunk::Overflow;
 use crate::context::{Adjust, DocContext};
 use crate::contract::ContractSpec;
+use crate::dynamic::typed;
 use crate::dynamic::values::{adopt_value_types, has_def_refs, normalize_values};
 use crate::dynamic::DynContract;
 use crate::grammar::{Grammar, Think};
@@ -124,13 +125,19 @@ impl<B: Backend> Extractor<Value, B> {
     /// whole document (the grammar and the selection follow a contract's nesting, not a
     /// schema's definitions), and grounded values behind such a `$ref` are not checked by the
     /// extractor: add an [`Extractor::check_shown`] for them (it sees the text each reply was
-    /// asked from, a chunk's under a budget).
+    /// asked from, a chunk's under a budget). An ungrounded schema with `x-rules` on its root
+    /// decodes under the typed grammar too, the rules in the local model's mask, when that
+    /// grammar enforces everything the schema's JSON Schema mask would
+    /// ([`DynContract::decodes_typed`]); otherwise under its JSON Schema, the rules checked
+    /// after decoding.
     pub fn runtime(backend: B, contract: &DynContract) -> Self {
         let mut spec = contract.root_spec();
         let values = adopt_value_types(&mut spec);
         let flat = !has_def_refs(&spec.node);
         let mut constraint = Constraint::from_dyn(contract);
-        if flat && spec.object().is_some() && has_grounding(&spec) {
+        // The typed grammar when the schema is grounded, or when it carries the root's rules
+        // without losing what the JSON Schema mask enforces (`dynamic::typed`).
+        if typed::mask(&spec) != typed::Mask::JsonSchema {
             constraint =
                 constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
         }

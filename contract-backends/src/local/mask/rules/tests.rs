@@ -565,3 +565,42 @@ fn streets_plan() -> RulePlan {
         }],
     ))
 }
+
+/// A runtime contract's rules hold in the mask (issue 39): the grammar `Extractor::runtime`
+/// sends for a flat, ungrounded JSON Schema with `x-rules` makes the filter refuse a `high`
+/// below `low` and keep one that is not.
+#[tokio::test(flavor = "current_thread")]
+async fn a_runtime_contracts_rules_hold_in_its_mask() {
+    use contract_core::extract::Extractor;
+    use contract_core::select::Selection;
+    use contract_core::DynContract;
+
+    let contract = DynContract::from_schema(json!({
+        "type": "object",
+        "x-rules": ["low <= high"],
+        "required": ["low", "high"],
+        "properties": {"low": {"type": "number"}, "high": {"type": "number"}}
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    let backend = crate::ScriptedBackend::new([r#"{"low": 5, "high": 7}"#]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract("From 5 to 7.")
+        .await;
+    assert_eq!(x.value, Some(json!({"low": 5, "high": 7})));
+    let requests = backend.requests();
+    let grammar = requests[0]
+        .constraint
+        .grammar()
+        .expect("the typed grammar, which holds the rules");
+    let p = RulePlan::new(grammar);
+    let pre = r#"{"low": 5, "high": "#;
+    assert!(!allowed(&p, pre, "3}"), "high below low");
+    assert!(!allowed(&p, pre, "4}"));
+    assert!(allowed(&p, pre, "5}"));
+    assert!(allowed(&p, pre, "7}"));
+    // Whole replies: the one that breaks the rule is refused, the one that keeps it ends.
+    assert!(!Scanner::new().advance(&p, br#"{"low": 5, "high": 3}"#));
+    assert!(at(&p, r#"{"low": 5, "high": 7}"#).can_end(&p));
+    assert!(at(&p, r#"{"low": -2, "high": -2}"#).can_end(&p));
+}

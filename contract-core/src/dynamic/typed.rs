@@ -1,0 +1,189 @@
+//! Which grammar [`Extractor::runtime`](crate::Extractor::runtime) decodes a runtime contract
+//! under, decided in one place so the extractor and the `x-rules` note in
+//! [`DynContract::gaps`](super::DynContract::gaps) cannot disagree.
+//!
+//! The typed [`Grammar`](crate::grammar::Grammar) (the `Shape` lowering a derived contract
+//! gets) is the only mask that holds cross-field rules, but it models less than a JSON Schema:
+//! one type per value, no combinators, no `const`, no `multipleOf`, no `prefixItems`, no pattern
+//! properties, no inline objects below the root (they become "any value"), every listed
+//! property required. The schema's own JSON Schema
+//! mask (`document_schema`) carries those keywords and no rules. So a schema with root
+//! `x-rules` switches to the typed grammar only when the lowering keeps every constraint that
+//! JSON Schema mask enforces ([`lossless`]); otherwise it keeps its JSON Schema and the
+//! validator alone checks the rules. A grounded schema decodes under the typed grammar
+//! regardless: grounding needs it.
+
+use serde_json::Value;
+
+use crate::contract::ContractSpec;
+use crate::grammar::GRAMMAR_FORMATS;
+use crate::ir::{JsonType, Node, Target};
+
+use super::values::has_def_refs;
+
+/// The mask a runtime contract's root (its value types adopted) decodes under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mask {
+    /// The typed grammar, grounded: a flat object root with a grounded field.
+    Grounded,
+    /// The typed grammar, for its root `x-rules`: a flat object root the grammar carries
+    /// without loss ([`lossless`]).
+    Rules,
+    /// The schema's own JSON Schema: no cross-field rules.
+    JsonSchema,
+}
+
+/// Which mask `spec` (a runtime contract's root, value types adopted) decodes under.
+pub(crate) fn mask(spec: &ContractSpec) -> Mask {
+    let Some(object) = spec.object() else {
+        return Mask::JsonSchema;
+    };
+    if has_def_refs(&spec.node) {
+        Mask::JsonSchema
+    } else if crate::ground::has_grounding(spec) {
+        Mask::Grounded
+    } else if !object.rules.is_empty() && lossless(&spec.node) {
+        Mask::Rules
+    } else {
+        Mask::JsonSchema
+    }
+}
+
+/// Whether the typed grammar of the object `root` enforces every constraint the schema's JSON
+/// Schema mask enforces. It may enforce more, as a derived contract's does: no keys beyond the
+/// listed properties, strings of at most 1000 characters and lists of at most 100 items where
+/// the schema sets no limit.
+fn lossless(root: &Node) -> bool {
+    let Some(object) = root.object.as_deref() else {
+        return false;
+    };
+    let n = object.properties.len() as u64;
+    // The grammar writes an object, every listed property in order, nothing else.
+    (root.types.is_empty() || root.has_type(JsonType::Object))
+        && no_alternatives(root)
+        && root.enumeration.is_none()
+        // A pattern property also constrains the listed properties it matches.
+        && object.pattern_properties.is_empty()
+        // An optional property would have to be written; a required key that is not listed
+        // could not be.
+        && object.properties.iter().all(|f| object.is_required(&f.name))
+        && object.required.iter().all(|r| object.field(r).is_some())
+        && object.min_properties.is_none_or(|m| m <= n)
+        && object.max_properties.is_none_or(|m| m >= n)
+        && object.properties.iter().all(|f| value(&f.node))
+}
+
+/// Whether the node has none of `const`, `$ref` (to a definition), `anyOf`, `oneOf`, `allOf`
+/// or a boolean schema, which the grammar's shapes do not model.
+fn no_alternatives(node: &Node) -> bool {
+    node.boolean.is_none()
+        && node.constant.is_none()
+        && node.reference.is_none()
+        && node.any_of.is_none()
+        && node.one_of.is_none()
+        && node.all_of.is_none()
+}
+
+/// Whether the grammar's shape of a property (or a list's items) enforces what the node does.
+fn value(node: &Node) -> bool {
+    // `anyOf: [X, {"type": "null"}]`: the grammar's nullable X, with nothing beside it.
+    if let Some([a, b]) = node.any_of.as_deref() {
+        let inner = match (a.is_null_only(), b.is_null_only()) {
+            (false, true) => a,
+            (true, false) => b,
+            _ => return false,
+        };
+        let alone = Node {
+            any_of: None,
+            ..node.clone()
+        };
+        return node.types.is_empty()
+            && no_alternatives(&alone)
+            && alone.enumeration.is_none()
+            && no_value_keywords(&alone)
+            && value(inner);
+    }
+    // One of the library's value types (`#/$defs/Amount`): its own shape, nothing beside it.
+    if matches!(
+        node.reference.as_ref().and_then(|r| r.target.as_ref()),
+        Some(Target::Contract(_))
+    ) {
+        return node.types.is_empty()
+            && node.enumeration.is_none()
+            && no_value_keywords(node)
+            && no_alternatives(&Node {
+                reference: None,
+                ..node.clone()
+            });
+    }
+    if !no_alternatives(node) {
+        return false;
+    }
+    let types: Vec<JsonType> = node.value_types().collect();
+    if let Some(values) = &node.enumeration {
+        // The grammar's enum is the values but `null`, and `null` when the type allows it: the
+        // type and the value keywords must not narrow the values further, and `null` must be
+        // allowed by both or by neither.
+        let null_by_type = node.has_type(JsonType::Null);
+        let null_listed = values.contains(&Value::Null);
+        return no_value_keywords(node)
+            && (!null_by_type || null_listed)
+            && (!node.types.is_empty() || !null_listed)
+            && values
+                .iter()
+                .filter(|v| !v.is_null())
+                .all(|v| node.types.is_empty() || types.iter().any(|t| is_of_type(v, *t)));
+    }
+    // The grammar keeps one type: the first.
+    let [only] = types.as_slice() else {
+        return false;
+    };
+    let n = &node.number;
+    let s = &node.string;
+    match only {
+        JsonType::Boolean => true,
+        JsonType::Integer | JsonType::Number => n.multiple_of.is_none(),
+        JsonType::String => {
+            s.pattern.as_ref().is_none_or(|p| p.is_compiled())
+                && s.format
+                    .as_deref()
+                    .is_none_or(|f| GRAMMAR_FORMATS.contains(&f))
+        }
+        JsonType::Array => node
+            .array
+            .as_deref()
+            .is_none_or(|a| a.prefix_items.is_none() && a.items.as_ref().is_none_or(value)),
+        // An inline object is "any value" to the grammar.
+        JsonType::Object | JsonType::Null => false,
+    }
+}
+
+/// Whether the node has no numeric, string or array keyword.
+fn no_value_keywords(node: &Node) -> bool {
+    let n = &node.number;
+    let s = &node.string;
+    n.minimum.is_none()
+        && n.maximum.is_none()
+        && n.exclusive_minimum.is_none()
+        && n.exclusive_maximum.is_none()
+        && n.multiple_of.is_none()
+        && s.min_length.is_none()
+        && s.max_length.is_none()
+        && s.pattern.is_none()
+        && s.format.is_none()
+        && node.array.is_none()
+}
+
+/// Whether `value` is of JSON Schema type `t`.
+fn is_of_type(value: &Value, t: JsonType) -> bool {
+    match (t, value) {
+        (JsonType::Boolean, Value::Bool(_)) | (JsonType::String, Value::String(_)) => true,
+        (JsonType::Number, Value::Number(_)) => true,
+        (JsonType::Integer, Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        (JsonType::Array, Value::Array(_)) | (JsonType::Object, Value::Object(_)) => true,
+        (JsonType::Null, Value::Null) => true,
+        _ => false,
+    }
+}
