@@ -343,8 +343,11 @@ pub struct Constraints {
 pub enum Grounding {
     /// Anywhere in the source document (`#[contract(grounded)]`).
     Source,
-    /// A whole line of the source document, its surrounding whitespace trimmed
-    /// (`#[contract(grounded(line))]`): a quoted sentence that cannot stop halfway.
+    /// A whole line of the source document, its surrounding whitespace trimmed; where the layout
+    /// wrapped a sentence over two or three lines, the whole sentence instead, its line breaks
+    /// written as spaces (`#[contract(grounded(line))]`;
+    /// [`ground::quotable_lines`](crate::ground::quotable_lines)): a quoted sentence that cannot
+    /// stop halfway.
     Line,
     /// Inside the text of an earlier field of the same object, by JSON name
     /// (`#[contract(grounded(in = quote))]`): the string itself, or the source lines of the

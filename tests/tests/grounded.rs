@@ -695,3 +695,68 @@ async fn an_extractor_runs_on_a_backend_chosen_at_run_time() {
         assert_eq!(y.value.as_ref().and_then(|v| v.low), Some(4065.0));
     }
 }
+
+/// Guidance quoted as a whole line of the release, its values from the quote.
+#[derive(Contract, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[contract(rule = "low <= high", both_or_neither(low, high))]
+struct LineQuoted {
+    /// The line that states the guidance, copied whole.
+    #[contract(grounded(line))]
+    quote: Option<String>,
+    #[contract(grounded(in = quote))]
+    low: Option<f64>,
+    #[contract(grounded(in = quote))]
+    high: Option<f64>,
+}
+
+/// A release that wraps its guidance sentence over two lines: the quote is the whole sentence,
+/// its line break a space, and its values come from either line; neither line alone, nor a
+/// heading and the sentence after it, is a quote. The mask offers the sentence and not its
+/// first line alone.
+#[test]
+fn a_whole_line_quote_may_be_a_sentence_the_layout_wrapped() {
+    let release = "Business outlook\n\
+                   For the first quarter of 2025 the company anticipates net revenue in the range of\n\
+                   $790 million to $815 million, and EPS of $0.41 to $0.45.";
+    let source = Source::from_text(release);
+    let sentence =
+        "For the first quarter of 2025 the company anticipates net revenue in the range \
+                    of $790 million to $815 million, and EPS of $0.41 to $0.45.";
+    let ok = json!({"quote": sentence, "low": 790, "high": 815});
+    let read = LineQuoted::from_json_in(&ok.to_string(), &source).expect("a wrapped sentence");
+    assert_eq!((read.low, read.high), (Some(790.0), Some(815.0)));
+    // A line of the wrapped sentence alone is no quote: the quote cannot stop at the break.
+    let first = "For the first quarter of 2025 the company anticipates net revenue in the range of";
+    let err = LineQuoted::from_json_in(
+        &json!({"quote": first, "low": null, "high": null}).to_string(),
+        &source,
+    )
+    .expect_err("half the sentence");
+    assert_eq!(not_in_source(&err), ["/quote"], "{err}");
+    // The heading is a line of its own.
+    LineQuoted::from_json_in(
+        &json!({"quote": "Business outlook", "low": null, "high": null}).to_string(),
+        &source,
+    )
+    .expect("a line");
+    // A heading joined to the sentence after it, or half a sentence across the break: no quote.
+    for quote in [
+        format!("Business outlook {first}"),
+        "range of $790 million to $815 million".to_owned(),
+    ] {
+        let v = json!({"quote": quote, "low": null, "high": null});
+        let err = LineQuoted::from_json_in(&v.to_string(), &source).expect_err(&quote);
+        assert_eq!(not_in_source(&err), ["/quote"], "{quote}");
+    }
+    // The mask's line terminal offers the sentence, and not the heading joined to it.
+    use contract_core::grammar::Grammar;
+    use contract_core::ground::Grounds;
+    let grammar: Grammar = LineQuoted::grammar();
+    let grounds = Grounds::new(&source);
+    let lark = grammar
+        .grounded_lark(&grounds, 0, &serde_json::Map::new())
+        .expect("segment 0");
+    assert!(lark.contains(sentence), "{lark}");
+    assert!(!lark.contains(&format!("{first}\\\"")), "{lark}");
+    assert!(!lark.contains("Business outlook For"), "{lark}");
+}

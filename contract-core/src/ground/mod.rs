@@ -45,11 +45,13 @@ use crate::validate::{
 
 mod numbers;
 mod numerals;
+mod quotable;
 
 pub use numbers::{
     amounts_in, numbers_at, numbers_in, outside_dates, times_in, written_literal, Decimal,
 };
 pub use numerals::Numerals;
+pub use quotable::quotable_lines;
 
 /// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
 /// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an
@@ -138,13 +140,13 @@ impl GroundText {
         }
     }
 
-    /// The same text, where a string must be one of its whole lines.
+    /// The same text, where a string must be one of its whole lines, or a sentence the layout
+    /// wrapped over up to [`MAX_VALUE_LINES`] lines, joined with one space ([`quotable_lines`]).
     pub fn lines_only(mut self) -> GroundText {
         self.whole_lines = Some(
-            self.raw
-                .lines()
-                .map(collapse)
-                .filter(|l| !l.is_empty())
+            quotable_lines(&self.raw)
+                .iter()
+                .map(|l| collapse(l))
                 .collect(),
         );
         self.place = format!("a line of {}", self.place);

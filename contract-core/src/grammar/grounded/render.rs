@@ -537,7 +537,7 @@ impl<'g, 's> Renderer<'g, 's> {
         let mut alts: Vec<String> = self
             .document_lines(max_len)
             .into_iter()
-            .map(|l| lit(&json_str(l)))
+            .map(|l| lit(&json_str(&l)))
             .collect();
         alts.sort();
         if alts.is_empty() {
@@ -548,18 +548,13 @@ impl<'g, 's> Renderer<'g, 's> {
         Some(name)
     }
 
-    /// The document's distinct non-empty lines, trimmed, of at most `max_len` characters, in
-    /// document order: what a `grounded(line)` string may be.
-    pub(super) fn document_lines(&self, max_len: Option<u64>) -> Vec<&str> {
-        let mut seen = std::collections::HashSet::new();
-        self.grounds
-            .document()
-            .raw()
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
+    /// The document's whole-line values of at most `max_len` characters, in document order:
+    /// what a `grounded(line)` string may be ([`quotable_lines`](crate::ground::quotable_lines):
+    /// its distinct non-empty lines, whitespace collapsed, and the sentences wrapped over them).
+    pub(super) fn document_lines(&self, max_len: Option<u64>) -> Vec<String> {
+        crate::ground::quotable_lines(self.grounds.document().raw())
+            .into_iter()
             .filter(|l| max_len.is_none_or(|m| l.chars().count() as u64 <= m))
-            .filter(|l| seen.insert(*l))
             .collect()
     }
 
