@@ -90,10 +90,11 @@ pub(super) const FULL: [&str; 22] = [
 
 const VALIDATOR_ONLY: &str = "enforced by the validator only";
 
-/// The note of an `x-rules` gap in a schema that decodes under the grounded grammar
+/// The note of a root `x-rules` gap in a schema that decodes under the grounded grammar
 /// ([`DynContract::decodes_grounded`](super::DynContract::decodes_grounded)): the local model's
-/// mask holds the rules there, a JSON Schema mask (llguidance's compiler, a server's decoder)
-/// does not.
+/// mask holds the root's rules there, a JSON Schema mask (llguidance's compiler, a server's
+/// decoder) does not. An inline object's rules below the root are the validator's only: the
+/// grammar lowers such an object to any value.
 pub(super) const RULES_IN_GROUNDED_MASK: &str = "cross-field rules: this schema decodes under the \
      grounded grammar, whose mask on the local model holds them while decoding; a JSON Schema \
      mask (a server's) does not carry them, and the validator checks every reply";

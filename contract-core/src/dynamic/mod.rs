@@ -270,18 +270,19 @@ impl DynContract {
             gaps: scan.gaps,
             validator,
         };
-        // The note says whether the local mask holds the rules: every `x-rules` note under the
-        // grounded grammar, the root's alone under the typed grammar for its rules (only the
-        // root is an object there).
+        // The note says whether the local mask holds the rules: under either typed grammar, the
+        // root's alone. An inline object below the root is lowered to any value there (a
+        // runtime contract's nested objects are not contracts of their own), so its `x-rules`
+        // are the validator's only.
         let has_rules = contract.gaps.iter().any(|g| g.keyword == "x-rules");
         let held = match has_rules.then(|| contract.mask()) {
-            Some(typed::Mask::Grounded) => Some((keywords::RULES_IN_GROUNDED_MASK, false)),
-            Some(typed::Mask::Rules) => Some((keywords::RULES_IN_TYPED_MASK, true)),
+            Some(typed::Mask::Grounded) => Some(keywords::RULES_IN_GROUNDED_MASK),
+            Some(typed::Mask::Rules) => Some(keywords::RULES_IN_TYPED_MASK),
             Some(typed::Mask::JsonSchema) | None => None,
         };
-        if let Some((note, root_only)) = held {
+        if let Some(note) = held {
             for gap in contract.gaps.iter_mut().filter(|g| g.keyword == "x-rules") {
-                if !root_only || gap.path.is_empty() {
+                if gap.path.is_empty() {
                     gap.note = note.to_owned();
                 }
             }
@@ -299,7 +300,7 @@ impl DynContract {
     /// Whether [`Extractor::runtime`](crate::Extractor::runtime) decodes this contract under
     /// the grounded grammar: its root is an object that grounds a value (`x-grounded`) and it
     /// refers to no definitions but the library's value types. The local model's mask then
-    /// holds the schema's `x-rules` while decoding (the grammar composes them or the values are
+    /// holds the root's `x-rules` while decoding (the grammar composes them or the values are
     /// filtered as they are written), as a derived contract's mask does. A schema that does not
     /// decode grounded may still decode under the typed grammar for its rules
     /// ([`decodes_typed`](Self::decodes_typed)).
