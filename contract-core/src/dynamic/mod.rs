@@ -24,6 +24,7 @@ use crate::schema::{StrictSchema, StrictSchemaError};
 use crate::validate::{Violation, ViolationKind, Violations};
 
 mod convert;
+mod json_type;
 mod keywords;
 mod resolve;
 mod subschemas;

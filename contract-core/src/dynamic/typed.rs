@@ -19,6 +19,7 @@ use crate::contract::ContractSpec;
 use crate::grammar::GRAMMAR_FORMATS;
 use crate::ir::{JsonType, Node, Target};
 
+use super::json_type::is_of_type;
 use super::values::has_def_refs;
 
 /// The mask a runtime contract's root (its value types adopted) decodes under.
@@ -132,7 +133,7 @@ fn value(node: &Node) -> bool {
             && values
                 .iter()
                 .filter(|v| !v.is_null())
-                .all(|v| node.types.is_empty() || types.iter().any(|t| is_of_type(v, *t)));
+                .all(|v| node.types.is_empty() || types.iter().any(|t| is_of_type(t.as_str(), v)));
     }
     // The grammar keeps one type: the first.
     let [only] = types.as_slice() else {
@@ -162,28 +163,11 @@ fn value(node: &Node) -> bool {
 fn no_value_keywords(node: &Node) -> bool {
     let n = &node.number;
     let s = &node.string;
-    n.minimum.is_none()
-        && n.maximum.is_none()
-        && n.exclusive_minimum.is_none()
-        && n.exclusive_maximum.is_none()
+    n.is_unbounded()
         && n.multiple_of.is_none()
         && s.min_length.is_none()
         && s.max_length.is_none()
         && s.pattern.is_none()
         && s.format.is_none()
         && node.array.is_none()
-}
-
-/// Whether `value` is of JSON Schema type `t`.
-fn is_of_type(value: &Value, t: JsonType) -> bool {
-    match (t, value) {
-        (JsonType::Boolean, Value::Bool(_)) | (JsonType::String, Value::String(_)) => true,
-        (JsonType::Number, Value::Number(_)) => true,
-        (JsonType::Integer, Value::Number(n)) => {
-            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
-        (JsonType::Array, Value::Array(_)) | (JsonType::Object, Value::Object(_)) => true,
-        (JsonType::Null, Value::Null) => true,
-        _ => false,
-    }
 }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use std::sync::OnceLock;
 
+use super::json_type::is_of_type;
 use super::keywords::VALIDATOR_FORMATS;
 use super::SchemaError;
 use crate::contract::Rule;
@@ -133,7 +134,7 @@ fn property_types(object: &Map<String, Value>) -> Map<String, Value> {
     out
 }
 
-/// Whether `value` is of one of the JSON `types` (`integer`: a number without a fraction).
+/// Whether `value` is of one of the JSON `types` ([`is_of_type`]).
 fn of_type(types: &Value, value: &Value) -> bool {
     let Some(types) = types.as_array() else {
         return true;
@@ -141,17 +142,7 @@ fn of_type(types: &Value, value: &Value) -> bool {
     types
         .iter()
         .filter_map(Value::as_str)
-        .any(|t| match (t, value) {
-            ("integer", Value::Number(n)) => {
-                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-            }
-            ("number", Value::Number(_))
-            | ("string", Value::String(_))
-            | ("boolean", Value::Bool(_))
-            | ("null", Value::Null) => true,
-            ("array", Value::Array(_)) | ("object", Value::Object(_)) => true,
-            _ => false,
-        })
+        .any(|t| is_of_type(t, value))
 }
 
 impl Rules {

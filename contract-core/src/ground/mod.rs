@@ -51,16 +51,7 @@ pub use numbers::{
     amounts_in, numbers_at, numbers_in, outside_dates, times_in, written_literal, Decimal,
 };
 pub use numerals::Numerals;
-pub use quotable::quotable_lines;
-
-/// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
-/// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an
-/// address the OCR wrapped), written with a space (any whitespace) where the document breaks the
-/// line, and cannot run on through the document nor across a blank line (a paragraph's end, or
-/// the lines an [excerpt](crate::Source::excerpt) leaves out). The grounded grammar offers the
-/// document as windows of this many lines ([`Grammar::grounded_lark`](crate::grammar::Grammar::grounded_lark)),
-/// and [`GroundText::find_str`] accepts exactly what they offer.
-pub const MAX_VALUE_LINES: usize = 3;
+pub use quotable::{quotable_lines, MAX_VALUE_LINES};
 
 /// The text a grounded value must lie in, and how to name it in a violation.
 ///
@@ -140,8 +131,9 @@ impl GroundText {
         }
     }
 
-    /// The same text, where a string must be one of its whole lines, or a sentence the layout
-    /// wrapped over up to [`MAX_VALUE_LINES`] lines, joined with one space ([`quotable_lines`]).
+    /// The same text, where a string must be one of its whole lines, or, for a sentence the
+    /// layout wrapped over up to [`MAX_VALUE_LINES`] lines, the whole sentence joined with one
+    /// space in place of its lines ([`quotable_lines`]).
     pub fn lines_only(mut self) -> GroundText {
         self.whole_lines = Some(
             quotable_lines(&self.raw)

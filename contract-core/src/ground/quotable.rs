@@ -1,5 +1,5 @@
 //! What a `grounded(line)` string may be: one whole line of its text, or a sentence the layout
-//! wrapped over up to [`MAX_VALUE_LINES`](super::MAX_VALUE_LINES) lines, its lines joined with
+//! wrapped over up to [`MAX_VALUE_LINES`] lines, its lines joined with
 //! one space. The validator ([`GroundText::lines_only`](super::GroundText::lines_only)) and the
 //! grounded grammar (its `LINE` terminals and the strict schema's `enum`) both read this list,
 //! so a quote the mask offers is a quote the check accepts.
@@ -13,7 +13,14 @@
 //! model quoted one line in 3 of 4 wrapped releases; offered the sentence only, 4 of 4 releases
 //! written afterwards were right (1 of 4 before).
 
-use super::MAX_VALUE_LINES;
+/// Most consecutive lines of the document a string grounded in it (`#[contract(grounded)]`) may
+/// span, none of them blank: a value may cross `MAX_VALUE_LINES - 1` line breaks (a name or an
+/// address the OCR wrapped), written with a space (any whitespace) where the document breaks the
+/// line, and cannot run on through the document nor across a blank line (a paragraph's end, or
+/// the lines an [excerpt](crate::Source::excerpt) leaves out). The grounded grammar offers the
+/// document as windows of this many lines ([`Grammar::grounded_lark`](crate::grammar::Grammar::grounded_lark)),
+/// and [`GroundText::find_str`](super::GroundText::find_str) accepts exactly what they offer.
+pub const MAX_VALUE_LINES: usize = 3;
 
 /// Whether the line after `line` continues its sentence: `line` does not end a sentence (a full
 /// stop, `!`, `?`, `;` or `:`, a closing quote or bracket after one), and `next` starts with a
@@ -38,41 +45,34 @@ fn continues(line: &str, next: &str) -> bool {
 }
 
 /// The whole-line values of `raw`, distinct, in document order. The lines are grouped into
-/// sentences (a line starts a new one unless the line before it [`continues`] into it; a blank
-/// line ends one). A sentence of one line, or of more lines than [`MAX_VALUE_LINES`], gives its
-/// lines, each trimmed; a sentence wrapped over two to [`MAX_VALUE_LINES`] lines gives only the
-/// whole sentence, its lines joined with one space, so that a quote cannot stop at the layout's
-/// line break (measured on four releases written for the check, `docs/benchmarks.md`: offered
-/// its lines beside the sentence, the 0.5B model quoted a line, the range's high end left on
-/// the next). The validator compares them with their whitespace collapsed
-/// ([`collapse`](super::collapse)).
+/// sentences (a line starts a new one unless the line before it runs on into it, as `continues`
+/// decides; a blank line ends one). A sentence of one line, or of more lines than
+/// [`MAX_VALUE_LINES`], gives its lines, each trimmed; a sentence wrapped over two to
+/// [`MAX_VALUE_LINES`] lines gives only the whole sentence, its lines joined with one space, so
+/// that a quote cannot stop at the layout's line break (measured on four releases written for the
+/// check, `docs/benchmarks.md`: offered its lines beside the sentence, the 0.5B model quoted a
+/// line, the range's high end left on the next). The validator compares them with their whitespace
+/// collapsed ([`collapse`](super::collapse)).
 pub fn quotable_lines(raw: &str) -> Vec<String> {
     let lines: Vec<&str> = raw.lines().map(str::trim).collect();
     let mut sentences: Vec<Vec<&str>> = Vec::new();
-    let mut open = false;
-    for (k, line) in lines.iter().enumerate() {
-        if line.is_empty() {
-            open = false;
-            continue;
-        }
+    for (k, line) in lines.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+        // The line before is the last sentence's last line unless it is blank.
+        let prev = k.checked_sub(1).map_or("", |p| lines[p]);
         match sentences.last_mut() {
-            Some(last) if open && continues(lines[k - 1], line) => last.push(line),
+            Some(last) if !prev.is_empty() && continues(prev, line) => last.push(line),
             _ => sentences.push(vec![line]),
         }
-        open = true;
     }
+    let mut seen = std::collections::HashSet::new();
     let mut out: Vec<String> = Vec::new();
-    let mut push = |s: String| {
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    };
     for sentence in sentences {
-        if (2..=MAX_VALUE_LINES).contains(&sentence.len()) {
-            push(sentence.join(" "));
+        let values = if (2..=MAX_VALUE_LINES).contains(&sentence.len()) {
+            vec![sentence.join(" ")]
         } else {
-            sentence.into_iter().for_each(|l| push(l.to_owned()));
-        }
+            sentence.into_iter().map(str::to_owned).collect()
+        };
+        out.extend(values.into_iter().filter(|v| seen.insert(v.clone())));
     }
     out
 }

@@ -157,7 +157,7 @@ const MAX_FORM_WORDS: usize = 6;
 /// `copied` followed by the words up to its legal form (`AHP Servicing LLC` for a copied `AHP
 /// Servicing`; `Convergys Customer Management Group Inc.` for `Convergys Customer Management`,
 /// the text having wrapped it over two lines). `None` when `copied` already holds a legal form
-/// or no place `text` writes it goes on to one within [`MAX_FORM_WORDS`] words of the name's own
+/// or no place `text` writes it goes on to one within six words of the name's own
 /// kind: capitalised words, connectors (`of`, `&`; not `and`, which joins two names more often
 /// than it sits inside one), a bracketed group without digits (`(M)`), a comma right before the
 /// form (`Acme Holdings, Inc.`). A lower-case word, a digit, a colon, a semicolon or a blank line

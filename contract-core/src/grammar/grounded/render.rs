@@ -550,7 +550,8 @@ impl<'g, 's> Renderer<'g, 's> {
 
     /// The document's whole-line values of at most `max_len` characters, in document order:
     /// what a `grounded(line)` string may be ([`quotable_lines`](crate::ground::quotable_lines):
-    /// its distinct non-empty lines, whitespace collapsed, and the sentences wrapped over them).
+    /// its distinct non-empty lines, trimmed, a sentence wrapped over two or three of them
+    /// written whole in place of its lines).
     pub(super) fn document_lines(&self, max_len: Option<u64>) -> Vec<String> {
         crate::ground::quotable_lines(self.grounds.document().raw())
             .into_iter()
