@@ -25,7 +25,7 @@ use std::ops::Range;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::contract::ContractSpec;
+use crate::ir::ContractSpec;
 use crate::prompt::{
     push_numbered_line, user_message, Budget, BudgetError, PromptParts, Tokenizer,
 };

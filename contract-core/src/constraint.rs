@@ -14,9 +14,10 @@ use std::sync::{Arc, OnceLock, RwLock};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::contract::{Contract, ContractSpec};
+use crate::contract::Contract;
 use crate::dynamic::DynContract;
 use crate::grammar::{Grammar, Think};
+use crate::ir::ContractSpec;
 
 /// How a constrained decoder holds a reply to a contract.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -102,7 +103,7 @@ impl Constraint {
     /// The constraint of the contract `spec` describes (a derived contract's, or a part of one:
     /// [`ContractSpec::subset`]), rendered now: its signature, strict schema and grammar.
     pub fn for_spec(spec: &ContractSpec) -> Constraint {
-        let schema = crate::schema::spec_root_schema(spec);
+        let schema = crate::schema::root_schema(spec);
         Constraint {
             name: spec.name.clone(),
             signature: crate::signature::signature(spec),

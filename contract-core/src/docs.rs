@@ -10,7 +10,8 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use crate::contract::{ContractSpec, Rule};
+use crate::attrs::Rule;
+use crate::ir::ContractSpec;
 use crate::ir::{Document, JsonType, Node, Ref, Target};
 use crate::schema::bounds::{len_words, number_range};
 use crate::signature::{

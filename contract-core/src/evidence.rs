@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::contract::Contract;
 use crate::extract::{Backend, Extraction, Extractor};
-use crate::source::{completeness_after, Completeness, Source};
+use crate::source::{as_citation, citations, completeness_after, Completeness, Source};
 use crate::validate::{join_pointer, Violations};
 use crate::values::{Feedback, Span};
 
@@ -35,47 +35,17 @@ pub struct ResolvedSpan {
 
 /// Every span in `value` with its JSON pointer, in document order.
 pub fn find_spans(value: &Value) -> Vec<(String, Span)> {
-    let mut out = Vec::new();
-    walk_spans(value, "", &mut out);
-    out
-}
-
-fn as_span(map: &serde_json::Map<String, Value>) -> Option<Span> {
-    let line = |k: &str| map.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
-    let shaped = map
-        .keys()
-        .all(|k| matches!(k.as_str(), "start_line" | "end_line" | "quote"));
-    let quote = match map.get("quote") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return None,
-    };
-    shaped.then_some(())?;
-    Some(Span {
-        start_line: line("start_line")?,
-        end_line: line("end_line")?,
-        quote,
-    })
-}
-
-fn walk_spans(value: &Value, path: &str, out: &mut Vec<(String, Span)>) {
-    match value {
-        Value::Object(map) => {
-            if let Some(span) = as_span(map) {
-                out.push((path.to_owned(), span));
-                return;
-            }
-            for (k, v) in map {
-                walk_spans(v, &join_pointer(path, k), out);
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                walk_spans(v, &join_pointer(path, &i.to_string()), out);
-            }
-        }
-        _ => {}
-    }
+    citations(value)
+        .into_iter()
+        .map(|(path, start_line, end_line, quote)| {
+            let span = Span {
+                start_line,
+                end_line,
+                quote,
+            };
+            (path, span)
+        })
+        .collect()
 }
 
 /// Checks every span in `value` against `source`; violation paths are JSON pointers into
@@ -113,7 +83,7 @@ pub fn shift_spans(value: &mut Value, offset: u32) {
     }
     match value {
         Value::Object(map) => {
-            if as_span(map).is_some() {
+            if as_citation(map).is_some() {
                 for key in ["start_line", "end_line"] {
                     if let Some(n) = map.get(key).and_then(Value::as_u64) {
                         map.insert(key.into(), Value::from(n.saturating_add(offset as u64)));

@@ -1,7 +1,8 @@
 //! [`FieldType`] for the types a contract field may have.
 
 use crate::context::DocContext;
-use crate::contract::{FieldType, TypeSpec};
+use crate::contract::FieldType;
+use crate::ir::TypeSpec;
 use crate::validate::{join_pointer, Violations};
 
 macro_rules! integer {

@@ -18,9 +18,10 @@
 
 use serde_json::{Number, Value};
 
-use crate::contract::{
-    Constraints, ContractRef, ContractSpec, ExternalRef, Form, Grounding, Pattern, Rule, TypeSpec,
-};
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::attrs::{Constraints, Form, Grounding, Pattern, Rule};
 
 /// A JSON type, as `type` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -596,6 +597,181 @@ impl Node {
     pub fn is_numeric(&self) -> bool {
         self.value_types()
             .any(|t| matches!(t, JsonType::Integer | JsonType::Number))
+    }
+}
+
+/// One contract as the derive declares it: its name and its IR node (a closed object with
+/// fields and rules, or a string enum).
+#[derive(Debug, Clone)]
+pub struct ContractSpec {
+    /// The Rust type name, also the schema name (`Guidance`, `Evidenced_for_Amount`).
+    pub name: String,
+    /// The contract's IR: an object node (fields, rules, custom checks, skipped fields) or a
+    /// string node with an `enum`; its description is the doc comment or
+    /// `#[contract(description = "..")]`.
+    pub node: Node,
+}
+
+/// A field's Rust type as [`FieldType`](crate::FieldType) describes it: what [`Node::field`] builds the field's
+/// IR node from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum TypeSpec {
+    /// `true` / `false`.
+    Bool,
+    /// An integer within the Rust type's bounds.
+    Integer {
+        /// Smallest value of the Rust type.
+        min: i128,
+        /// Largest value of the Rust type.
+        max: i128,
+    },
+    /// A JSON number (`f32`, `f64`).
+    Number,
+    /// A JSON string.
+    String,
+    /// `Option<T>`: required, but may be `null`.
+    Nullable(Box<TypeSpec>),
+    /// `Vec<T>`: a JSON array.
+    List(Box<TypeSpec>),
+    /// A nested contract.
+    Contract(ContractRef),
+    /// Any other `schemars::JsonSchema` type, used through its own schema.
+    External(ExternalRef),
+}
+
+/// A reference to a nested contract, resolved lazily so recursive contracts work.
+#[derive(Clone, Copy)]
+pub struct ContractRef {
+    spec: fn() -> &'static ContractSpec,
+    schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+impl ContractRef {
+    /// A reference from the nested contract's spec and schema functions ([`ContractRef::of`]).
+    pub(crate) fn new(
+        spec: fn() -> &'static ContractSpec,
+        schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+    ) -> Self {
+        ContractRef { spec, schema }
+    }
+
+    /// The nested contract's IR.
+    pub fn spec(&self) -> &'static ContractSpec {
+        (self.spec)()
+    }
+
+    /// The nested contract's schema in `generator` (a `$ref` into its definitions).
+    pub fn subschema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.schema)(generator)
+    }
+}
+
+impl fmt::Debug for ContractRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ContractRef")
+            .field(&self.spec().name)
+            .finish()
+    }
+}
+
+/// A field type that is not a contract but implements `schemars::JsonSchema`.
+///
+/// Its schema is used as schemars renders it; values are checked by deserialization only.
+#[derive(Clone)]
+pub struct ExternalRef {
+    name: fn() -> Cow<'static, str>,
+    schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+impl ExternalRef {
+    /// The reference to the schemars type `T`.
+    pub fn of<T: schemars::JsonSchema>() -> Self {
+        ExternalRef {
+            name: T::schema_name,
+            schema: |generator| generator.subschema_for::<T>(),
+        }
+    }
+
+    /// The type's schema name.
+    pub fn name(&self) -> Cow<'static, str> {
+        (self.name)()
+    }
+
+    /// The type's schema in `generator`.
+    pub fn subschema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.schema)(generator)
+    }
+
+    /// The type's schema as a standalone draft 2020-12 document.
+    pub fn standalone_schema(&self) -> Value {
+        let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+            .with(|s| s.meta_schema = None)
+            .into_generator();
+        let schema = self.subschema(&mut generator);
+        let mut value = schema.to_value();
+        let defs = generator.take_definitions(true);
+        if !defs.is_empty() {
+            if let Value::Object(map) = &mut value {
+                map.insert("$defs".into(), Value::Object(defs));
+            }
+        }
+        value
+    }
+}
+
+impl fmt::Debug for ExternalRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ExternalRef").field(&self.name()).finish()
+    }
+}
+
+impl ContractSpec {
+    /// The contract's IR node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The contract's description.
+    pub fn description(&self) -> Option<&str> {
+        self.node.description.as_deref()
+    }
+
+    /// The object part (fields, rules, checks), when this is an object contract.
+    pub fn object(&self) -> Option<&ObjectNode> {
+        self.node.object.as_deref()
+    }
+
+    /// The field with JSON name `name`.
+    pub fn field(&self, name: &str) -> Option<&FieldSpec> {
+        self.object()?.field(name)
+    }
+
+    /// The values of an enum contract.
+    pub fn variants(&self) -> Option<&[Value]> {
+        self.node.enumeration.as_deref()
+    }
+
+    /// The same contract with only the fields named in `fields` (JSON names; others are left
+    /// out, unknown names ignored) and the rules among them: what a model is asked when a
+    /// document's evidence for a few fields is judged and extracted apart from the rest
+    /// ([`select`](crate::select)). The renderings of the part are the whole contract's
+    /// renderings restricted to those fields.
+    pub fn subset(&self, fields: &[&str]) -> ContractSpec {
+        let mut node = self.node.clone();
+        if let Some(object) = node.object.as_deref_mut() {
+            object
+                .properties
+                .retain(|f| fields.contains(&f.name.as_str()));
+            object.required.retain(|f| fields.contains(&f.as_str()));
+            object
+                .rules
+                .retain(|r| r.fields().iter().all(|f| fields.contains(&f.as_str())));
+        }
+        ContractSpec {
+            name: self.name.clone(),
+            node,
+        }
     }
 }
 

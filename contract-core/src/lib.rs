@@ -29,6 +29,7 @@
 
 extern crate self as contract_core;
 
+mod attrs;
 pub mod chunk;
 pub mod compute;
 mod constraint;

@@ -16,7 +16,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::contract::{ContractSpec, ExternalRef, Grounding, Rule};
+use crate::attrs::{Grounding, Rule};
+use crate::ir::{ContractSpec, ExternalRef};
 use crate::ir::{Document, JsonType, Node, Ref, Target};
 use crate::schema::bounds::{integer_range, len_words, number_range, show};
 
@@ -673,12 +674,12 @@ pub(crate) fn integer_words(node: &Node) -> Option<String> {
     const WIDE: f64 = i32::MAX as f64;
     let narrow =
         |n: Option<serde_json::Number>| n.filter(|n| n.as_f64().is_some_and(|f| f.abs() < WIDE));
-    let c = crate::contract::Constraints {
+    let c = crate::attrs::Constraints {
         minimum: narrow(c.minimum),
         maximum: narrow(c.maximum),
         exclusive_minimum: narrow(c.exclusive_minimum),
         exclusive_maximum: narrow(c.exclusive_maximum),
-        ..crate::contract::Constraints::default()
+        ..crate::attrs::Constraints::default()
     };
     integer_range(i128::from(i64::MIN), i128::from(u64::MAX), &c)
 }
@@ -834,7 +835,8 @@ fn external(schema: &Value, defs: Option<&Map<String, Value>>, stack: &mut Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{Constraints, TypeSpec};
+    use crate::attrs::Constraints;
+    use crate::ir::TypeSpec;
     use crate::schema::fixtures::Node;
     use crate::schema::fixtures::*;
     use crate::Contract;
@@ -900,7 +902,7 @@ mod tests {
     #[test]
     fn bounds_in_words() {
         use crate::__private::{float, int};
-        use crate::contract::Constraints;
+        use crate::attrs::Constraints;
         let c = |min: Option<f64>, xmin: Option<f64>, max: Option<f64>, xmax: Option<f64>| {
             Constraints {
                 minimum: min.map(float),
@@ -954,7 +956,7 @@ mod tests {
     #[test]
     fn strings_in_words() {
         use crate::__private::{format, pattern};
-        use crate::contract::Constraints;
+        use crate::attrs::Constraints;
         let words = |c: Constraints| ty_words(&TypeSpec::String, &c, &mut Vec::new());
         assert_eq!(
             words(Constraints {

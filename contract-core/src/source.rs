@@ -1,17 +1,20 @@
 //! A source document as numbered lines and pages, span checking, and list completeness.
 //!
-//! Lines are numbered from 1 across the whole document, exactly as [`crate::prompt::number_lines`]
-//! numbers them in the prompt; pages are numbered from 1. A [`Span`] the model returns is checked
+//! Lines are numbered from 1 across the whole document, exactly as [`number_lines`] numbers them
+//! in the prompt; pages are numbered from 1. A [`Span`](crate::Span) the model returns is checked
 //! against the source ([`Source::check_span`]) and resolved to the source's own text
-//! ([`Source::snippet`]): the model's quote is a checksum, never the evidence shown.
+//! ([`Source::snippet`]): the model's quote is a checksum, never the evidence shown. Those
+//! methods are written beside the span type (`values/evidence.rs`), so that the document does
+//! not depend on the value types.
 
+use std::fmt::Write as _;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::ground::Numerals;
-use crate::validate::{Violation, ViolationKind};
-use crate::values::Span;
+use crate::validate::join_pointer;
 
 /// The page-break character in text with pages (form feed).
 pub const PAGE_BREAK: char = '\x0c';
@@ -146,7 +149,7 @@ impl Source {
 
     /// The whole document numbered as the prompt numbers it (`   1| text`).
     pub fn numbered(&self) -> String {
-        crate::prompt::number_lines(&self.text())
+        number_lines(&self.text())
     }
 
     /// The part of this document a model is shown: the same lines and pages, every line not in
@@ -188,7 +191,7 @@ impl Source {
         let mut out = String::new();
         for (i, line) in self.lines.iter().enumerate() {
             if !line.trim().is_empty() {
-                crate::prompt::push_numbered_line(&mut out, i + 1, line);
+                push_numbered_line(&mut out, i + 1, line);
             }
         }
         out
@@ -219,64 +222,53 @@ impl Source {
             .find(|l| !l.trim().is_empty())
             .unwrap_or("")
     }
+}
 
-    /// Checks a span against the document: its lines exist (`evidence_out_of_bounds`), start is
-    /// not after end (`cross_field`), and its quote, after normalising whitespace and case, is a
-    /// substring of the cited lines joined (`evidence_mismatch`, at `/quote`). A quote may
-    /// span a line break.
-    ///
-    /// The violation's path is relative to the span; prefix it with the span's pointer.
-    pub fn check_span(&self, span: &Span) -> Result<(), Violation> {
-        let (start, end) = (span.start_line as usize, span.end_line as usize);
-        let n = self.lines.len();
-        for (name, line) in [("start_line", start), ("end_line", end)] {
-            if line == 0 || line > n {
-                return Err(Violation::new(
-                    format!("/{name}"),
-                    ViolationKind::EvidenceOutOfBounds,
-                    format!("`{name}` {line} is outside the document (lines 1 to {n})"),
-                ));
-            }
-        }
-        if start > end {
-            return Err(Violation::cross_field(
-                "",
-                format!("`start_line` {start} is after `end_line` {end}"),
-            ));
-        }
-        if let Some(quote) = &span.quote {
-            let quote = normalize(quote);
-            if !quote.is_empty() && !normalize(&self.text_of_lines(start..end + 1)).contains(&quote)
-            {
-                return Err(Violation::new(
-                    "/quote",
-                    ViolationKind::EvidenceMismatch,
-                    format!("`quote` is not in lines {start} to {end}: check the line numbers"),
-                ));
-            }
-        }
-        Ok(())
-    }
+/// The citation an object is, when its keys are integer `start_line` and `end_line` (1-based
+/// lines that fit a `u32`) and at most a `quote` (a string or null): its lines and quote.
+pub(crate) fn as_citation(
+    map: &serde_json::Map<String, Value>,
+) -> Option<(u32, u32, Option<String>)> {
+    let line = |k: &str| map.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
+    let shaped = map
+        .keys()
+        .all(|k| matches!(k.as_str(), "start_line" | "end_line" | "quote"));
+    let quote = match map.get("quote") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return None,
+    };
+    shaped.then_some(())?;
+    Some((line("start_line")?, line("end_line")?, quote))
+}
 
-    /// The cited lines, from the source itself (lines outside the document are left out).
-    pub fn snippet(&self, span: &Span) -> String {
-        self.text_of_lines(span.start_line as usize..span.end_line as usize + 1)
-    }
-
-    /// The pages (1-based) a span's lines fall on, in order, without repeats.
-    pub fn pages_of_span(&self, span: &Span) -> Vec<usize> {
-        let mut pages = Vec::new();
-        let start = (span.start_line as usize).max(1);
-        let end = (span.end_line as usize).min(self.lines.len());
-        for line in start..=end {
-            if let Some(p) = self.page_of(line) {
-                if pages.last() != Some(&p) {
-                    pages.push(p);
+/// Every citation in `value`: each object whose keys are integer `start_line` and `end_line`
+/// (1-based lines that fit a `u32`) and at most a `quote` (a string or null), with its JSON
+/// pointer, in document order: the spans a reply holds, in the shape of
+/// [`Span`](crate::Span), found without reading the value into a contract.
+pub(crate) fn citations(value: &Value) -> Vec<(String, u32, u32, Option<String>)> {
+    fn walk(value: &Value, path: &str, out: &mut Vec<(String, u32, u32, Option<String>)>) {
+        match value {
+            Value::Object(map) => {
+                if let Some((start, end, quote)) = as_citation(map) {
+                    out.push((path.to_owned(), start, end, quote));
+                    return;
+                }
+                for (k, v) in map {
+                    walk(v, &join_pointer(path, k), out);
                 }
             }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, &join_pointer(path, &i.to_string()), out);
+                }
+            }
+            _ => {}
         }
-        pages
     }
+    let mut out = Vec::new();
+    walk(value, "", &mut out);
+    out
 }
 
 /// Lowercase, whitespace runs collapsed to one space, trimmed.
@@ -463,9 +455,48 @@ fn char_slice(text: &str, range: Range<usize>) -> &str {
     text.get(start..end.max(start)).unwrap_or("")
 }
 
+/// `document` with every line numbered from 1 (`   1| text`), each line ending in `\n`.
+///
+/// Lines are those of [`str::lines`] (as in [`Source`]). A char inside a
+/// line that a reader may take for a line end (a lone `\r`, vertical tab, form feed, NEL, U+2028,
+/// U+2029) becomes a space, so every line a model sees in the document starts with its number
+/// and no document text can start a line of the prompt (`</document>` included). Evidence quotes
+/// are compared with whitespace normalised, so they still match the source.
+pub fn number_lines(document: &str) -> String {
+    let mut out = String::with_capacity(document.len() + document.len() / 8 + 8);
+    for (i, line) in document.lines().enumerate() {
+        push_numbered_line(&mut out, i + 1, line);
+    }
+    out
+}
+
+/// Appends line `line` numbered `n` as [`number_lines`] writes it (`  41| text\n`).
+pub fn push_numbered_line(out: &mut String, n: usize, line: &str) {
+    let _ = write!(out, "{n:>4}| ");
+    let mut rest = line;
+    while let Some(at) = rest.find(is_line_break) {
+        out.push_str(&rest[..at]);
+        out.push(' ');
+        let width = rest[at..].chars().next().map_or(1, char::len_utf8);
+        rest = &rest[at + width..];
+    }
+    out.push_str(rest);
+    out.push('\n');
+}
+
+/// A char other than `\n` that a reader may take for a line end.
+pub(crate) fn is_line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\r' | '\u{0b}' | '\u{0c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::ViolationKind;
+    use crate::Span;
 
     #[test]
     fn char_count_is_the_texts() {
@@ -498,10 +529,7 @@ mod tests {
         assert_eq!(s.page_head(2, 2), "c\nd");
         assert_eq!(s.page_tail(2), "e");
         assert_eq!(s.page_head(9, 2), "");
-        assert_eq!(
-            s.numbered(),
-            crate::prompt::number_lines("a\nb\nc\nd\ne\nf")
-        );
+        assert_eq!(s.numbered(), number_lines("a\nb\nc\nd\ne\nf"));
         let p = Source::from_pages(&["x\ny", "z"]);
         assert_eq!(p.page_of(3), Some(2));
     }

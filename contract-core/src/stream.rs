@@ -19,9 +19,9 @@ use std::task::{Context, Poll, Waker};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::contract::ContractSpec;
 use crate::extract::Extraction;
 use crate::ground::{check_reply, Grounds};
+use crate::ir::ContractSpec;
 use crate::validate::{check_value, Violations};
 
 /// One field of the contract, or one item of a list field, closed in a reply and checked.

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::keywords::FULL;
 use super::resolve::Resolver;
-use crate::contract::{Form, Grounding, Pattern, Rule};
+use crate::attrs::{Form, Grounding, Pattern, Rule};
 use crate::ir::{
     ArrayNode, Document, FieldSpec, JsonType, Node, ObjectNode, Ref, Structure, Target,
 };

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::resolve::Resolver;
 use super::subschemas::{holds, Holds};
 use super::{Gap, Rendering, SchemaError, MAX_SCHEMA_DEPTH};
-use crate::contract::Rule;
+use crate::attrs::Rule;
 use crate::grammar::GRAMMAR_FORMATS;
 use crate::validate::join_pointer;
 

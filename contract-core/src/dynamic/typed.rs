@@ -15,8 +15,8 @@
 
 use serde_json::Value;
 
-use crate::contract::ContractSpec;
 use crate::grammar::GRAMMAR_FORMATS;
+use crate::ir::ContractSpec;
 use crate::ir::{JsonType, Node, Target};
 
 use super::json_type::is_of_type;

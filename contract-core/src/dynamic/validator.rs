@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use super::json_type::is_of_type;
 use super::keywords::VALIDATOR_FORMATS;
 use super::SchemaError;
-use crate::contract::Rule;
+use crate::attrs::Rule;
 use crate::validate::{join_pointer, rule_violations, Violation, ViolationKind, Violations};
 
 /// Separates the key a rule violation is reported at from its message.

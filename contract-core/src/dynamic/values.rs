@@ -15,7 +15,8 @@
 
 use serde_json::Value;
 
-use crate::contract::{Contract, ContractRef, ContractSpec};
+use crate::contract::Contract;
+use crate::ir::{ContractRef, ContractSpec};
 use crate::ir::{Node, Ref, Target};
 use crate::validate::{Violation, ViolationKind, Violations};
 use crate::values::{Amount, DateValue, DurationValue, NameValue, Period};

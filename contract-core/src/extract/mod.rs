@@ -10,6 +10,7 @@
 // read, and the read with evidence selection.
 mod backend;
 mod chunked;
+mod plan;
 mod record;
 mod selected;
 mod shown;
@@ -26,12 +27,12 @@ use std::sync::{Mutex, OnceLock};
 
 pub use crate::chunk::Overflow;
 use crate::context::{Adjust, DocContext};
-use crate::contract::ContractSpec;
 use crate::dynamic::typed;
 use crate::dynamic::values::{adopt_value_types, has_def_refs, normalize_values};
 use crate::dynamic::DynContract;
 use crate::grammar::{Grammar, Think};
 use crate::ground::check_reply;
+use crate::ir::ContractSpec;
 use crate::parse::{parse_output_by, ParseOptions};
 use crate::prompt::Instructions;
 use crate::prompt::{feedback_message, Budget, Message, PromptParts, Tokenizer};
@@ -46,9 +47,9 @@ pub use backend::{
     Backend, BackendError, BoxFuture, DynBackend, FinishReason, Request, Response, Sampling,
     ScoreRequest, ScoreResponse,
 };
+use plan::GroupPlan;
 use record::{finish_attempt, ms};
 pub use record::{Attempt, AttemptError, Extraction, Timings};
-use selected::GroupPlan;
 
 /// Runs contract `C` over documents with backend `B`.
 ///

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{BackendError, FinishReason};
 use crate::chunk::ChunkRecord;
-use crate::contract::ContractSpec;
+use crate::ir::ContractSpec;
 use crate::parse::{Level, Repair};
 use crate::prompt::BudgetError;
 use crate::select::{SelectionRecord, Skipped};

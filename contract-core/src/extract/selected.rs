@@ -7,13 +7,14 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::plan::GroupPlan;
 use super::record::{accepted_repairs, ms, Attempt, AttemptError, Extraction};
 use super::shown::GroupTry;
 use super::{Backend, BackendError, Extractor, ScoreRequest, ScoreResponse};
 use crate::constraint::Constraint;
 use crate::context::DocContext;
-use crate::contract::ContractSpec;
 use crate::ground::{check_reply, Grounds};
+use crate::ir::ContractSpec;
 use crate::parse::Level;
 use crate::passage::Passage;
 use crate::prompt::{Instructions, PromptParts};
@@ -24,14 +25,6 @@ use crate::select::{
 use crate::source::Source;
 use crate::stream::{emit_field, Sink};
 use crate::validate::{check_value, Violations};
-
-/// One group of fields as the extractor asks for it under selection.
-pub(super) struct GroupPlan {
-    group: FieldGroup,
-    spec: ContractSpec,
-    constraint: Arc<Constraint>,
-    parts: PromptParts,
-}
 
 /// A group's state while its evidence is tried.
 struct GroupState {

@@ -16,7 +16,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Number, Value};
 
-use crate::contract::{CmpOp, ContractSpec, Form, Format, Grounding, Rule};
+use crate::attrs::{CmpOp, Form, Format, Grounding, Rule};
+use crate::ir::ContractSpec;
 use crate::ir::{Document, JsonType, Node, Structure, Target};
 use crate::schema::bounds::{integer_lower, integer_upper};
 

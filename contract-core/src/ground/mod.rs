@@ -35,12 +35,11 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::contract::{ContractSpec, Form, Grounding};
-use crate::evidence::find_spans;
-use crate::ir::{JsonType, Node};
-use crate::source::Source;
+use crate::attrs::{Form, Grounding};
+use crate::ir::{ContractSpec, JsonType, Node};
+use crate::source::{citations, Source};
 use crate::validate::{
-    join_pointer, Doc, Json, JsonMap, View, Violation, ViolationKind, Violations,
+    join_pointer, Checked, Doc, Json, JsonMap, View, Violation, ViolationKind, Violations,
 };
 
 mod numbers;
@@ -411,7 +410,7 @@ impl<'a> Grounds<'a> {
             View::String(s) => Cow::Borrowed(s),
             _ => {
                 let value = value.as_value();
-                let spans = find_spans(&value);
+                let spans = citations(&value);
                 Cow::Owned(if spans.is_empty() {
                     let mut strings = Vec::new();
                     collect_strings(&value, &mut strings);
@@ -419,7 +418,10 @@ impl<'a> Grounds<'a> {
                 } else {
                     spans
                         .iter()
-                        .map(|(_, s)| self.source.snippet(s))
+                        .map(|(_, start, end, _)| {
+                            let (start, end) = (*start as usize, *end as usize);
+                            self.source.text_of_lines(start..end.saturating_add(1))
+                        })
                         .collect::<Vec<_>>()
                         .join("\n")
                 })
@@ -743,8 +745,8 @@ impl Walker<'_, '_, '_> {
 ///
 /// The reply is parsed once (the module comment): the tree the grounding walk reads is the one
 /// the validator checks and decodes.
-pub fn from_json_in<C: crate::Contract>(text: &str, source: &Source) -> Result<C, Violations> {
-    let spec = C::contract_spec();
+pub fn from_json_in<C: Checked>(text: &str, source: &Source) -> Result<C, Violations> {
+    let spec = C::checked_spec();
     let cx = crate::DocContext::of(source);
     if !has_grounding(spec) {
         return crate::validate::from_json_with::<C>(text, &cx);

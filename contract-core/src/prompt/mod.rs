@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{Contract, ContractSpec};
+use crate::contract::Contract;
+use crate::ir::ContractSpec;
+pub use crate::source::{number_lines, push_numbered_line};
 use crate::validate::Violations;
 pub use budget::{fit, BudgetError, Fitted, Part, Tokenizer};
 
@@ -256,43 +258,6 @@ pub fn default_question_for(spec: &ContractSpec) -> String {
     format!(
         "Fill `{}` from the document above. {REPLY_JSON_ONLY}",
         spec.name
-    )
-}
-
-/// `document` with every line numbered from 1 (`   1| text`), each line ending in `\n`.
-///
-/// Lines are those of [`str::lines`] (as in [`Source`](crate::source::Source)). A char inside a
-/// line that a reader may take for a line end (a lone `\r`, vertical tab, form feed, NEL, U+2028,
-/// U+2029) becomes a space, so every line a model sees in the document starts with its number
-/// and no document text can start a line of the prompt (`</document>` included). Evidence quotes
-/// are compared with whitespace normalised, so they still match the source.
-pub fn number_lines(document: &str) -> String {
-    let mut out = String::with_capacity(document.len() + document.len() / 8 + 8);
-    for (i, line) in document.lines().enumerate() {
-        push_numbered_line(&mut out, i + 1, line);
-    }
-    out
-}
-
-/// Appends line `line` numbered `n` as [`number_lines`] writes it (`  41| text\n`).
-pub fn push_numbered_line(out: &mut String, n: usize, line: &str) {
-    let _ = write!(out, "{n:>4}| ");
-    let mut rest = line;
-    while let Some(at) = rest.find(is_line_break) {
-        out.push_str(&rest[..at]);
-        out.push(' ');
-        let width = rest[at..].chars().next().map_or(1, char::len_utf8);
-        rest = &rest[at + width..];
-    }
-    out.push_str(rest);
-    out.push('\n');
-}
-
-/// A char other than `\n` that a reader may take for a line end.
-fn is_line_break(c: char) -> bool {
-    matches!(
-        c,
-        '\r' | '\u{0b}' | '\u{0c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
     )
 }
 
@@ -614,6 +579,7 @@ fn snap_to_line_number(text: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::is_line_break;
 
     /// One token per char: enough to test the mechanics.
     struct Chars;

@@ -42,9 +42,9 @@ pub use names::{defined_terms, full_name, full_name_among, name_part, whole_name
 pub use period::{
     find_dates_and_periods, find_periods, read_period, PeriodError, PeriodKind, PeriodRead,
 };
-pub use scale::{find_scales, read_scale};
+pub use scale::{find_scales, read_scale, Scale, ScaleError};
 
-use crate::contract::Form;
+use crate::attrs::Form;
 use crate::ground::Numerals;
 use token::Toks;
 

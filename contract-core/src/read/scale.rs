@@ -1,4 +1,4 @@
-//! Scale words: [`find_scales`] and [`read_scale`], over the words
+//! Scale words: [`Scale`], [`find_scales`] and [`read_scale`], over the words
 //! [`Scale::parse_unit`] reads (`thousand`, `million`, `billion`, `trillion`, `k`, `M`, `bn`,
 //! `mn`, `mil`, `millones`, `mil millones`, `miles de millones`, `billones`, ...).
 //!
@@ -7,9 +7,10 @@
 
 use std::ops::Range;
 
+use serde::{Deserialize, Serialize};
+
 use super::currency::currencies_in;
 use super::token::{scan, Kind, Toks};
-use crate::values::{scale_word, Scale, ScaleError};
 
 /// The longest scale word, in tokens (`miles de millones`).
 const MAX_TOKENS: usize = 5;
@@ -122,6 +123,95 @@ pub fn read_scale(text: &str) -> Result<Scale, ScaleError> {
         Ok(_) => Err(ScaleError::Unknown(text.to_owned())),
         Err(e) => Err(e),
     }
+}
+
+/// A power-of-ten scale a document writes amounts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// 1.
+    Units,
+    /// 10^3.
+    Thousands,
+    /// 10^6.
+    Millions,
+    /// 10^9.
+    Billions,
+    /// 10^12.
+    Trillions,
+}
+
+/// Why a unit could not be read as a scale.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScaleError {
+    /// The unit has words that are neither a scale nor a `per ...` qualifier.
+    #[error(
+        "unit `{0}` is not a known scale word (thousand, million, billion, mil millones, ...)"
+    )]
+    Unknown(String),
+}
+
+impl Scale {
+    /// The factor to multiply by (`Millions` → 1e6).
+    pub fn factor(self) -> f64 {
+        match self {
+            Scale::Units => 1.0,
+            Scale::Thousands => 1e3,
+            Scale::Millions => 1e6,
+            Scale::Billions => 1e9,
+            Scale::Trillions => 1e12,
+        }
+    }
+
+    /// Reads a unit as written: a scale word (English or Spanish, long or abbreviated),
+    /// optionally followed by a `per ...` / `por ...` qualifier, which is returned.
+    ///
+    /// `None` and a bare qualifier are [`Scale::Units`]. Spanish `billón` is 10^12, as in Spanish.
+    /// Case and whitespace runs do not matter (`Mil\nmillones`); a final dot is dropped
+    /// (`bn.`). [`crate::read::find_scales`] finds these words in a text.
+    pub fn parse_unit(unit: Option<&str>) -> Result<(Scale, Option<String>), ScaleError> {
+        let Some(raw) = unit else {
+            return Ok((Scale::Units, None));
+        };
+        let text = raw
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
+        let text = text.trim_end_matches('.');
+        let (scale_part, qualifier) = split_qualifier(text);
+        let scale =
+            scale_word(scale_part.trim()).ok_or_else(|| ScaleError::Unknown(raw.to_owned()))?;
+        Ok((scale, qualifier.map(str::to_owned)))
+    }
+}
+
+/// The scale a lowercase scale word names (whitespace runs as single spaces); `""` is
+/// [`Scale::Units`].
+fn scale_word(word: &str) -> Option<Scale> {
+    Some(match word {
+        "" | "units" | "unit" | "unidades" => Scale::Units,
+        "thousand" | "thousands" | "k" | "th" | "mil" | "miles" | "thousand of" => Scale::Thousands,
+        "million" | "millions" | "mn" | "mm" | "m" | "mio" | "mln" | "millón" | "millon"
+        | "millones" | "m€" => Scale::Millions,
+        "billion" | "billions" | "bn" | "bln" | "b" | "mil millones" | "miles de millones"
+        | "millardo" | "millardos" | "milliard" | "milliards" | "mrd" => Scale::Billions,
+        "trillion" | "trillions" | "tn" | "trn" | "billón" | "billon" | "billones" => {
+            Scale::Trillions
+        }
+        _ => return None,
+    })
+}
+
+fn split_qualifier(text: &str) -> (&str, Option<&str>) {
+    for marker in ["per ", "por ", "/"] {
+        if let Some(pos) = text.find(marker) {
+            if pos == 0 || text[..pos].ends_with(' ') {
+                return (&text[..pos], Some(text[pos..].trim()));
+            }
+        }
+    }
+    (text, None)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use serde_json::Number;
 
-use crate::contract::Constraints;
+use crate::attrs::Constraints;
 
 /// Which source an effective integer bound comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,8 @@ use serde_json::{json, Map, Value};
 
 use super::bounds::{int_number, integer_lower, integer_upper, Source};
 use super::pointer::def_ref;
-use crate::contract::{Constraints, ContractSpec};
+use crate::attrs::Constraints;
+use crate::ir::ContractSpec;
 use crate::ir::{Node, Target};
 
 /// The `$schema` of every document [`root_schema`](super::root_schema) returns.
@@ -142,8 +143,8 @@ fn field_schema(node: &Node, generator: &mut schemars::SchemaGenerator) -> Value
 
 /// The `x-grounded` keyword: `"source"`, `"line"`, `{"in": "quote"}`, `{"lines": ["start_line",
 /// "end_line"]}` or `"with_container"`.
-pub(crate) fn grounded_keyword(grounded: &crate::contract::Grounding) -> Value {
-    use crate::contract::Grounding;
+pub(crate) fn grounded_keyword(grounded: &crate::attrs::Grounding) -> Value {
+    use crate::attrs::Grounding;
     match grounded {
         Grounding::Source => "source".into(),
         Grounding::Line => "line".into(),

@@ -5,9 +5,9 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::__private::{enum_spec, field, float, format, int, object_spec, pattern, str_value};
-use crate::contract::{
-    CmpOp, Constraints, Contract, ContractRef, ContractSpec, ExternalRef, FieldType, Rule, TypeSpec,
-};
+use crate::attrs::{CmpOp, Constraints, Rule};
+use crate::contract::{Contract, FieldType};
+use crate::ir::{ContractRef, ContractSpec, ExternalRef, TypeSpec};
 
 macro_rules! contract {
     ($ty:ident, $build:expr) => {

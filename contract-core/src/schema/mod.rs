@@ -16,7 +16,7 @@ mod strict_output;
 
 use serde_json::Value;
 
-use crate::contract::{Contract, ContractSpec};
+use crate::ir::ContractSpec;
 
 pub use draft::DRAFT_2020_12;
 pub use limits::{
@@ -26,18 +26,13 @@ pub use limits::{
 pub use strict::{anthropic_schema, strict_schema, subset_schema, Subset, STRICT_FORMATS};
 pub use strict_output::{Moved, StrictSchema, StrictSchemaError};
 
-/// `C::json_schema()`: a standalone draft 2020-12 document.
+/// The contract `spec` describes (a derived contract's, or a part of one:
+/// [`ContractSpec::subset`]) as a standalone draft 2020-12 document: `C::json_schema()`.
 ///
 /// `$schema` and `title` come first, then the contract's own schema, then `$defs` with every
 /// nested contract (and any schemars type used as a field). A contract that refers to itself
 /// refers to the root (`"$ref": "#"`).
-pub fn root_schema<C: Contract>() -> Value {
-    draft::root_schema(C::contract_spec())
-}
-
-/// [`root_schema`] of the contract `spec` describes (a derived contract's, or a part of one:
-/// [`ContractSpec::subset`]).
-pub fn spec_root_schema(spec: &ContractSpec) -> Value {
+pub fn root_schema(spec: &ContractSpec) -> Value {
     draft::root_schema(spec)
 }
 

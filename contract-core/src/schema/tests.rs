@@ -2,6 +2,7 @@ use serde_json::{json, Value};
 
 use super::fixtures::*;
 use super::*;
+use crate::Contract;
 
 fn guidance_schema() -> Value {
     json!({
@@ -46,7 +47,7 @@ fn triple(path: &str, keyword: &str, into: &str) -> (String, String, String) {
 
 #[test]
 fn guidance_json_schema_exact() {
-    let schema = root_schema::<Guidance>();
+    let schema = root_schema(Guidance::contract_spec());
     assert_eq!(schema, guidance_schema());
     let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
     assert_eq!(
@@ -59,12 +60,12 @@ fn guidance_json_schema_exact() {
 #[test]
 fn json_schemas_are_valid_draft_2020_12() {
     for schema in [
-        root_schema::<Guidance>(),
-        root_schema::<Amount>(),
-        root_schema::<Currency>(),
-        root_schema::<Policy>(),
-        root_schema::<Node>(),
-        root_schema::<Tree>(),
+        root_schema(Guidance::contract_spec()),
+        root_schema(Amount::contract_spec()),
+        root_schema(Currency::contract_spec()),
+        root_schema(Policy::contract_spec()),
+        root_schema(Node::contract_spec()),
+        root_schema(Tree::contract_spec()),
     ] {
         if let Err(e) = jsonschema::meta::validate(&schema) {
             panic!("{e}\n{schema:#}");
@@ -82,7 +83,7 @@ fn json_schemas_are_valid_draft_2020_12() {
 
 #[test]
 fn json_schema_accepts_and_rejects_like_the_contract() {
-    let schema = root_schema::<Guidance>();
+    let schema = root_schema(Guidance::contract_spec());
     let strict = strict(&schema).schema;
     let good = json!({"quarter": 3, "year": 2025, "low": 7230.0, "high": 7650.5});
     let nulls = json!({"quarter": null, "year": null, "low": null, "high": null});
@@ -104,7 +105,7 @@ fn json_schema_accepts_and_rejects_like_the_contract() {
 
 #[test]
 fn field_shapes() {
-    let schema = root_schema::<Policy>();
+    let schema = root_schema(Policy::contract_spec());
     let p = &schema["properties"];
     assert_eq!(
         p["name"],
@@ -166,7 +167,7 @@ fn field_shapes() {
 
 #[test]
 fn recursive_contracts_refer_to_the_root() {
-    let node = root_schema::<Node>();
+    let node = root_schema(Node::contract_spec());
     assert!(node.get("$defs").is_none(), "{node:#}");
     assert_eq!(
         node["properties"]["children"]["items"],
@@ -176,7 +177,7 @@ fn recursive_contracts_refer_to_the_root() {
         node["properties"]["parent"],
         json!({"anyOf": [{"$ref": "#"}, {"type": "null"}]})
     );
-    let tree = root_schema::<Tree>();
+    let tree = root_schema(Tree::contract_spec());
     assert_eq!(
         tree["$defs"]["Node"]["properties"]["children"]["items"],
         json!({"$ref": "#/$defs/Node"})
@@ -397,10 +398,10 @@ fn refs_definitions_all_of_one_of() {
 #[test]
 fn strict_is_idempotent() {
     for schema in [
-        root_schema::<Guidance>(),
-        root_schema::<Policy>(),
-        root_schema::<Node>(),
-        root_schema::<Tree>(),
+        root_schema(Guidance::contract_spec()),
+        root_schema(Policy::contract_spec()),
+        root_schema(Node::contract_spec()),
+        root_schema(Tree::contract_spec()),
     ] {
         let once = strict(&schema).schema;
         let twice = strict(&once);
@@ -411,7 +412,7 @@ fn strict_is_idempotent() {
 
 #[test]
 fn policy_strict_schema() {
-    let s = strict(&root_schema::<Policy>());
+    let s = strict(&root_schema(Policy::contract_spec()));
     let p = &s.schema["properties"];
     assert_eq!(
         p["name"]["description"],
@@ -552,7 +553,7 @@ fn nesting_limit() {
         strict_schema(&schema),
         Err(StrictSchemaError::TooDeep { depth: 12, .. })
     ));
-    assert!(strict_schema(&root_schema::<Node>()).is_ok());
+    assert!(strict_schema(&root_schema(Node::contract_spec())).is_ok());
 }
 
 #[test]
@@ -697,7 +698,7 @@ fn anthropic_subset_moves_bounds_into_descriptions() {
 
 #[test]
 fn anthropic_subset_of_a_derived_contract() {
-    let a = anthropic_schema(&root_schema::<Guidance>()).expect("anthropic schema");
+    let a = anthropic_schema(&root_schema(Guidance::contract_spec())).expect("anthropic schema");
     let q = &a.schema["properties"]["quarter"];
     assert!(
         q.get("minimum").is_none() && q.get("maximum").is_none(),

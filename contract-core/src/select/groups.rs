@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::contract::{ContractSpec, Form};
+use crate::attrs::Form;
+use crate::ir::ContractSpec;
 use crate::ir::Node;
 
 /// What a passage must contain to hold a group's values.

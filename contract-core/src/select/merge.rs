@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::groups::is_list;
 use super::FieldGroup;
-use crate::contract::ContractSpec;
+use crate::ir::ContractSpec;
 
 /// The JSON object of the whole contract from each group's values: the fields in the
 /// contract's order, a group without values giving null (an empty list for a list field).

@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 
 use super::groups::{capitalise, first_clause, FieldGroup};
 use super::judge::{Judge, Ranked, ValuePrompt};
-use crate::contract::{ContractSpec, Form, Grounding};
+use crate::attrs::{Form, Grounding};
 use crate::extract::ScoreRequest;
+use crate::ir::ContractSpec;
 use crate::ir::Node;
 use crate::passage::Passage;
 use crate::prompt::{Message, Messages};

@@ -11,14 +11,16 @@ use std::fmt::Display;
 use serde_json::{Number, Value};
 use smallvec::SmallVec;
 
+use super::checked::Checked;
 use super::doc::{Json, JsonMap, View};
 use super::format::format_ok;
 use super::message::{integer_type_name, list_names, list_values, quoted, scalar, Text};
 use super::num::Num;
 use super::path::Path;
 use super::violation::{Violation, ViolationKind, Violations};
+use crate::attrs::{Format, Rule};
 use crate::context::DocContext;
-use crate::contract::{Contract, ContractSpec, Format, Rule};
+use crate::ir::ContractSpec;
 use crate::ir::{JsonType, Node, NumberKeywords, ObjectNode};
 
 pub(super) fn has_field_level(out: &Violations) -> bool {
@@ -27,7 +29,7 @@ pub(super) fn has_field_level(out: &Violations) -> bool {
 
 /// Normalises a decoded value and runs its custom checks (against `cx`'s document), or reports
 /// why it did not decode. A value that cannot be normalised is not checked further.
-pub(super) fn finish<C: Contract, E: Display>(
+pub(super) fn finish<C: Checked, E: Display>(
     decoded: Result<C, E>,
     mut out: Violations,
     cx: &DocContext<'_>,
@@ -35,9 +37,9 @@ pub(super) fn finish<C: Contract, E: Display>(
     match decoded {
         Ok(mut typed) => {
             let before = out.len();
-            typed.normalize(cx, "", &mut out);
+            typed.checked_normalize(cx, "", &mut out);
             if out.len() == before {
-                typed.run_checks(cx, "", &mut out);
+                typed.checked_run_checks(cx, "", &mut out);
             }
             if out.is_empty() {
                 Ok(typed)
@@ -612,10 +614,9 @@ mod tests {
     use crate::__private::{
         enum_spec, field, float, format, int, object_spec, pattern, push_check,
     };
-    use crate::contract::{
-        CheckResult, CmpOp, Constraints, Contract, ContractRef, ContractSpec, FieldType, Rule,
-        TypeSpec,
-    };
+    use crate::attrs::{CmpOp, Constraints, Rule};
+    use crate::contract::{CheckResult, Contract, FieldType};
+    use crate::ir::{ContractRef, ContractSpec, TypeSpec};
     use crate::validate::{check_value, join_pointer, Violation, ViolationKind, Violations};
     use crate::DocContext;
 

@@ -6,12 +6,13 @@
 use serde_json::Value;
 
 use super::check::{finish, has_field_level, Checker};
+use super::checked::Checked;
 use super::doc::Doc;
 use super::num::as_integer;
 use super::path::Path;
 use super::violation::{Violation, ViolationKind, Violations};
 use crate::context::DocContext;
-use crate::contract::{Contract, ContractSpec};
+use crate::ir::ContractSpec;
 use crate::ir::{JsonType, Node};
 
 /// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
@@ -24,12 +25,12 @@ use crate::ir::{JsonType, Node};
 /// stack and checked by a plan compiled once per contract, then decoded with no tree; any other
 /// is parsed by serde_json into a tree that borrows its strings. Both give the same result, to
 /// the message (the plan hands a document it refuses to the same checker).
-pub fn from_json<C: Contract>(text: &str) -> Result<C, Violations> {
+pub fn from_json<C: Checked>(text: &str) -> Result<C, Violations> {
     from_json_with(text, &DocContext::none())
 }
 
 /// [`from_json`], the values normalised and checked against `cx`'s document.
-pub fn from_json_with<C: Contract>(text: &str, cx: &DocContext<'_>) -> Result<C, Violations> {
+pub fn from_json_with<C: Checked>(text: &str, cx: &DocContext<'_>) -> Result<C, Violations> {
     // A flat object of scalars, the usual case, is checked without building a tree; the
     // result is the tree path's (see `flat`).
     match super::flat::from_json::<C>(text, cx) {
@@ -40,12 +41,12 @@ pub fn from_json_with<C: Contract>(text: &str, cx: &DocContext<'_>) -> Result<C,
 
 /// [`from_json`] through the parsed tree, for every document.
 #[cfg(test)]
-pub(super) fn from_json_tree<C: Contract>(text: &str) -> Result<C, Violations> {
+pub(super) fn from_json_tree<C: Checked>(text: &str) -> Result<C, Violations> {
     from_json_tree_with(text, &DocContext::none())
 }
 
 /// [`from_json_with`] through the parsed tree, for every document.
-pub(super) fn from_json_tree_with<C: Contract>(
+pub(super) fn from_json_tree_with<C: Checked>(
     text: &str,
     cx: &DocContext<'_>,
 ) -> Result<C, Violations> {
@@ -64,11 +65,11 @@ pub(super) fn from_json_tree_with<C: Contract>(
 
 /// [`from_json_tree_with`] on a document already parsed (by serde_json or by
 /// [`read::tree`](super::read::tree)): checked, normalised, decoded.
-pub(crate) fn from_doc_with<C: Contract>(
+pub(crate) fn from_doc_with<C: Checked>(
     mut doc: Doc<'_>,
     cx: &DocContext<'_>,
 ) -> Result<C, Violations> {
-    let spec = C::contract_spec();
+    let spec = C::checked_spec();
     let mut out = Violations::new();
     let mut checker = Checker::new(&mut out, false);
     checker.check_root(spec, &doc);
@@ -81,20 +82,20 @@ pub(crate) fn from_doc_with<C: Contract>(
     finish(C::deserialize(&doc), out, cx)
 }
 
-/// `C::from_value`: checks `value` against `C::contract_spec()` and, when no field-level
+/// `C::from_value`: checks `value` against `C::checked_spec()` and, when no field-level
 /// violation was found, deserializes it and runs the custom checks.
 ///
 /// An integer field accepts a number with a zero fraction (`3.0`), as JSON Schema does; such
 /// values are normalised to integers before deserializing (the value is cloned only then).
 /// Cross-field violations are reported together with field-level ones; custom checks need a
 /// typed value, so they run only when the value deserializes.
-pub fn from_value<C: Contract>(value: &Value) -> Result<C, Violations> {
+pub fn from_value<C: Checked>(value: &Value) -> Result<C, Violations> {
     from_value_in(value, &DocContext::none())
 }
 
 /// [`from_value`], the values normalised and checked against `cx`'s document.
-pub fn from_value_in<C: Contract>(value: &Value, cx: &DocContext<'_>) -> Result<C, Violations> {
-    let spec = C::contract_spec();
+pub fn from_value_in<C: Checked>(value: &Value, cx: &DocContext<'_>) -> Result<C, Violations> {
+    let spec = C::checked_spec();
     let mut out = Violations::new();
     let mut checker = Checker::new(&mut out, false);
     checker.check_root(spec, value);
@@ -117,17 +118,17 @@ pub fn from_value_in<C: Contract>(value: &Value, cx: &DocContext<'_>) -> Result<
 /// checked like model output, except that the keys of fields marked `skip` (listed in
 /// [`ObjectNode::skipped`](crate::ir::ObjectNode::skipped)) are ignored at every level, in nested contracts too: code fills
 /// them, so they are not extra here.
-pub fn validate_typed<C: Contract>(value: &C) -> Result<(), Violations> {
+pub fn validate_typed<C: Checked>(value: &C) -> Result<(), Violations> {
     let mut out = Violations::new();
     match serde_json::to_value(value) {
-        Ok(json) => Checker::new(&mut out, true).check_root(C::contract_spec(), &json),
+        Ok(json) => Checker::new(&mut out, true).check_root(C::checked_spec(), &json),
         Err(e) => out.push(Violation::new(
             "",
             ViolationKind::TypeMismatch,
             message!("the value does not serialize: {e}"),
         )),
     }
-    value.run_checks(&DocContext::none(), "", &mut out);
+    value.checked_run_checks(&DocContext::none(), "", &mut out);
     out.into_result()
 }
 

@@ -30,21 +30,23 @@ use serde::de::value::{Error, MapAccessDeserializer};
 use serde::de::{Deserializer, IntoDeserializer, Visitor};
 
 use super::check::{compare, finish, has_field_level, Checker, Seen};
+use super::checked::Checked;
 use super::doc::{visit_number, Entries, Scalar};
 use super::num::{as_integer, Num};
 use super::path::Path;
 use super::read;
 use super::violation::Violations;
+use crate::attrs::Rule;
 use crate::context::DocContext;
-use crate::contract::{Contract, ContractSpec, Rule};
+use crate::ir::ContractSpec;
 use crate::ir::{JsonType, ObjectNode};
 
 /// `C::from_json` on the fast path; `None` where the tree path must decide.
-pub(crate) fn from_json<C: Contract>(
+pub(crate) fn from_json<C: Checked>(
     text: &str,
     cx: &DocContext<'_>,
 ) -> Option<Result<C, Violations>> {
-    let spec = C::contract_spec();
+    let spec = C::checked_spec();
     let plan = plan_for(spec)?;
     let mut entries = Entries::new();
     let named = read::flat(text, &mut entries, &plan.keys)?;

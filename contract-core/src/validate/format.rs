@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use chrono::NaiveDate;
 
-use crate::contract::Format;
+use crate::attrs::Format;
 
 /// Whether `text` is a valid `format` value.
 ///

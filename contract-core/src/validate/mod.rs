@@ -5,12 +5,13 @@
 //! the checker's walk over a value and the cross-field rules in `check.rs`; `from_json`'s fast
 //! path for flat objects in `flat.rs`, over the reader in `read.rs`; the parsed document and the
 //! views the checker reads in `doc.rs`; string formats in `format.rs`; how messages are written
-//! in `message.rs`; exact comparison of numbers in `num.rs`; where a value sits (its pointer and
+//! in `message.rs`; what the validator needs of a typed contract ([`Checked`]) in `checked.rs`; exact comparison of numbers in `num.rs`; where a value sits (its pointer and
 //! its name in messages) in `path.rs`.
 
 #[macro_use]
 mod message;
 mod check;
+mod checked;
 mod doc;
 mod entry;
 mod flat;
@@ -21,6 +22,7 @@ mod read;
 mod violation;
 
 pub(crate) use check::rule_violations;
+pub use checked::Checked;
 pub(crate) use doc::{Doc, Json, JsonMap, View};
 pub(crate) use entry::from_doc_with;
 pub use entry::{

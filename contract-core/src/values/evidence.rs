@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::source::{normalize, Source};
+use crate::validate::{Violation, ViolationKind};
 use crate::Contract;
 
 /// Where a value was found: a range of 1-based source lines, plus an optional quote.
@@ -47,6 +49,68 @@ pub struct Feedback {
     pub conflicting_evidence: bool,
     /// A question for the user when the document is ambiguous, or null.
     pub suggested_clarification: Option<String>,
+}
+
+/// What a [`Span`] is in its document: kept beside the span, so that the document
+/// ([`crate::source`]) does not depend on the value types.
+impl Source {
+    /// Checks a span against the document: its lines exist (`evidence_out_of_bounds`), start is
+    /// not after end (`cross_field`), and its quote, after normalising whitespace and case, is a
+    /// substring of the cited lines joined (`evidence_mismatch`, at `/quote`). A quote may
+    /// span a line break.
+    ///
+    /// The violation's path is relative to the span; prefix it with the span's pointer.
+    pub fn check_span(&self, span: &Span) -> Result<(), Violation> {
+        let (start, end) = (span.start_line as usize, span.end_line as usize);
+        let n = self.line_count();
+        for (name, line) in [("start_line", start), ("end_line", end)] {
+            if line == 0 || line > n {
+                return Err(Violation::new(
+                    format!("/{name}"),
+                    ViolationKind::EvidenceOutOfBounds,
+                    format!("`{name}` {line} is outside the document (lines 1 to {n})"),
+                ));
+            }
+        }
+        if start > end {
+            return Err(Violation::cross_field(
+                "",
+                format!("`start_line` {start} is after `end_line` {end}"),
+            ));
+        }
+        if let Some(quote) = &span.quote {
+            let quote = normalize(quote);
+            if !quote.is_empty() && !normalize(&self.text_of_lines(start..end + 1)).contains(&quote)
+            {
+                return Err(Violation::new(
+                    "/quote",
+                    ViolationKind::EvidenceMismatch,
+                    format!("`quote` is not in lines {start} to {end}: check the line numbers"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The cited lines, from the source itself (lines outside the document are left out).
+    pub fn snippet(&self, span: &Span) -> String {
+        self.text_of_lines(span.start_line as usize..span.end_line as usize + 1)
+    }
+
+    /// The pages (1-based) a span's lines fall on, in order, without repeats.
+    pub fn pages_of_span(&self, span: &Span) -> Vec<usize> {
+        let mut pages = Vec::new();
+        let start = (span.start_line as usize).max(1);
+        let end = (span.end_line as usize).min(self.line_count());
+        for line in start..=end {
+            if let Some(p) = self.page_of(line) {
+                if pages.last() != Some(&p) {
+                    pages.push(p);
+                }
+            }
+        }
+        pages
+    }
 }
 
 #[cfg(test)]

@@ -24,8 +24,8 @@ mod name;
 mod period;
 mod table;
 
-pub(crate) use amount::scale_word;
-pub use amount::{Amount, Scale, ScaleError};
+pub use crate::read::{Scale, ScaleError};
+pub use amount::Amount;
 pub use date::DateValue;
 pub use duration::DurationValue;
 pub use evidence::{Evidenced, Feedback, Span};

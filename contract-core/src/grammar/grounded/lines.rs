@@ -1,7 +1,7 @@
 //! Span-like objects: an object with a field grounded in the lines two of its fields name, read
 //! by the entry points (which rules a segment can hold) and by the renderer.
 
-use crate::contract::{CmpOp, Grounding, Rule};
+use crate::attrs::{CmpOp, Grounding, Rule};
 use crate::grammar::ObjectShape;
 
 /// The two line fields of an object with a field grounded in the lines they name.

@@ -59,7 +59,7 @@ use std::ops::Range;
 use serde_json::{Map, Value};
 
 use super::{shape_schema, Grammar, ObjectShape, Shape};
-use crate::contract::{Grounding, Rule};
+use crate::attrs::{Grounding, Rule};
 use crate::ground::Grounds;
 use lines::{held_by_ranges, line_fields};
 use render::Renderer;

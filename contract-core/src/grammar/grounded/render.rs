@@ -19,7 +19,7 @@ use super::rules::{
 use super::text::{
     alternation, document_windows, json_str, lit, place, substring_alternatives, substrings, Text,
 };
-use crate::contract::{Form, Grounding, Rule};
+use crate::attrs::{Form, Grounding, Rule};
 use crate::grammar::{shape_schema, Grammar, ObjectShape, Shape};
 use crate::ground::{Decimal, GroundText, Grounds};
 

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::limits::CHAIN_MIN;
 use super::text::{alternation, lit};
-use crate::contract::Rule;
+use crate::attrs::Rule;
 use crate::ground::Decimal;
 
 /// Most joint assignments the rules of one segment are composed into.

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::limits::MAX_DEPTH;
 use super::render::Renderer;
 use super::text::Text;
-use crate::contract::Grounding;
+use crate::attrs::Grounding;
 use crate::grammar::{shape_schema, Shape};
 use crate::ground::Decimal;
 

@@ -81,7 +81,7 @@ pub(super) fn words(key: &str, value: &Value, map: &Map<String, Value>) -> Optio
             }
             other => format!("Grounded: {}.", plain(other)),
         },
-        "x-form" => match value.as_str().and_then(crate::contract::Form::from_name) {
+        "x-form" => match value.as_str().and_then(crate::attrs::Form::from_name) {
             Some(form) => format!("{}, copied whole.", capitalise(form.words())),
             None => format!("Form: {}.", plain(value)),
         },
