@@ -1,9 +1,5 @@
 //! What `#[derive(Contract)]` expands to. Not a public API.
 
-use std::any::TypeId;
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-
 pub use schemars;
 pub use serde;
 pub use serde_json;
@@ -147,17 +143,7 @@ pub fn str_value(value: &str) -> serde_json::Value {
 
 /// The IR of a generic contract, built once per instantiation.
 pub fn spec_cache<T: 'static>(build: fn() -> ContractSpec) -> &'static ContractSpec {
-    static CACHE: OnceLock<Mutex<HashMap<TypeId, &'static ContractSpec>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let key = TypeId::of::<T>();
-    if let Some(spec) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return spec;
-    }
-    // Built outside the lock: building may ask for the specs of nested generic contracts.
-    let spec: &'static ContractSpec = Box::leak(Box::new(build()));
-    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    let stored: &'static ContractSpec = map.entry(key).or_insert(spec);
-    stored
+    crate::cache::per_type::<T, ContractSpec>(build)
 }
 
 /// The schema of a contract inside a schemars generator (what `impl JsonSchema` returns).

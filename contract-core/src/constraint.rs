@@ -7,9 +7,7 @@
 //! [signature](Constraint::signature). Nothing in a request is rendered or parsed again per
 //! attempt: a backend reads the typed value it supports.
 
-use std::any::TypeId;
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -73,19 +71,9 @@ pub struct Constraint {
 impl Constraint {
     /// The constraint of contract `C`, rendered on the first call for `C` and shared afterwards.
     pub fn of<C: Contract>() -> Arc<Constraint> {
-        static CACHE: OnceLock<RwLock<HashMap<TypeId, Arc<Constraint>>>> = OnceLock::new();
-        let cache = CACHE.get_or_init(Default::default);
-        let id = TypeId::of::<C>();
-        if let Some(c) = cache.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
-            return c.clone();
-        }
-        // Rendered outside the lock: a contract's renderings may ask for a nested contract's.
-        let built = Arc::new(Constraint::for_contract::<C>());
-        cache
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(id)
-            .or_insert(built)
+        // Rendered outside the cache's lock: a contract's renderings may ask for a nested
+        // contract's.
+        crate::cache::per_type::<C, Arc<Constraint>>(|| Arc::new(Constraint::for_contract::<C>()))
             .clone()
     }
 

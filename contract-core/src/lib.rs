@@ -30,6 +30,7 @@
 extern crate self as contract_core;
 
 mod attrs;
+mod cache;
 pub mod chunk;
 pub mod compute;
 mod constraint;

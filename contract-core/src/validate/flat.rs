@@ -23,8 +23,6 @@
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 use serde::de::value::{Error, MapAccessDeserializer};
 use serde::de::{Deserializer, IntoDeserializer, Visitor};
@@ -489,33 +487,32 @@ fn float_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(f64, bool, f64, b
 
 /// The plan of `spec` (`None`: not covered), compiled once per contract and kept for the life of
 /// the program (contract specs are `'static` too).
+///
+/// Kept in the crate's one cache ([`crate::cache`]), with a per-thread list of the plans this
+/// thread has used in front of it: `from_json` asks for its plan on every call, and the typed
+/// list spares it the cache's generic lookup (`cargo bench --bench from_json`, `Guidance`, medians
+/// of 10 alternated turns: 139.7 ns a document through the cache alone, 136.6 with this list,
+/// 136.5 before the cache).
 fn plan_for(spec: &'static ContractSpec) -> Option<&'static Plan> {
-    type Plans = Vec<(usize, Option<&'static Plan>)>;
     thread_local! {
-        static LOCAL: RefCell<Plans> = const { RefCell::new(Vec::new()) };
+        static LOCAL: RefCell<Vec<(usize, Option<&'static Plan>)>> = const { RefCell::new(Vec::new()) };
     }
-    static SHARED: OnceLock<Mutex<HashMap<usize, Option<&'static Plan>>>> = OnceLock::new();
     let key = std::ptr::from_ref(spec) as usize;
-    // `try_with`: a thread being torn down has no local list; the shared map serves it.
+    // `try_with`: a thread being torn down has no local list; the cache serves it.
     let local = LOCAL
         .try_with(|plans| {
             plans
                 .borrow()
                 .iter()
                 .find(|(k, _)| *k == key)
-                .map(|(_, plan)| *plan)
+                .map(|(_, p)| *p)
         })
         .ok()
         .flatten();
     if let Some(plan) = local {
         return plan;
     }
-    let plan = {
-        let shared = SHARED.get_or_init(Default::default);
-        let mut map = shared.lock().unwrap_or_else(|e| e.into_inner());
-        *map.entry(key)
-            .or_insert_with(|| Plan::compile(spec).map(|plan| &*Box::leak(Box::new(plan))))
-    };
+    let plan = crate::cache::per_spec(spec, || Plan::compile(spec)).as_ref();
     let _ = LOCAL.try_with(|plans| plans.borrow_mut().push((key, plan)));
     plan
 }
