@@ -19,7 +19,7 @@ use contract_backends::local::fetch::default_model_path;
 use contract_backends::local::gguf_tokenizer::{read_content, GgufTokenizer};
 use contract_backends::local::mask::MaskEngine;
 use contract_backends::local::sample::{allowed_ids, SplitMix64};
-use contract_core::grammar::grounded::MAX_OFFERED_CHARS;
+use contract_core::grammar::lark::MAX_OFFERED_CHARS;
 use contract_core::ground::{numbers_in, Grounds, Numerals};
 use contract_core::{Contract, Source};
 use serde::{Deserialize, Serialize};

@@ -90,7 +90,7 @@ pub fn field(
     ty: TypeSpec,
     description: Option<&str>,
     unit: Option<&str>,
-    constraints: Constraints,
+    constraints: FieldAttrs,
 ) -> FieldSpec {
     FieldSpec {
         name: name.to_owned(),

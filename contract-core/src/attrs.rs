@@ -1,5 +1,5 @@
 //! What a field declares beyond its Rust type, as the derive reads its attributes and a runtime
-//! schema its keywords: [`Constraints`] (bounds, lengths, [`Pattern`], `one_of`, [`Format`],
+//! schema its keywords: [`FieldAttrs`] (bounds, lengths, [`Pattern`], `one_of`, [`Format`],
 //! [`Grounding`], [`Form`], the evidence question and group), and the cross-field [`Rule`]s
 //! (parsed by `contract-rules`). [`Node::field`](crate::ir::Node::field) places each on the IR
 //! node it applies to.
@@ -13,10 +13,11 @@ use serde_json::{Number, Value};
 /// A field's constraint attributes, as the derive reads them.
 ///
 /// Numeric bounds, `pattern`, `format` and `one_of` apply to the scalar inside `Option` and
-/// `Vec`; `len` applies to the string or list itself: [`Node::field`](crate::ir::Node::field) places each on the IR node
-/// it applies to, once, and nothing downstream reads this again.
+/// `Vec`; `len` applies to the string or list itself:
+/// [`Node::field`](crate::ir::Node::field) places each on the IR node it applies to, once, and
+/// nothing downstream reads this again.
 #[derive(Debug, Clone, Default)]
-pub struct Constraints {
+pub struct FieldAttrs {
     /// `value >= minimum`.
     pub minimum: Option<Number>,
     /// `value <= maximum`.
@@ -96,7 +97,8 @@ impl Grounding {
         }
     }
 
-    /// Reads the JSON Schema keyword `x-grounded` (as [`Contract::json_schema`](crate::Contract::json_schema) writes it).
+    /// Reads the JSON Schema keyword `x-grounded` (as
+    /// [`Contract::json_schema`](crate::Contract::json_schema) writes it).
     pub fn from_keyword(value: &Value) -> Option<Grounding> {
         match value {
             Value::String(s) if s == "source" => Some(Grounding::Source),
@@ -132,7 +134,7 @@ impl Grounding {
     }
 }
 
-impl Constraints {
+impl FieldAttrs {
     /// Whether no constraint is set.
     pub fn is_empty(&self) -> bool {
         self.minimum.is_none()

@@ -13,7 +13,7 @@ use crate::context::DocContext;
 use crate::schema::StrictSchemaError;
 use crate::validate::{Violation, Violations};
 
-pub use crate::attrs::{CmpOp, Constraints, Form, Format, Grounding, Pattern, Rule};
+pub use crate::attrs::{CmpOp, FieldAttrs, Form, Format, Grounding, Pattern, Rule};
 pub use crate::ir::{ContractRef, ContractSpec, ExternalRef, TypeSpec};
 
 /// A type a language model can be asked to fill.

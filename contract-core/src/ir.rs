@@ -8,7 +8,7 @@
 //! rendering is one function over it: the JSON Schema, the signature, the docs, the token-mask
 //! grammar and the validator of a derived contract.
 //!
-//! Constraints sit where they apply: a list's item bounds on its [`ArrayNode::items`], a
+//! FieldAttrs sit where they apply: a list's item bounds on its [`ArrayNode::items`], a
 //! nullable field's bounds on the field's node beside `null` in [`Node::types`], a list's
 //! length on the list. Nothing downstream has to work out where a field attribute applies.
 //!
@@ -21,7 +21,7 @@ use serde_json::{Number, Value};
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::attrs::{Constraints, Form, Grounding, Pattern, Rule};
+use crate::attrs::{FieldAttrs, Form, Grounding, Pattern, Rule};
 
 /// A JSON type, as `type` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -190,14 +190,14 @@ impl NumberKeywords {
             && self.exclusive_maximum.is_none()
     }
 
-    /// The bounds as [`Constraints`] (for the shared range-in-words helpers).
-    pub(crate) fn bounds(&self) -> Constraints {
-        Constraints {
+    /// The bounds as [`FieldAttrs`] (for the shared range-in-words helpers).
+    pub(crate) fn bounds(&self) -> FieldAttrs {
+        FieldAttrs {
             minimum: self.minimum.clone(),
             maximum: self.maximum.clone(),
             exclusive_minimum: self.exclusive_minimum.clone(),
             exclusive_maximum: self.exclusive_maximum.clone(),
-            ..Constraints::default()
+            ..FieldAttrs::default()
         }
     }
 }
@@ -410,7 +410,7 @@ impl Node {
     /// The one place a field attribute is placed.
     pub fn field(
         ty: &TypeSpec,
-        constraints: &Constraints,
+        constraints: &FieldAttrs,
         description: Option<&str>,
         unit: Option<&str>,
     ) -> Node {
@@ -425,7 +425,7 @@ impl Node {
     }
 
     /// The node of `ty` with constraints `c` placed where they apply.
-    fn of_type(ty: &TypeSpec, c: &Constraints) -> Node {
+    fn of_type(ty: &TypeSpec, c: &FieldAttrs) -> Node {
         let scalar = |t: JsonType| Node {
             types: vec![t],
             enumeration: c.one_of.clone(),
@@ -467,7 +467,7 @@ impl Node {
                     // Every attribute but the length, which is the list's own.
                     items: Some(Node::of_type(
                         item,
-                        &Constraints {
+                        &FieldAttrs {
                             min_len: None,
                             max_len: None,
                             ..c.clone()
@@ -783,12 +783,12 @@ mod tests {
 
     #[test]
     fn field_attributes_land_on_the_node_they_apply_to() {
-        let c = Constraints {
+        let c = FieldAttrs {
             minimum: Some(int(1)),
             min_len: Some(2),
             max_len: Some(5),
             pattern: Some(pattern("^[a-z]+$")),
-            ..Constraints::default()
+            ..FieldAttrs::default()
         };
         // `Option<Vec<u8>>`: the length on the list, the bound on the items, `null` beside
         // the list's type.
@@ -822,9 +822,9 @@ mod tests {
             Some("^[a-z]+$")
         );
         // `Option<String>` with `one_of`: `null` joins the enum.
-        let one_of = Constraints {
+        let one_of = FieldAttrs {
             one_of: Some(vec![Value::from("a")]),
-            ..Constraints::default()
+            ..FieldAttrs::default()
         };
         let code = Node::field(&Option::<String>::type_spec(), &one_of, None, None);
         assert_eq!(code.enumeration, Some(vec![Value::from("a"), Value::Null]));

@@ -30,6 +30,7 @@
 extern crate self as contract_core;
 
 mod attrs;
+pub mod audit;
 mod cache;
 pub mod chunk;
 pub mod compute;
@@ -38,7 +39,6 @@ mod context;
 mod contract;
 pub mod docs;
 pub mod dynamic;
-pub mod evidence;
 pub mod extract;
 mod field;
 pub mod grammar;
@@ -57,13 +57,13 @@ pub mod stream;
 pub mod validate;
 pub mod values;
 
+pub use audit::{extract_pages, Audit, PageExtraction};
 pub use compute::{ComputeError, Converted, Decision, Rates, Threshold};
 pub use constraint::{Constraint, Decoding};
 pub use context::{Adjust, DocContext};
 pub use contract::*;
 pub use contract_derive::Contract;
 pub use dynamic::{DynContract, SchemaError};
-pub use evidence::{extract_pages, Audit, PageExtraction};
 pub use extract::{
     Backend, BackendError, Extraction, Extractor, Request, Response, ScoreRequest, ScoreResponse,
 };

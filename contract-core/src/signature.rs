@@ -674,12 +674,12 @@ pub(crate) fn integer_words(node: &Node) -> Option<String> {
     const WIDE: f64 = i32::MAX as f64;
     let narrow =
         |n: Option<serde_json::Number>| n.filter(|n| n.as_f64().is_some_and(|f| f.abs() < WIDE));
-    let c = crate::attrs::Constraints {
+    let c = crate::attrs::FieldAttrs {
         minimum: narrow(c.minimum),
         maximum: narrow(c.maximum),
         exclusive_minimum: narrow(c.exclusive_minimum),
         exclusive_maximum: narrow(c.exclusive_maximum),
-        ..crate::attrs::Constraints::default()
+        ..crate::attrs::FieldAttrs::default()
     };
     integer_range(i128::from(i64::MIN), i128::from(u64::MAX), &c)
 }
@@ -835,7 +835,7 @@ fn external(schema: &Value, defs: Option<&Map<String, Value>>, stack: &mut Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attrs::Constraints;
+    use crate::attrs::FieldAttrs;
     use crate::ir::TypeSpec;
     use crate::schema::fixtures::Node;
     use crate::schema::fixtures::*;
@@ -894,7 +894,7 @@ mod tests {
     }
 
     /// A field type with its attributes in words, as a field of that type reads.
-    fn ty_words(ty: &TypeSpec, c: &Constraints, _: &mut Vec<String>) -> String {
+    fn ty_words(ty: &TypeSpec, c: &FieldAttrs, _: &mut Vec<String>) -> String {
         let node = crate::ir::Node::field(ty, c, None, None);
         Writer::new(None, &node, "Root", Inline::Always).value(&node)
     }
@@ -902,17 +902,16 @@ mod tests {
     #[test]
     fn bounds_in_words() {
         use crate::__private::{float, int};
-        use crate::attrs::Constraints;
-        let c = |min: Option<f64>, xmin: Option<f64>, max: Option<f64>, xmax: Option<f64>| {
-            Constraints {
+        use crate::attrs::FieldAttrs;
+        let c =
+            |min: Option<f64>, xmin: Option<f64>, max: Option<f64>, xmax: Option<f64>| FieldAttrs {
                 minimum: min.map(float),
                 exclusive_minimum: xmin.map(float),
                 maximum: max.map(float),
                 exclusive_maximum: xmax.map(float),
-                ..Constraints::default()
-            }
-        };
-        let num = |c: &Constraints| ty_words(&TypeSpec::Number, c, &mut Vec::new());
+                ..FieldAttrs::default()
+            };
+        let num = |c: &FieldAttrs| ty_words(&TypeSpec::Number, c, &mut Vec::new());
         assert_eq!(num(&c(None, None, None, None)), "number");
         assert_eq!(num(&c(Some(0.0), None, Some(1.0), None)), "number 0-1");
         assert_eq!(num(&c(None, Some(0.0), None, None)), "number > 0");
@@ -924,31 +923,31 @@ mod tests {
         );
         assert_eq!(num(&c(Some(-1.0), None, Some(1.0), None)), "number -1 to 1");
         let int_ty = |min: i128, max: i128| TypeSpec::Integer { min, max };
-        let words = |t: &TypeSpec, c: &Constraints| ty_words(t, c, &mut Vec::new());
-        let none = Constraints::default();
+        let words = |t: &TypeSpec, c: &FieldAttrs| ty_words(t, c, &mut Vec::new());
+        let none = FieldAttrs::default();
         assert_eq!(words(&int_ty(0, 255), &none), "integer 0-255");
         assert_eq!(
             words(&int_ty(i64::MIN.into(), i64::MAX.into()), &none),
             "integer"
         );
         assert_eq!(words(&int_ty(0, u64::MAX.into()), &none), "integer >= 0");
-        let min1 = Constraints {
+        let min1 = FieldAttrs {
             minimum: Some(int(1)),
-            ..Constraints::default()
+            ..FieldAttrs::default()
         };
         assert_eq!(words(&int_ty(0, u64::MAX.into()), &min1), "integer >= 1");
-        let xmax = Constraints {
+        let xmax = FieldAttrs {
             exclusive_maximum: Some(float(2.5)),
-            ..Constraints::default()
+            ..FieldAttrs::default()
         };
         assert_eq!(
             words(&int_ty(i32::MIN.into(), i32::MAX.into()), &xmax),
             "integer <= 2"
         );
-        let exact = Constraints {
+        let exact = FieldAttrs {
             minimum: Some(int(3)),
             maximum: Some(int(3)),
-            ..Constraints::default()
+            ..FieldAttrs::default()
         };
         assert_eq!(words(&int_ty(0, 255), &exact), "integer = 3");
     }
@@ -956,35 +955,35 @@ mod tests {
     #[test]
     fn strings_in_words() {
         use crate::__private::{format, pattern};
-        use crate::attrs::Constraints;
-        let words = |c: Constraints| ty_words(&TypeSpec::String, &c, &mut Vec::new());
+        use crate::attrs::FieldAttrs;
+        let words = |c: FieldAttrs| ty_words(&TypeSpec::String, &c, &mut Vec::new());
         assert_eq!(
-            words(Constraints {
+            words(FieldAttrs {
                 pattern: Some(pattern("^[A-Z]{3}$")),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             }),
             "string /^[A-Z]{3}$/"
         );
         assert_eq!(
-            words(Constraints {
+            words(FieldAttrs {
                 format: Some(format("date-time")),
                 min_len: Some(20),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             }),
             "string (date-time YYYY-MM-DDThh:mm:ssZ, 20+ chars)"
         );
         assert_eq!(
-            words(Constraints {
+            words(FieldAttrs {
                 min_len: Some(3),
                 max_len: Some(3),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             }),
             "string (3 chars)"
         );
         assert_eq!(
-            words(Constraints {
+            words(FieldAttrs {
                 max_len: Some(80),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             }),
             "string (<= 80 chars)"
         );

@@ -382,12 +382,12 @@ fn constraints(field: &Field, fields: &[Field]) -> TokenStream {
         });
     }
     if items.is_empty() {
-        return quote!(<::contract_core::__private::Constraints as ::contract_core::__private::Default>::default());
+        return quote!(<::contract_core::__private::FieldAttrs as ::contract_core::__private::Default>::default());
     }
     quote! {
-        ::contract_core::__private::Constraints {
+        ::contract_core::__private::FieldAttrs {
             #(#items,)*
-            ..<::contract_core::__private::Constraints as ::contract_core::__private::Default>::default()
+            ..<::contract_core::__private::FieldAttrs as ::contract_core::__private::Default>::default()
         }
     }
 }

@@ -6,8 +6,8 @@
 //! The scripted replies ([`SCRIPT`]) stand in for a model; `cargo run -p examples --bin policy`
 //! prints the record, and the tests run the same pipeline end to end.
 
+use contract_core::audit::{extract_pages, PageExtraction};
 use contract_core::compute::{ComputeError, Decision, Rates, Threshold};
-use contract_core::evidence::{extract_pages, PageExtraction};
 use contract_core::{Amount, Backend, Contract, DateValue, Evidenced, Extractor, Feedback, Source};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

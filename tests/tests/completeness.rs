@@ -3,7 +3,7 @@
 //! scripted backend.
 
 use contract_backends::ScriptedBackend;
-use contract_core::evidence::extract_pages;
+use contract_core::audit::extract_pages;
 use contract_core::source::completeness_after;
 use contract_core::{completeness, Completeness, Extractor, Source};
 use examples::Exclusions;

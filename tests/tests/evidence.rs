@@ -3,7 +3,7 @@
 //! different pages), and feedback routing through the pipeline.
 
 use contract_backends::ScriptedBackend;
-use contract_core::evidence::{check_spans, extract_pages, resolve_spans};
+use contract_core::audit::{check_spans, extract_pages, resolve_spans};
 use contract_core::{
     Amount, Contract, Evidenced, Extractor, Feedback, Source, Span, ViolationKind,
 };

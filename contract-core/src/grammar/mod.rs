@@ -21,7 +21,7 @@ use crate::ir::ContractSpec;
 use crate::ir::{Document, JsonType, Node, Structure, Target};
 use crate::schema::bounds::{integer_lower, integer_upper};
 
-pub mod grounded;
+pub mod lark;
 #[cfg(test)]
 mod tests;
 pub mod think;
@@ -144,7 +144,7 @@ pub struct FieldShape {
     /// The value's shape.
     pub shape: Shape,
     /// Where the value (each value inside an `Option` or a list) must be copied from; the
-    /// local backend composes the mask per document from it ([`grounded`]).
+    /// local backend composes the mask per document from it ([`lark`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grounded: Option<Grounding>,
     /// The kind of expression a grounded string value is ([`Form`]): under a grounded mask it

@@ -2,7 +2,7 @@
 
 use serde_json::Number;
 
-use crate::attrs::Constraints;
+use crate::attrs::FieldAttrs;
 
 /// Which source an effective integer bound comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ fn int_upper(n: &Number, exclusive: bool) -> i128 {
 
 /// The effective lower bound of an integer field and where it comes from (the inclusive
 /// constraint wins a tie, then the exclusive one, then the type).
-pub(crate) fn integer_lower(type_min: i128, c: &Constraints) -> (i128, Source) {
+pub(crate) fn integer_lower(type_min: i128, c: &FieldAttrs) -> (i128, Source) {
     let mut best = (type_min, Source::Type);
     if let Some(e) = &c.exclusive_minimum {
         let v = int_lower(e, true);
@@ -69,7 +69,7 @@ pub(crate) fn integer_lower(type_min: i128, c: &Constraints) -> (i128, Source) {
 }
 
 /// The effective upper bound of an integer field and where it comes from.
-pub(crate) fn integer_upper(type_max: i128, c: &Constraints) -> (i128, Source) {
+pub(crate) fn integer_upper(type_max: i128, c: &FieldAttrs) -> (i128, Source) {
     let mut best = (type_max, Source::Type);
     if let Some(e) = &c.exclusive_maximum {
         let v = int_upper(e, true);
@@ -107,7 +107,7 @@ pub(crate) fn show(n: &Number) -> String {
 
 /// The inclusive/exclusive bounds of a float field, in words: `> 0`, `0-1`, `>= 0, < 5`.
 /// `None` when unbounded.
-pub(crate) fn number_range(c: &Constraints) -> Option<String> {
+pub(crate) fn number_range(c: &FieldAttrs) -> Option<String> {
     let lower = match (&c.minimum, &c.exclusive_minimum) {
         (Some(m), Some(e)) if e.as_f64() >= m.as_f64() => Some((e, true)),
         (Some(m), _) => Some((m, false)),
@@ -154,7 +154,7 @@ pub(crate) fn range_words(
 
 /// The effective range of an integer field in words (`1-4`, `>= 0`, `-128 to 127`); a bound
 /// that is only the Rust type's own bound of a 32-bit or wider type is left out as noise.
-pub(crate) fn integer_range(type_min: i128, type_max: i128, c: &Constraints) -> Option<String> {
+pub(crate) fn integer_range(type_min: i128, type_max: i128, c: &FieldAttrs) -> Option<String> {
     const WIDE: i128 = i32::MAX as i128;
     let (lo, lo_src) = integer_lower(type_min, c);
     let (hi, hi_src) = integer_upper(type_max, c);

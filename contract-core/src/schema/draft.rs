@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 
 use super::bounds::{int_number, integer_lower, integer_upper, Source};
 use super::pointer::def_ref;
-use crate::attrs::Constraints;
+use crate::attrs::FieldAttrs;
 use crate::ir::ContractSpec;
 use crate::ir::{Node, Target};
 
@@ -244,7 +244,7 @@ fn into_map(value: Value) -> Map<String, Value> {
 }
 
 /// The tighter of the Rust type's bounds and the constraints.
-fn integer_bounds(map: &mut Map<String, Value>, type_min: i128, type_max: i128, c: &Constraints) {
+fn integer_bounds(map: &mut Map<String, Value>, type_min: i128, type_max: i128, c: &FieldAttrs) {
     match integer_lower(type_min, c) {
         (_, Source::Inclusive) => {
             map.insert("minimum".into(), c.minimum.clone().into());

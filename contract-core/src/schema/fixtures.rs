@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::__private::{enum_spec, field, float, format, int, object_spec, pattern, str_value};
-use crate::attrs::{CmpOp, Constraints, Rule};
+use crate::attrs::{CmpOp, FieldAttrs, Rule};
 use crate::contract::{Contract, FieldType};
 use crate::ir::{ContractRef, ContractSpec, ExternalRef, TypeSpec};
 
@@ -43,14 +43,14 @@ pub(crate) struct Guidance {
 }
 
 contract!(Guidance, || {
-    let range = |lo, hi| Constraints {
+    let range = |lo, hi| FieldAttrs {
         minimum: Some(int(lo)),
         maximum: Some(int(hi)),
-        ..Constraints::default()
+        ..FieldAttrs::default()
     };
-    let positive = || Constraints {
+    let positive = || FieldAttrs {
         exclusive_minimum: Some(int(0)),
-        ..Constraints::default()
+        ..FieldAttrs::default()
     };
     object_spec(
         "Guidance",
@@ -135,7 +135,7 @@ contract!(Amount, || object_spec(
             f64::type_spec(),
             Some("The number as written."),
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "currency",
@@ -143,7 +143,7 @@ contract!(Amount, || object_spec(
             Currency::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "unit",
@@ -151,10 +151,10 @@ contract!(Amount, || object_spec(
             Option::<String>::type_spec(),
             Some("Scale or basis: `billion`, `per claim`."),
             None,
-            Constraints {
+            FieldAttrs {
                 min_len: Some(1),
                 max_len: Some(20),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
     ],
@@ -191,10 +191,10 @@ contract!(Policy, || object_spec(
             String::type_spec(),
             Some("Name of the\npolicy."),
             None,
-            Constraints {
+            FieldAttrs {
                 min_len: Some(1),
                 max_len: Some(80),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -203,7 +203,7 @@ contract!(Policy, || object_spec(
             Amount::type_spec(),
             Some("Sum insured."),
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "deductible",
@@ -211,7 +211,7 @@ contract!(Policy, || object_spec(
             Option::<Amount>::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "start",
@@ -219,9 +219,9 @@ contract!(Policy, || object_spec(
             String::type_spec(),
             None,
             None,
-            Constraints {
+            FieldAttrs {
                 format: Some(format("date")),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -230,11 +230,11 @@ contract!(Policy, || object_spec(
             Vec::<String>::type_spec(),
             None,
             None,
-            Constraints {
+            FieldAttrs {
                 min_len: Some(1),
                 max_len: Some(5),
                 pattern: Some(pattern("^[a-z]+$")),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -243,9 +243,9 @@ contract!(Policy, || object_spec(
             Option::<String>::type_spec(),
             None,
             None,
-            Constraints {
+            FieldAttrs {
                 one_of: Some(vec![str_value("A"), str_value("B")]),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -254,7 +254,7 @@ contract!(Policy, || object_spec(
             u32::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "ratio",
@@ -262,10 +262,10 @@ contract!(Policy, || object_spec(
             f32::type_spec(),
             None,
             Some("share"),
-            Constraints {
+            FieldAttrs {
                 minimum: Some(int(0)),
                 maximum: Some(int(1)),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -274,10 +274,10 @@ contract!(Policy, || object_spec(
             i8::type_spec(),
             None,
             None,
-            Constraints {
+            FieldAttrs {
                 exclusive_minimum: Some(float(-200.5)),
                 exclusive_maximum: Some(int(10)),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -286,7 +286,7 @@ contract!(Policy, || object_spec(
             bool::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "scores",
@@ -294,10 +294,10 @@ contract!(Policy, || object_spec(
             Option::<Vec<u8>>::type_spec(),
             None,
             None,
-            Constraints {
+            FieldAttrs {
                 maximum: Some(int(100)),
                 max_len: Some(3),
-                ..Constraints::default()
+                ..FieldAttrs::default()
             },
         ),
         field(
@@ -306,7 +306,7 @@ contract!(Policy, || object_spec(
             TypeSpec::External(ExternalRef::of::<std::net::Ipv4Addr>()),
             None,
             None,
-            Constraints::default(),
+            FieldAttrs::default(),
         ),
         field(
             "currencies",
@@ -314,7 +314,7 @@ contract!(Policy, || object_spec(
             Vec::<Currency>::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
     ],
     vec![Rule::AtLeastOne(vec!["code".into(), "scores".into()])],
@@ -340,7 +340,7 @@ contract!(Node, || object_spec(
             String::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "children",
@@ -348,7 +348,7 @@ contract!(Node, || object_spec(
             Vec::<Node>::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
         field(
             "parent",
@@ -356,7 +356,7 @@ contract!(Node, || object_spec(
             Option::<Box<Node>>::type_spec(),
             None,
             None,
-            Constraints::default()
+            FieldAttrs::default()
         ),
     ],
     vec![],
@@ -379,7 +379,7 @@ contract!(Tree, || object_spec(
         Node::type_spec(),
         Some("The top node."),
         None,
-        Constraints::default()
+        FieldAttrs::default()
     )],
     vec![],
     &[],

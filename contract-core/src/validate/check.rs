@@ -614,7 +614,7 @@ mod tests {
     use crate::__private::{
         enum_spec, field, float, format, int, object_spec, pattern, push_check,
     };
-    use crate::attrs::{CmpOp, Constraints, Rule};
+    use crate::attrs::{CmpOp, FieldAttrs, Rule};
     use crate::contract::{CheckResult, Contract, FieldType};
     use crate::ir::{ContractRef, ContractSpec, TypeSpec};
     use crate::validate::{check_value, join_pointer, Violation, ViolationKind, Violations};
@@ -688,9 +688,9 @@ mod tests {
                             String::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 pattern: Some(pattern("^[A-Z]+-[0-9]+$")),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -699,9 +699,9 @@ mod tests {
                             u32::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 minimum: Some(int(1)),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -710,9 +710,9 @@ mod tests {
                             String::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 one_of: Some(vec![json!("USD"), json!("EUR")]),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -721,7 +721,7 @@ mod tests {
                             <Option<String>>::type_spec(),
                             None,
                             None,
-                            Constraints::default(),
+                            FieldAttrs::default(),
                         ),
                     ],
                     vec![],
@@ -767,9 +767,9 @@ mod tests {
         fn contract_spec() -> &'static ContractSpec {
             static SPEC: OnceLock<ContractSpec> = OnceLock::new();
             SPEC.get_or_init(|| {
-                let positive = Constraints {
+                let positive = FieldAttrs {
                     exclusive_minimum: Some(int(0)),
-                    ..Constraints::default()
+                    ..FieldAttrs::default()
                 };
                 object_spec(
                     "Order",
@@ -781,11 +781,11 @@ mod tests {
                             String::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 min_len: Some(5),
                                 max_len: Some(12),
                                 pattern: Some(pattern("^ORD-")),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -794,9 +794,9 @@ mod tests {
                             String::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 format: Some(format("date")),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -805,7 +805,7 @@ mod tests {
                             Status::type_spec(),
                             None,
                             None,
-                            Constraints::default(),
+                            FieldAttrs::default(),
                         ),
                         field(
                             "quarter",
@@ -813,10 +813,10 @@ mod tests {
                             <Option<u8>>::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 minimum: Some(int(1)),
                                 maximum: Some(int(4)),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -833,7 +833,7 @@ mod tests {
                             <Option<f64>>::type_spec(),
                             None,
                             Some("USD"),
-                            Constraints {
+                            FieldAttrs {
                                 maximum: Some(float(1e6)),
                                 ..positive
                             },
@@ -844,10 +844,10 @@ mod tests {
                             <Vec<Line>>::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 min_len: Some(1),
                                 max_len: Some(3),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -856,10 +856,10 @@ mod tests {
                             <Vec<String>>::type_spec(),
                             None,
                             None,
-                            Constraints {
+                            FieldAttrs {
                                 max_len: Some(2),
                                 pattern: Some(pattern("^[a-z]+$")),
-                                ..Constraints::default()
+                                ..FieldAttrs::default()
                             },
                         ),
                         field(
@@ -868,7 +868,7 @@ mod tests {
                             <Option<i64>>::type_spec(),
                             None,
                             None,
-                            Constraints::default(),
+                            FieldAttrs::default(),
                         ),
                     ],
                     vec![
@@ -1184,7 +1184,7 @@ mod tests {
                     <Option<String>>::type_spec(),
                     None,
                     None,
-                    Constraints::default(),
+                    FieldAttrs::default(),
                 ),
                 field(
                     "b",
@@ -1192,7 +1192,7 @@ mod tests {
                     <Option<String>>::type_spec(),
                     None,
                     None,
-                    Constraints::default(),
+                    FieldAttrs::default(),
                 ),
                 field(
                     "c",
@@ -1200,7 +1200,7 @@ mod tests {
                     <Option<bool>>::type_spec(),
                     None,
                     None,
-                    Constraints::default(),
+                    FieldAttrs::default(),
                 ),
             ],
             vec![

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use contract_core::grammar::grounded::GroundedSegment;
+use contract_core::grammar::lark::GroundedSegment;
 use contract_core::grammar::{Grammar, Think};
 use contract_core::ground::{Grounds, Numerals};
 use contract_core::parse::think::THINK_CLOSE;

@@ -1,7 +1,7 @@
-//! Evidence and routing in the pipeline: every span in a contract value is checked against the
-//! [`Source`] and resolved to the source's own text, [`Feedback`] fields route the result, and a
-//! list that may continue past a page is re-retrieved until its completeness, decided in code,
-//! says it ended.
+//! The audit of a filled value, evidence and routing in the pipeline: every span in a contract
+//! value is checked against the [`Source`] and resolved to the source's own text, [`Feedback`]
+//! fields route the result, and a list that may continue past a page is re-retrieved until its
+//! completeness, decided in code, says it ended.
 //!
 //! Spans are found by walking the value's JSON: any object with integer `start_line` and
 //! `end_line` (and at most a `quote` besides) is a [`Span`]; its path is a JSON pointer. So any

@@ -30,7 +30,7 @@ pub enum GroundedGrammarError {
         /// The characters its substring alternatives would hold.
         chars: usize,
         /// The most they may hold
-        /// ([`MAX_OFFERED_CHARS`](crate::grammar::grounded::MAX_OFFERED_CHARS)).
+        /// ([`MAX_OFFERED_CHARS`](crate::grammar::lark::MAX_OFFERED_CHARS)).
         max: usize,
     },
 }
