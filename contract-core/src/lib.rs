@@ -34,6 +34,7 @@ pub mod compute;
 mod constraint;
 mod context;
 mod contract;
+pub mod decimal;
 pub mod docs;
 pub mod dynamic;
 pub mod evidence;
