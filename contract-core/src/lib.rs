@@ -37,6 +37,7 @@ pub mod compute;
 mod constraint;
 mod context;
 mod contract;
+pub mod decimal;
 pub mod docs;
 pub mod dynamic;
 pub mod extract;

@@ -1,167 +1,15 @@
-//! Numbers as a document writes them: exact decimals ([`Decimal`]), and every number a text
-//! writes ([`numbers_in`], [`numbers_at`]) by its numeral conventions ([`Numerals`], in
+//! Numbers as a document writes them: every number a text writes ([`numbers_in`],
+//! [`numbers_at`]), read as an exact [`Decimal`] by its numeral conventions ([`Numerals`], in
 //! `numerals`), with the literal a copied number keeps ([`written_literal`]). The grounding check
 //! ([`ground`](super)) compares grounded numbers with these.
 
-use std::fmt;
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use regex::Regex;
 
 use super::numerals::Numerals;
-
-/// An exact decimal number: `0.<digits> × 10^exponent`, with its sign; zero has no digits.
-///
-/// Two decimals are equal when they are the same number: `4065.50`, `4065.5` and `4.0655e3`
-/// are one [`Decimal`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Decimal {
-    negative: bool,
-    /// Significant digits, without leading or trailing zeros.
-    digits: String,
-    exponent: i64,
-}
-
-impl Decimal {
-    /// Reads a JSON number literal (`-12.50`, `4.0655e3`); `None` for anything else.
-    pub fn from_json_literal(text: &str) -> Option<Decimal> {
-        let (negative, rest) = match text.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, text),
-        };
-        let (mantissa, exp) = match rest.find(['e', 'E']) {
-            Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
-            None => (rest, 0),
-        };
-        let (int, frac) = match mantissa.split_once('.') {
-            Some((i, f)) => (i, f),
-            None => (mantissa, ""),
-        };
-        if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        if mantissa.contains('.') && frac.is_empty() {
-            return None;
-        }
-        if !frac.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        Some(Decimal::from_parts(negative, int, frac, exp))
-    }
-
-    /// The non-negative number `int.frac` from ASCII digit strings (`"1"`, `"5"` is 1.5).
-    pub(crate) fn from_digits(int: &str, frac: &str) -> Decimal {
-        Decimal::from_parts(false, int, frac, 0)
-    }
-
-    /// `int.frac × 10^exp` from ASCII digit strings.
-    fn from_parts(negative: bool, int: &str, frac: &str, exp: i64) -> Decimal {
-        let all: String = format!("{int}{frac}");
-        let lead = all.bytes().take_while(|&b| b == b'0').count();
-        let trimmed = all[lead..].trim_end_matches('0');
-        if trimmed.is_empty() {
-            return Decimal {
-                negative: false,
-                digits: String::new(),
-                exponent: 0,
-            };
-        }
-        Decimal {
-            negative,
-            digits: trimmed.to_owned(),
-            exponent: int.len() as i64 - lead as i64 + exp,
-        }
-    }
-
-    /// Whether the number has no fractional part.
-    pub fn is_integer(&self) -> bool {
-        self.digits.len() as i64 <= self.exponent || self.digits.is_empty()
-    }
-
-    /// The number as a plain JSON literal (`4065.5`, `-0.25`, `2757`), or in exponent form
-    /// when that is shorter than 40 characters of zeros would be.
-    pub fn to_json_literal(&self) -> String {
-        if self.digits.is_empty() {
-            return "0".into();
-        }
-        let sign = if self.negative { "-" } else { "" };
-        let n = self.digits.len() as i64;
-        let e = self.exponent;
-        if !(-40..=40).contains(&e) {
-            return format!("{sign}0.{}e{e}", self.digits);
-        }
-        if e <= 0 {
-            format!("{sign}0.{}{}", "0".repeat((-e) as usize), self.digits)
-        } else if e >= n {
-            format!("{sign}{}{}", self.digits, "0".repeat((e - n) as usize))
-        } else {
-            let (a, b) = self.digits.split_at(e as usize);
-            format!("{sign}{a}.{b}")
-        }
-    }
-
-    /// Compares two decimals as numbers.
-    pub fn cmp_value(&self, other: &Decimal) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
-        let sign = |d: &Decimal| {
-            if d.digits.is_empty() {
-                0
-            } else if d.negative {
-                -1
-            } else {
-                1
-            }
-        };
-        let (a, b) = (sign(self), sign(other));
-        if a != b || a == 0 {
-            return a.cmp(&b);
-        }
-        let magnitude = self.exponent.cmp(&other.exponent).then_with(|| {
-            let n = self.digits.len().max(other.digits.len());
-            let pad = |d: &str| format!("{d:0<n$}");
-            pad(&self.digits).cmp(&pad(&other.digits))
-        });
-        if a < 0 {
-            magnitude.reverse()
-        } else if magnitude == Ordering::Equal {
-            Ordering::Equal
-        } else {
-            magnitude
-        }
-    }
-
-    /// The value as an `i128`, when it is an integer that fits.
-    pub fn to_i128(&self) -> Option<i128> {
-        if !self.is_integer() {
-            return None;
-        }
-        if self.digits.is_empty() {
-            return Some(0);
-        }
-        if self.exponent > 38 {
-            return None;
-        }
-        let zeros = (self.exponent - self.digits.len() as i64) as usize;
-        let n: i128 = format!("{}{}", self.digits, "0".repeat(zeros))
-            .parse()
-            .ok()?;
-        Some(if self.negative { -n } else { n })
-    }
-
-    pub(super) fn negated(&self) -> Decimal {
-        Decimal {
-            negative: !self.negative && !self.digits.is_empty(),
-            ..self.clone()
-        }
-    }
-}
-
-impl fmt::Display for Decimal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_json_literal())
-    }
-}
+pub use crate::decimal::Decimal;
 
 /// Reads one written numeral (`2,757`, `4,065.5`, `1.730`, `7,23`) by `numerals`: the decimal
 /// separator at most once, the group separator only between groups of three digits.
@@ -193,7 +41,7 @@ fn read_numeral(text: &str, numerals: Numerals) -> Option<Decimal> {
         }
     }
     let int: String = groups.concat();
-    Some(Decimal::from_parts(false, &int, frac.unwrap_or(""), 0))
+    Some(Decimal::from_digits(&int, frac.unwrap_or("")))
 }
 
 /// Every number `text` writes, read by `numerals` (the other convention when a numeral does not
@@ -335,7 +183,7 @@ pub fn numbers_at(text: &str, numerals: Numerals) -> Vec<(Range<usize>, Decimal)
             .unwrap_or_else(|| {
                 m.as_str()
                     .split(['.', ','])
-                    .map(|run| Decimal::from_parts(false, run, "", 0))
+                    .filter_map(|run| Decimal::from_scaled(false, run.as_bytes(), 0))
                     .collect()
             });
         for d in read {

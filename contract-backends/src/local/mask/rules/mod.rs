@@ -35,7 +35,9 @@ mod probe;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::rules_dec::{Dec, Op};
+use contract_core::decimal::Decimal;
+
+use super::rules_dec::Op;
 pub use numbers::number_byte;
 use numbers::{is_number_byte, NumSet};
 use permit::{null_ok, Rules};
@@ -48,7 +50,7 @@ pub use probe::Probe;
 enum Done {
     Pending,
     Null,
-    Num(Dec),
+    Num(Decimal),
     Str(Arc<Vec<u8>>),
     Bool(bool),
     Other,

@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use contract_core::decimal::Decimal;
 use contract_core::grammar::{Grammar, GrammarRule, Shape};
 use contract_core::{Format, Pattern};
 use serde_json::Value;
 
-use super::super::rules_dec::{intersect, permitted, Dec, Interval, NumSyntax, Op};
+use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax, Op};
 use super::numbers::NumSet;
 use super::permit::{num_set, Rules};
 use super::Done;
@@ -27,7 +28,7 @@ pub struct RulePlan {
     /// The number sets computed at value starts, by field and the values its rules read: every
     /// candidate token that starts the same value reuses one. Looked up at every value start
     /// by the key's hash ([`NumKey::hash_of`]), compared against the partners' values in place:
-    /// a lookup allocates nothing (a `Vec<Done>` key built for each, with a `Dec`'s digits
+    /// a lookup allocates nothing (a `Vec<Done>` key built for each, with a `Decimal`'s digits
     /// cloned into it, was a third of the filter's work at a value start).
     num_memo: Mutex<NumMemo>,
 }
@@ -94,9 +95,9 @@ pub(super) struct NumSlot {
     pub(super) syntax: NumSyntax,
     pub(super) domain: Vec<Interval>,
     /// Largest value in the domain, and whether it is only approached (`exclusive_maximum`).
-    pub(super) sup: (Dec, bool),
+    pub(super) sup: (Decimal, bool),
     /// Smallest value in the domain, likewise.
-    pub(super) inf: (Dec, bool),
+    pub(super) inf: (Decimal, bool),
 }
 
 /// What a string field accepts, for "can the partner's value still be written here?".
@@ -125,7 +126,7 @@ impl StrDomain {
 
 #[derive(Debug, Default)]
 pub(super) struct EnumSlot {
-    pub(super) nums: Vec<(Vec<u8>, Dec)>,
+    pub(super) nums: Vec<(Vec<u8>, Decimal)>,
     pub(super) strs: Vec<Vec<u8>>,
     trues: bool,
     falses: bool,
@@ -236,8 +237,8 @@ impl RulePlan {
         match inner {
             Shape::Bool => self.push(nullable, Kind::Bool),
             Shape::Integer { min, max } => {
-                let lo = Dec::from_i128(*min);
-                let hi = Dec::from_i128(*max);
+                let lo = Decimal::from_i128(*min);
+                let hi = Decimal::from_i128(*max);
                 let domain = intersect(&permitted(Op::Ge, &lo), &permitted(Op::Le, &hi));
                 let syntax = NumSyntax {
                     fraction: false,
@@ -260,11 +261,12 @@ impl RulePlan {
                 exclusive_maximum,
             } => {
                 let num = |n: &serde_json::Number| number_value(n);
-                let max = Dec::from_f64(f64::MAX);
+                let max = Decimal::from_f64(f64::MAX)
+                    .unwrap_or_else(|| unreachable!("f64::MAX is finite"));
                 let mut domain =
-                    intersect(&permitted(Op::Le, &max), &permitted(Op::Ge, &max.negate()));
+                    intersect(&permitted(Op::Le, &max), &permitted(Op::Ge, &max.negated()));
                 let mut sup = (max.clone(), false);
-                let mut inf = (max.negate(), false);
+                let mut inf = (max.negated(), false);
                 let bounds = [
                     (minimum, Op::Ge),
                     (exclusive_minimum, Op::Gt),
@@ -352,13 +354,13 @@ impl RulePlan {
 }
 
 /// A JSON number as the validator reads it: integers exactly, the rest as `f64`.
-pub(super) fn number_value(n: &serde_json::Number) -> Option<Dec> {
+pub(super) fn number_value(n: &serde_json::Number) -> Option<Decimal> {
     if let Some(i) = n.as_i64() {
-        Some(Dec::from_i128(i.into()))
+        Some(Decimal::from_i128(i.into()))
     } else if let Some(u) = n.as_u64() {
-        Some(Dec::from_i128(u.into()))
+        Some(Decimal::from_i128(u.into()))
     } else {
-        n.as_f64().filter(|f| f.is_finite()).map(Dec::from_f64)
+        n.as_f64().and_then(Decimal::from_f64)
     }
 }
 
