@@ -65,6 +65,18 @@ impl CmpOp {
         })
     }
 
+    /// The operator with its sides swapped: `a < b` is `b > a`.
+    pub fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            CmpOp::Eq => CmpOp::Eq,
+            CmpOp::Ne => CmpOp::Ne,
+        }
+    }
+
     /// Whether `ordering` (left compared with right) satisfies the operator.
     pub fn holds(self, ordering: std::cmp::Ordering) -> bool {
         use std::cmp::Ordering::*;
@@ -80,7 +92,11 @@ impl CmpOp {
 }
 
 /// A cross-field rule. Fields are JSON names of the same object.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Serialized as the text it is written as (`"low <= high"`, `"both_or_neither(a, b)"`), and
+/// read back with [`Rule::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum Rule {
     /// `left op right`; holds when either side is null.
     Compare {
@@ -153,6 +169,86 @@ impl fmt::Display for Rule {
             Rule::Compare { left, op, right } => write!(f, "{left} {} {right}", op.as_str()),
             Rule::BothOrNeither(fields) => write!(f, "both_or_neither({})", fields.join(", ")),
             Rule::AtLeastOne(fields) => write!(f, "at_least_one({})", fields.join(", ")),
+        }
+    }
+}
+
+impl From<Rule> for String {
+    fn from(rule: Rule) -> String {
+        rule.to_string()
+    }
+}
+
+/// Text that is not a rule ([`Rule::parse`] read none), as a deserializer reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotARule(pub String);
+
+impl fmt::Display for NotARule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` is not a rule (`a <= b`, `both_or_neither(a, b)`, `at_least_one(a, b)`)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotARule {}
+
+impl TryFrom<String> for Rule {
+    type Error = NotARule;
+
+    fn try_from(text: String) -> Result<Rule, NotARule> {
+        Rule::parse(&text).ok_or(NotARule(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_is_serialized_as_its_text_and_read_back() {
+        for text in [
+            "low <= high",
+            "a < b",
+            "a > b",
+            "end_line >= start_line",
+            "a == b",
+            "a != b",
+            "both_or_neither(low, high)",
+            "at_least_one(a, b, c)",
+        ] {
+            let rule = Rule::parse(text).expect(text);
+            let json = serde_json::to_string(&rule).expect(text);
+            assert_eq!(json, format!("\"{text}\""));
+            let back: Rule = serde_json::from_str(&json).expect(text);
+            assert_eq!(back, rule);
+        }
+        let err = serde_json::from_str::<Rule>("\"low <= high + 1\"").unwrap_err();
+        assert!(err.to_string().contains("is not a rule"), "{err}");
+        assert!(serde_json::from_str::<Rule>("3").is_err());
+    }
+
+    #[test]
+    fn a_flipped_operator_holds_with_its_sides_swapped() {
+        use std::cmp::Ordering::*;
+        for op in [
+            CmpOp::Lt,
+            CmpOp::Le,
+            CmpOp::Gt,
+            CmpOp::Ge,
+            CmpOp::Eq,
+            CmpOp::Ne,
+        ] {
+            for ord in [Less, Equal, Greater] {
+                assert_eq!(
+                    op.holds(ord),
+                    op.flip().holds(ord.reverse()),
+                    "{op:?} {ord:?}"
+                );
+            }
+            assert_eq!(op.flip().flip(), op);
         }
     }
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Number, Value};
 
-use crate::attrs::{CmpOp, Form, Format, Grounding, Rule};
+use crate::attrs::{Form, Format, Grounding, Rule};
 use crate::ir::ContractSpec;
 use crate::ir::{Document, JsonType, Node, Structure, Target};
 use crate::schema::bounds::{integer_lower, integer_upper};
@@ -130,7 +130,7 @@ pub struct ObjectShape {
     /// Fields in declaration order (the order keys are generated in); all required.
     pub fields: Vec<FieldShape>,
     /// Cross-field rules among the fields.
-    pub rules: Vec<GrammarRule>,
+    pub rules: Vec<Rule>,
     /// JSON pointers where the object occurs in an output, `*` standing for any list index
     /// (`/premium/evidence/*`); a recursive contract lists each path up to the first repeat.
     pub paths: Vec<String>,
@@ -247,64 +247,6 @@ impl Shape {
     }
 }
 
-/// A cross-field rule as the grammar carries it (serialisable form of [`Rule`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "rule", rename_all = "snake_case")]
-pub enum GrammarRule {
-    /// `left op right`; holds when either side is null.
-    Compare {
-        /// Left field.
-        left: String,
-        /// `<`, `<=`, `>`, `>=`, `==` or `!=`.
-        op: String,
-        /// Right field.
-        right: String,
-    },
-    /// All of the fields are null, or none is.
-    BothOrNeither {
-        /// The fields.
-        fields: Vec<String>,
-    },
-    /// At least one of the fields is not null.
-    AtLeastOne {
-        /// The fields.
-        fields: Vec<String>,
-    },
-}
-
-impl From<&Rule> for GrammarRule {
-    fn from(rule: &Rule) -> Self {
-        match rule {
-            Rule::Compare { left, op, right } => GrammarRule::Compare {
-                left: left.clone(),
-                op: op.as_str().to_owned(),
-                right: right.clone(),
-            },
-            Rule::BothOrNeither(fields) => GrammarRule::BothOrNeither {
-                fields: fields.clone(),
-            },
-            Rule::AtLeastOne(fields) => GrammarRule::AtLeastOne {
-                fields: fields.clone(),
-            },
-        }
-    }
-}
-
-impl GrammarRule {
-    /// The IR rule (`None` for an unknown operator in a hand-edited grammar).
-    pub fn to_rule(&self) -> Option<Rule> {
-        Some(match self {
-            GrammarRule::Compare { left, op, right } => Rule::Compare {
-                left: left.clone(),
-                op: CmpOp::parse(op)?,
-                right: right.clone(),
-            },
-            GrammarRule::BothOrNeither { fields } => Rule::BothOrNeither(fields.clone()),
-            GrammarRule::AtLeastOne { fields } => Rule::AtLeastOne(fields.clone()),
-        })
-    }
-}
-
 impl Grammar {
     /// The grammar of `spec` with the default options.
     pub fn of(spec: &ContractSpec) -> Grammar {
@@ -391,7 +333,7 @@ impl Grammar {
     }
 
     /// Every object that has cross-field rules, with the JSON pointers it occurs at.
-    pub fn rules(&self) -> Vec<(&[String], &[GrammarRule])> {
+    pub fn rules(&self) -> Vec<(&[String], &[Rule])> {
         self.objects
             .iter()
             .filter(|o| !o.rules.is_empty())
@@ -484,7 +426,7 @@ impl Builder {
         self.objects.push(ObjectShape {
             name: spec.name.clone(),
             fields: Vec::new(),
-            rules: object.rules.iter().map(GrammarRule::from).collect(),
+            rules: object.rules.clone(),
             paths: Vec::new(),
         });
         let fields = object

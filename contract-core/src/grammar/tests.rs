@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::attrs::CmpOp;
 use crate::values::{Evidenced, Span};
 use crate::Contract;
 
@@ -66,9 +67,9 @@ fn rules_come_with_their_paths() {
     assert_eq!(rules[0].0, ["".to_owned()]);
     assert_eq!(
         rules[0].1,
-        [GrammarRule::Compare {
+        [Rule::Compare {
             left: "start".into(),
-            op: "<=".into(),
+            op: CmpOp::Le,
             right: "end".into()
         }]
     );
@@ -78,10 +79,7 @@ fn rules_come_with_their_paths() {
         .iter()
         .find(|o| o.name == Span::contract_spec().name)
         .unwrap();
-    assert_eq!(
-        span.rules[0].to_rule().unwrap().to_string(),
-        "start_line <= end_line"
-    );
+    assert_eq!(span.rules[0].to_string(), "start_line <= end_line");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 
 use contract_core::decimal::Decimal;
+use contract_core::CmpOp;
 
 /// One end of an interval.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,58 +144,11 @@ pub(crate) fn intersect(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
     out
 }
 
-/// A comparison, seen from the value being written (`x op partner`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
-}
-
-impl Op {
-    pub(crate) fn parse(s: &str) -> Option<Op> {
-        Some(match s {
-            "<" => Op::Lt,
-            "<=" => Op::Le,
-            ">" => Op::Gt,
-            ">=" => Op::Ge,
-            "==" => Op::Eq,
-            "!=" => Op::Ne,
-            _ => return None,
-        })
-    }
-
-    /// `a op b` ⟺ `b op.flip() a`.
-    pub(crate) fn flip(self) -> Op {
-        match self {
-            Op::Lt => Op::Gt,
-            Op::Le => Op::Ge,
-            Op::Gt => Op::Lt,
-            Op::Ge => Op::Le,
-            other => other,
-        }
-    }
-
-    pub(crate) fn holds(self, ord: Ordering) -> bool {
-        match self {
-            Op::Lt => ord == Ordering::Less,
-            Op::Le => ord != Ordering::Greater,
-            Op::Gt => ord == Ordering::Greater,
-            Op::Ge => ord != Ordering::Less,
-            Op::Eq => ord == Ordering::Equal,
-            Op::Ne => ord != Ordering::Equal,
-        }
-    }
-}
-
 const EXACT_INT: f64 = 9_007_199_254_740_992.0; // 2^53
 
 /// The literals `x` whose parsed value satisfies `x op p` for the validator, where `p` is a
 /// partner's or a bound's value (an integer or a double, as serde_json reads numbers).
-pub(crate) fn permitted(op: Op, p: &Decimal) -> Vec<Interval> {
+pub(crate) fn permitted(op: CmpOp, p: &Decimal) -> Vec<Interval> {
     let below = |e: End| Interval {
         lo: End::Unbounded,
         hi: e,
@@ -206,15 +160,15 @@ pub(crate) fn permitted(op: Op, p: &Decimal) -> Vec<Interval> {
     let small = p.exact_f64().filter(|d| d.abs() <= EXACT_INT);
     if let Some((lm, hm)) = small.and_then(Decimal::midpoints) {
         return match op {
-            Op::Le => vec![below(End::Open(hm))],
-            Op::Lt => vec![below(End::Open(lm))],
-            Op::Ge => vec![above(End::Open(lm))],
-            Op::Gt => vec![above(End::Open(hm))],
-            Op::Eq => vec![Interval {
+            CmpOp::Le => vec![below(End::Open(hm))],
+            CmpOp::Lt => vec![below(End::Open(lm))],
+            CmpOp::Ge => vec![above(End::Open(lm))],
+            CmpOp::Gt => vec![above(End::Open(hm))],
+            CmpOp::Eq => vec![Interval {
                 lo: End::Open(lm),
                 hi: End::Open(hm),
             }],
-            Op::Ne => vec![below(End::Open(lm)), above(End::Open(hm))],
+            CmpOp::Ne => vec![below(End::Open(lm)), above(End::Open(hm))],
         };
     }
     // Beyond 2^53 integers and doubles interleave: keep to doubles on the safe side,
@@ -241,15 +195,15 @@ pub(crate) fn permitted(op: Op, p: &Decimal) -> Vec<Interval> {
         None => End::Open(Decimal::from_f64(f.clamp(f64::MIN, f64::MAX)).unwrap_or_default()),
     };
     match op {
-        Op::Le => vec![below(d(le))],
-        Op::Lt => vec![below(d(lt))],
-        Op::Ge => vec![above(d(ge))],
-        Op::Gt => vec![above(d(gt))],
-        Op::Eq => vec![Interval {
+        CmpOp::Le => vec![below(d(le))],
+        CmpOp::Lt => vec![below(d(lt))],
+        CmpOp::Ge => vec![above(d(ge))],
+        CmpOp::Gt => vec![above(d(gt))],
+        CmpOp::Eq => vec![Interval {
             lo: End::Closed(p.clone()),
             hi: End::Closed(p.clone()),
         }],
-        Op::Ne => vec![below(d(lt)), above(d(gt))],
+        CmpOp::Ne => vec![below(d(lt)), above(d(gt))],
     }
 }
 
@@ -626,22 +580,22 @@ mod tests {
 
     #[test]
     fn permitted_sets_follow_f64_parsing() {
-        let le = permitted(Op::Le, &exact(0.3));
+        let le = permitted(CmpOp::Le, &exact(0.3));
         // Parses to 0.3: allowed although larger than 0.3 as a decimal.
         assert!(le.iter().any(|i| i.contains(&d("0.30000000000000001"))));
         assert!(!le.iter().any(|i| i.contains(&d("0.30000000000000004"))));
-        let lt = permitted(Op::Lt, &exact(0.3));
+        let lt = permitted(CmpOp::Lt, &exact(0.3));
         assert!(!lt.iter().any(|i| i.contains(&d("0.29999999999999999"))));
         assert!(lt.iter().any(|i| i.contains(&d("0.2999999999999999"))));
-        let gt0 = permitted(Op::Gt, &Decimal::ZERO);
+        let gt0 = permitted(CmpOp::Gt, &Decimal::ZERO);
         assert!(!gt0.iter().any(|i| i.contains(&d("1e-400"))));
         assert!(gt0.iter().any(|i| i.contains(&d("1e-300"))));
-        let finite = permitted(Op::Le, &exact(f64::MAX));
+        let finite = permitted(CmpOp::Le, &exact(f64::MAX));
         assert!(finite
             .iter()
             .any(|i| i.contains(&d("1.7976931348623157e308"))));
         assert!(!finite.iter().any(|i| i.contains(&d("1e309"))));
-        let big = permitted(Op::Le, &Decimal::from_i128(9_007_199_254_740_993));
+        let big = permitted(CmpOp::Le, &Decimal::from_i128(9_007_199_254_740_993));
         assert!(big.iter().any(|i| i.contains(&d("9007199254740992"))));
         assert!(!big.iter().any(|i| i.contains(&d("9007199254740994"))));
     }
@@ -649,21 +603,24 @@ mod tests {
     #[test]
     fn nothing_lies_past_the_largest_double_and_prefixes_carry() {
         let max = exact(f64::MAX);
-        let finite = intersect(&permitted(Op::Le, &max), &permitted(Op::Ge, &max.negated()));
-        assert!(intersect(&finite, &permitted(Op::Gt, &max)).is_empty());
-        assert!(intersect(&finite, &permitted(Op::Lt, &max.negated())).is_empty());
-        let ne = intersect(&finite, &permitted(Op::Ne, &max));
+        let finite = intersect(
+            &permitted(CmpOp::Le, &max),
+            &permitted(CmpOp::Ge, &max.negated()),
+        );
+        assert!(intersect(&finite, &permitted(CmpOp::Gt, &max)).is_empty());
+        assert!(intersect(&finite, &permitted(CmpOp::Lt, &max.negated())).is_empty());
+        let ne = intersect(&finite, &permitted(CmpOp::Ne, &max));
         assert!(ne.iter().any(|i| i.contains(&d("1e308"))));
         assert!(!ne.iter().any(|i| i.contains(&max)));
         // `9.9` may still reach 10 (`9.99999999999999999`); `9.8` may not.
-        let ge10 = permitted(Op::Ge, &d("10"));
+        let ge10 = permitted(CmpOp::Ge, &d("10"));
         assert!(feasible("9.9", NUM, &ge10));
         assert!(!feasible("9.8", NUM, &ge10));
     }
 
     #[test]
     fn prefixes() {
-        let ge5 = permitted(Op::Ge, &d("5"));
+        let ge5 = permitted(CmpOp::Ge, &d("5"));
         assert!(feasible("5", NUM, &ge5));
         assert!(feasible("4", NUM, &ge5)); // 40
         assert!(!feasible("0", NUM, &ge5));
@@ -674,18 +631,21 @@ mod tests {
         assert!(feasible("4.9e", EXP, &ge5));
         assert!(!feasible("4.9e-", EXP, &ge5));
         assert!(!feasible("-", NUM, &ge5));
-        let le_neg = permitted(Op::Le, &d("-2"));
+        let le_neg = permitted(CmpOp::Le, &d("-2"));
         assert!(feasible("-", NUM, &le_neg));
         assert!(feasible("-1", NUM, &le_neg)); // -10
         assert!(feasible("-1.", NUM, &le_neg)); // -1.99999999999999999 parses to -2
         assert!(!feasible("-1.5", NUM, &le_neg));
         assert!(!feasible("-0", NUM, &le_neg));
         assert!(!feasible("1", NUM, &le_neg));
-        let le3 = permitted(Op::Le, &d("3"));
+        let le3 = permitted(CmpOp::Le, &d("3"));
         assert!(feasible("3", INT, &le3));
         assert!(!feasible("4", INT, &le3));
         assert!(feasible("-0", INT, &le3));
-        let range = intersect(&permitted(Op::Ge, &d("1")), &permitted(Op::Le, &d("4")));
+        let range = intersect(
+            &permitted(CmpOp::Ge, &d("1")),
+            &permitted(CmpOp::Le, &d("4")),
+        );
         assert!(feasible("2", INT, &range));
         assert!(feasible("1", INT, &range));
         assert!(!feasible("5", INT, &range));
@@ -694,14 +654,14 @@ mod tests {
         assert!(feasible("1e00", EXP, &any));
         assert!(!feasible("1e0000", EXP, &any));
         let finite = intersect(
-            &permitted(Op::Le, &exact(f64::MAX)),
-            &permitted(Op::Ge, &exact(-f64::MAX)),
+            &permitted(CmpOp::Le, &exact(f64::MAX)),
+            &permitted(CmpOp::Ge, &exact(-f64::MAX)),
         );
         assert!(feasible("1e30", EXP, &finite));
         assert!(!feasible("1e309", EXP, &finite));
         assert!(feasible("2e30", EXP, &finite)); // 2e307 still
                                                  // Exactly equal to a partner written with many digits.
-        let eq = permitted(Op::Eq, &exact(0.1));
+        let eq = permitted(CmpOp::Eq, &exact(0.1));
         assert!(feasible("0.1", NUM, &eq));
         assert!(!feasible("0.2", NUM, &eq));
         assert!(NumPrefix {

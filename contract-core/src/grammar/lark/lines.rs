@@ -19,8 +19,8 @@ pub(super) fn held_by_ranges(object: &ObjectShape) -> bool {
         return false;
     };
     object.rules.iter().all(|r| {
-        matches!(r.to_rule(), Some(Rule::Compare { left, op, right })
-            if (op == CmpOp::Le && left == start && right == end)
-                || (op == CmpOp::Ge && left == end && right == start))
+        matches!(r, Rule::Compare { left, op, right }
+            if (*op == CmpOp::Le && *left == start && *right == end)
+                || (*op == CmpOp::Ge && *left == end && *right == start))
     })
 }

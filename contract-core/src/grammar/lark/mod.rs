@@ -210,11 +210,8 @@ impl Grammar {
                         )
                 })
         };
-        root.rules.iter().all(|r| {
-            let Some(rule) = r.to_rule() else {
-                return false;
-            };
-            let (names, numbers): (Vec<&str>, bool) = match &rule {
+        root.rules.iter().all(|rule| {
+            let (names, numbers): (Vec<&str>, bool) = match rule {
                 Rule::BothOrNeither(g) | Rule::AtLeastOne(g) => {
                     (g.iter().map(String::as_str).collect(), true)
                 }

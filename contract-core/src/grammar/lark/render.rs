@@ -165,11 +165,11 @@ impl<'g, 's> Renderer<'g, 's> {
                 place: place(text, self.grounds),
             });
         }
-        let rules: Vec<Rule> = root.rules.iter().filter_map(|r| r.to_rule()).collect();
+        let rules: &[Rule] = &root.rules;
         let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
         // What each rule asks of the segment's fields, as alternative assignments.
         let mut alternatives: Vec<Vec<Choice>> = vec![vec![Choice::Any; fields.len()]];
-        for rule in &rules {
+        for rule in rules {
             if !rule_writable(rule, &names, &fields, decoded_values) {
                 // A side with no list of candidates: the grammar cannot hold this rule.
                 all_composed = false;

@@ -36,8 +36,8 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use contract_core::decimal::Decimal;
+use contract_core::CmpOp;
 
-use super::rules_dec::Op;
 pub use numbers::number_byte;
 use numbers::{is_number_byte, NumSet};
 use permit::{null_ok, Rules};
@@ -91,7 +91,7 @@ type Ctx = Option<(usize, usize)>;
 #[derive(Debug, Clone)]
 struct StrCons {
     domain: Option<Arc<StrDomain>>,
-    compares: Vec<(Op, Arc<Vec<u8>>)>,
+    compares: Vec<(CmpOp, Arc<Vec<u8>>)>,
     choices: Option<Arc<EnumSlot>>,
 }
 

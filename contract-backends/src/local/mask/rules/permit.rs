@@ -5,7 +5,9 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax, Op, Parts};
+use contract_core::CmpOp;
+
+use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax, Parts};
 use super::numbers::{NumKind, NumSet};
 use super::plan::{FieldPlan, Kind, RulePlan, Slot, SlotId, OPAQUE};
 use super::{Done, StrCons};
@@ -161,33 +163,33 @@ impl Rules<'_> {
                             let points = e
                                 .nums
                                 .iter()
-                                .flat_map(|(_, v)| permitted(Op::Eq, v))
+                                .flat_map(|(_, v)| permitted(CmpOp::Eq, v))
                                 .collect();
                             ((max, false), (min, false), points)
                         }
                         _ => continue,
                     };
                     match op {
-                        Op::Le | Op::Lt => {
+                        CmpOp::Le | CmpOp::Lt => {
                             let (sup, strict) = &sup;
-                            let op = if *strict || op == Op::Lt {
-                                Op::Lt
+                            let op = if *strict || op == CmpOp::Lt {
+                                CmpOp::Lt
                             } else {
-                                Op::Le
+                                CmpOp::Le
                             };
                             out.push(permitted(op, sup));
                         }
-                        Op::Ge | Op::Gt => {
+                        CmpOp::Ge | CmpOp::Gt => {
                             let (inf, strict) = &inf;
-                            let op = if *strict || op == Op::Gt {
-                                Op::Gt
+                            let op = if *strict || op == CmpOp::Gt {
+                                CmpOp::Gt
                             } else {
-                                Op::Ge
+                                CmpOp::Ge
                             };
                             out.push(permitted(op, inf));
                         }
-                        Op::Eq => out.push(domain),
-                        Op::Ne => {}
+                        CmpOp::Eq => out.push(domain),
+                        CmpOp::Ne => {}
                     }
                 }
                 _ => {}
@@ -206,7 +208,7 @@ impl Rules<'_> {
             })
     }
 
-    pub(super) fn str_compares(&self) -> Vec<(Op, Arc<Vec<u8>>)> {
+    pub(super) fn str_compares(&self) -> Vec<(CmpOp, Arc<Vec<u8>>)> {
         self.fp(self.field)
             .compares
             .iter()
@@ -240,7 +242,7 @@ impl StrCons {
     }
 
     /// Whether a string starting with `s` can still satisfy `s op p`.
-    fn prefix_ok(&self, op: Op, p: &[u8], s: &[u8]) -> bool {
+    fn prefix_ok(&self, op: CmpOp, p: &[u8], s: &[u8]) -> bool {
         let n = s.len().min(p.len());
         let ord = s[..n].cmp(&p[..n]);
         let free = self.domain.as_ref().is_none_or(|d| {
@@ -250,15 +252,15 @@ impl StrCons {
         });
         let p_writable = self.domain.as_ref().is_none_or(|d| d.accepts(p));
         match ord {
-            Ordering::Less => matches!(op, Op::Lt | Op::Le | Op::Ne),
-            Ordering::Greater => matches!(op, Op::Gt | Op::Ge | Op::Ne),
-            Ordering::Equal if s.len() > p.len() => matches!(op, Op::Gt | Op::Ge | Op::Ne),
+            Ordering::Less => matches!(op, CmpOp::Lt | CmpOp::Le | CmpOp::Ne),
+            Ordering::Greater => matches!(op, CmpOp::Gt | CmpOp::Ge | CmpOp::Ne),
+            Ordering::Equal if s.len() > p.len() => matches!(op, CmpOp::Gt | CmpOp::Ge | CmpOp::Ne),
             Ordering::Equal => match op {
-                Op::Ge | Op::Le | Op::Eq => p_writable,
-                Op::Gt => free,
-                Op::Lt | Op::Ne => {
+                CmpOp::Ge | CmpOp::Le | CmpOp::Eq => p_writable,
+                CmpOp::Gt => free,
+                CmpOp::Lt | CmpOp::Ne => {
                     (s.len() < p.len() && self.domain.as_ref().is_none_or(|d| d.accepts(s)))
-                        || (op == Op::Ne && free)
+                        || (op == CmpOp::Ne && free)
                 }
             },
         }

@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use contract_core::decimal::Decimal;
-use contract_core::grammar::{Grammar, GrammarRule, Shape};
-use contract_core::{Format, Pattern};
+use contract_core::grammar::{Grammar, Shape};
+use contract_core::{CmpOp, Format, Pattern, Rule};
 use serde_json::Value;
 
-use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax, Op};
+use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax};
 use super::numbers::NumSet;
 use super::permit::{num_set, Rules};
 use super::Done;
@@ -143,7 +143,7 @@ pub(super) struct ObjPlan {
 pub(super) struct FieldPlan {
     pub(super) name: Vec<u8>,
     pub(super) slot: SlotId,
-    pub(super) compares: Vec<(Op, usize)>,
+    pub(super) compares: Vec<(CmpOp, usize)>,
     pub(super) both_or_neither: Vec<Vec<usize>>,
     pub(super) at_least_one: Vec<Vec<usize>>,
 }
@@ -188,17 +188,15 @@ impl RulePlan {
             let mut alo = Vec::new();
             for rule in &object.rules {
                 match rule {
-                    GrammarRule::Compare { left, op, right } => {
-                        if let (Some(l), Some(r), Some(op)) =
-                            (index(left), index(right), Op::parse(op))
-                        {
-                            compares.push((l, op, r));
+                    Rule::Compare { left, op, right } => {
+                        if let (Some(l), Some(r)) = (index(left), index(right)) {
+                            compares.push((l, *op, r));
                         }
                     }
-                    GrammarRule::BothOrNeither { fields } => {
+                    Rule::BothOrNeither(fields) => {
                         bon.push(fields.iter().filter_map(|f| index(f)).collect::<Vec<_>>())
                     }
-                    GrammarRule::AtLeastOne { fields } => {
+                    Rule::AtLeastOne(fields) => {
                         alo.push(fields.iter().filter_map(|f| index(f)).collect::<Vec<_>>())
                     }
                 }
@@ -239,7 +237,7 @@ impl RulePlan {
             Shape::Integer { min, max } => {
                 let lo = Decimal::from_i128(*min);
                 let hi = Decimal::from_i128(*max);
-                let domain = intersect(&permitted(Op::Ge, &lo), &permitted(Op::Le, &hi));
+                let domain = intersect(&permitted(CmpOp::Ge, &lo), &permitted(CmpOp::Le, &hi));
                 let syntax = NumSyntax {
                     fraction: false,
                     exponent: false,
@@ -263,15 +261,17 @@ impl RulePlan {
                 let num = |n: &serde_json::Number| number_value(n);
                 let max = Decimal::from_f64(f64::MAX)
                     .unwrap_or_else(|| unreachable!("f64::MAX is finite"));
-                let mut domain =
-                    intersect(&permitted(Op::Le, &max), &permitted(Op::Ge, &max.negated()));
+                let mut domain = intersect(
+                    &permitted(CmpOp::Le, &max),
+                    &permitted(CmpOp::Ge, &max.negated()),
+                );
                 let mut sup = (max.clone(), false);
                 let mut inf = (max.negated(), false);
                 let bounds = [
-                    (minimum, Op::Ge),
-                    (exclusive_minimum, Op::Gt),
-                    (maximum, Op::Le),
-                    (exclusive_maximum, Op::Lt),
+                    (minimum, CmpOp::Ge),
+                    (exclusive_minimum, CmpOp::Gt),
+                    (maximum, CmpOp::Le),
+                    (exclusive_maximum, CmpOp::Lt),
                 ];
                 for (bound, op) in bounds {
                     let Some(b) = bound.as_ref().and_then(num) else {
@@ -279,11 +279,11 @@ impl RulePlan {
                     };
                     domain = intersect(&domain, &permitted(op, &b));
                     match op {
-                        Op::Le | Op::Lt if b < sup.0 || (b == sup.0 && op == Op::Lt) => {
-                            sup = (b, op == Op::Lt)
+                        CmpOp::Le | CmpOp::Lt if b < sup.0 || (b == sup.0 && op == CmpOp::Lt) => {
+                            sup = (b, op == CmpOp::Lt)
                         }
-                        Op::Ge | Op::Gt if b > inf.0 || (b == inf.0 && op == Op::Gt) => {
-                            inf = (b, op == Op::Gt)
+                        CmpOp::Ge | CmpOp::Gt if b > inf.0 || (b == inf.0 && op == CmpOp::Gt) => {
+                            inf = (b, op == CmpOp::Gt)
                         }
                         _ => {}
                     }

@@ -1,14 +1,12 @@
 //! The value filter over hand-written token byte strings.
 
-use contract_core::grammar::{
-    FieldShape, Grammar, GrammarOptions, GrammarRule, ObjectShape, Shape,
-};
-use contract_core::Format;
+use contract_core::grammar::{FieldShape, Grammar, GrammarOptions, ObjectShape, Shape};
+use contract_core::{Format, Rule};
 use serde_json::json;
 
 use super::*;
 
-fn grammar(fields: Vec<(&str, Shape)>, rules: Vec<GrammarRule>) -> Grammar {
+fn grammar(fields: Vec<(&str, Shape)>, rules: Vec<Rule>) -> Grammar {
     Grammar {
         name: "T".into(),
         options: GrammarOptions::default(),
@@ -52,10 +50,10 @@ fn unbounded() -> Shape {
     }
 }
 
-fn cmp(l: &str, op: &str, r: &str) -> GrammarRule {
-    GrammarRule::Compare {
+fn cmp(l: &str, op: &str, r: &str) -> Rule {
+    Rule::Compare {
         left: l.into(),
-        op: op.into(),
+        op: CmpOp::parse(op).expect("an operator"),
         right: r.into(),
     }
 }
@@ -69,9 +67,7 @@ fn guidance() -> RulePlan {
         ],
         vec![
             cmp("low", "<=", "high"),
-            GrammarRule::BothOrNeither {
-                fields: vec!["low".into(), "high".into()],
-            },
+            Rule::BothOrNeither(vec!["low".into(), "high".into()]),
         ],
     ))
 }
@@ -229,9 +225,11 @@ fn at_least_one_and_both_or_neither_groups() {
             ("b", unbounded()),
             ("c", nullable(unbounded())),
         ],
-        vec![GrammarRule::BothOrNeither {
-            fields: vec!["a".into(), "b".into(), "c".into()],
-        }],
+        vec![Rule::BothOrNeither(vec![
+            "a".into(),
+            "b".into(),
+            "c".into(),
+        ])],
     ));
     // `b` can never be null, so neither can `a`.
     assert!(!allowed(&three, r#"{"a""#, ":null"));
@@ -560,9 +558,7 @@ fn streets_plan() -> RulePlan {
     };
     RulePlan::new(&grammar(
         vec![("street", text()), ("city", text()), ("zip", text())],
-        vec![GrammarRule::AtLeastOne {
-            fields: vec!["street".into(), "city".into()],
-        }],
+        vec![Rule::AtLeastOne(vec!["street".into(), "city".into()])],
     ))
 }
 
