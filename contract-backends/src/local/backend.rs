@@ -23,12 +23,14 @@ use contract_core::prompt::{Budget, Message};
 
 use super::chat::ChatTemplate;
 use super::decode::TextSender;
+use super::error::LocalError;
+use super::fetch;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
 use super::prefix::Prefix;
+use super::token_mask::{MaskFactory, TokenMask};
 use super::worker::{CancelOnDrop, Job, ScoreJob, Work};
-use super::{fetch, LocalError, MaskFactory, TokenMask};
 
 pub use super::decode::{DecodeStats, Output};
 pub use super::options::{candle_thread_env, LocalOptions};

@@ -12,7 +12,7 @@ use candle_transformers::models::{quantized_llama, quantized_qwen2};
 
 use super::arch::Arch;
 use super::causal_lm::{same_engine, CausalLm};
-use super::LocalError;
+use super::error::LocalError;
 
 /// How candle-transformers' model ([`Engine::Candle`](super::Engine::Candle)) holds the weights in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,7 +175,7 @@ fn logits(logits: Tensor, allowed: Option<&[u32]>) -> Result<Vec<f32>, LocalErro
         .to_dtype(candle_core::DType::F32)?
         .to_vec1::<f32>()?;
     if let Some(bits) = allowed {
-        super::sample::apply_mask(&mut logits, super::Allowed::Bits(bits));
+        super::sample::apply_mask(&mut logits, super::token_mask::Allowed::Bits(bits));
     }
     Ok(logits)
 }

@@ -34,8 +34,8 @@ use super::arch::Arch;
 use super::causal_lm::{
     of_engine, only_logits, other_load, run_batch, same_engine, CausalLm, Segment, WeightsId,
 };
+use super::error::LocalError;
 use super::native::Config;
-use super::LocalError;
 
 /// One layer's weights on the device.
 struct Layer {
@@ -366,7 +366,7 @@ fn forward_pass(segments: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalErro
     }
     for (logits, s) in out.iter_mut().zip(segments.iter()) {
         if let Some(bits) = s.allowed {
-            super::sample::apply_mask(logits, super::Allowed::Bits(bits));
+            super::sample::apply_mask(logits, super::token_mask::Allowed::Bits(bits));
         }
     }
     Ok(out)

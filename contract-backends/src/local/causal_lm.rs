@@ -6,8 +6,8 @@
 
 use std::any::Any;
 
+use super::error::LocalError;
 use super::native::NativeWeights;
-use super::LocalError;
 
 /// A causal language model over its own KV cache.
 ///

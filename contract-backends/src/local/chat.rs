@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use contract_core::prompt::Message;
 
+use super::error::LocalError;
 use super::gguf_tokenizer::GgufTokenizer;
-use super::LocalError;
 
 /// ChatML, used when the GGUF has no template.
 pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";

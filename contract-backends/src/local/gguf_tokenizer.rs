@@ -13,7 +13,7 @@ use std::path::Path;
 use candle_core::quantized::gguf_file::{Content, Value};
 use serde_json::{json, Map, Value as Json};
 
-use super::LocalError;
+use super::error::LocalError;
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
 mod token_type {
@@ -147,7 +147,7 @@ pub fn read_content_from<R: std::io::Read + std::io::Seek>(
     let ct = Content::read(reader).map_err(|e| LocalError::GgufRead {
         what: "cannot read the header, metadata or tensor index (truncated or not a GGUF file?)"
             .into(),
-        source: super::without_backtrace(e),
+        source: super::error::without_backtrace(e),
     })?;
     let size = reader
         .seek(std::io::SeekFrom::End(0))

@@ -14,8 +14,8 @@ use candle_transformers::models::quantized_llama;
 
 use super::candle_ops::{OpsModel, OpsWeights};
 use super::causal_lm::{run_batch, CausalLm, Segment};
+use super::error::LocalError;
 use super::native::{NativeModel, NativeOptions, NativeWeights};
-use super::LocalError;
 
 /// Which forward pass runs the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

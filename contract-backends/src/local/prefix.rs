@@ -4,8 +4,8 @@
 use contract_core::prompt::{Message, Role};
 
 use super::backend::{LocalBackend, State};
+use super::error::LocalError;
 use super::model::Model;
-use super::LocalError;
 
 /// The cached prefix: its tokens and the model holding their KV cache.
 pub(super) struct Prefix {

@@ -3,7 +3,7 @@
 
 use contract_core::extract::Sampling;
 
-use super::Allowed;
+use super::token_mask::Allowed;
 
 /// The seed used when sampling is asked for without one.
 pub const DEFAULT_SEED: u64 = 0x5EED_C0DE;

@@ -23,8 +23,8 @@
 
 use std::collections::HashMap;
 
+use super::error::LocalError;
 use super::model::{BatchItem, Model};
-use super::LocalError;
 
 /// The tokens to compute and the log-probabilities to read, as a trie cut into segments: a
 /// segment runs from a node where the trie branches, or where logits are read, to the next one.

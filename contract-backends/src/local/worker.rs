@@ -15,10 +15,11 @@ use contract_core::extract::{
 
 use super::backend::{backend_error, LocalBackend};
 use super::decode::{compute_masks, Generation, MaskParts, Start, TextSender};
+use super::error::LocalError;
 use super::model::{BatchItem, Model};
 use super::sample::apply_mask;
 use super::scoring::Scoring;
-use super::{Allowed, LocalError, TokenMask};
+use super::token_mask::{Allowed, TokenMask};
 
 /// What the worker thread is given.
 pub(super) enum Work {

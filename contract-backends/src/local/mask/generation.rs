@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use super::rules::{self, Blanks, RulePlan, Scanner};
 use super::{llg_err, mask_err, MaskEngine, THINK_OPEN_LEN};
-use crate::local::{Allowed, LocalError, TokenMask};
+use crate::local::error::LocalError;
+use crate::local::token_mask::{Allowed, TokenMask};
 
 /// The grounded grammar of one document, composed segment by segment
 /// ([`Grammar::grounded_segments`]): when a segment's matcher accepts, the next segment's

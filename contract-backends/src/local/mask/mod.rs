@@ -35,7 +35,8 @@ use self::generation::{Composer, Trace};
 pub use self::generation::{ContractMask, MaskStats};
 use self::rules::{Reach, RulePlan, Scanner};
 use self::tokens::{plain_bytes, TokenBytes, TokenSet};
-use super::{LocalError, MaskFactory, TokenMask};
+use super::error::LocalError;
+use super::token_mask::{MaskFactory, TokenMask};
 
 /// The bytes of `<think>`, which open a think-then-fill reply.
 const THINK_OPEN_LEN: usize = THINK_OPEN.len();

@@ -4,7 +4,7 @@ use candle_core::quantized::gguf_file::Content;
 
 use super::round_up;
 use crate::local::arch::Arch;
-use crate::local::LocalError;
+use crate::local::error::LocalError;
 
 /// The model's dimensions, from the GGUF metadata.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use super::weights::NativeWeights;
 use crate::local::causal_lm::{
     of_engine, only_logits, other_load, run_batch, same_engine, CausalLm, Segment, WeightsId,
 };
-use crate::local::LocalError;
+use crate::local::error::LocalError;
 
 /// The cached keys and values of one layer: `[position][kv head][head dim]`, rotary applied;
 /// in f32, or in f16 as llama.cpp keeps them with
@@ -262,7 +262,10 @@ fn forward_pass(segs: &mut [Segment<'_>]) -> Result<Vec<Vec<f32>>, LocalError> {
         for (&i, row) in full_rows.iter().zip(logits.chunks_exact(stride)) {
             let mut row = row[..w.vocab_rows.min(stride)].to_vec();
             if let Some(bits) = segs[i].allowed {
-                crate::local::sample::apply_mask(&mut row, crate::local::Allowed::Bits(bits));
+                crate::local::sample::apply_mask(
+                    &mut row,
+                    crate::local::token_mask::Allowed::Bits(bits),
+                );
             }
             out[i] = Some(row);
         }

@@ -5,9 +5,9 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Tensor};
 
 use super::NativeOptions;
+use crate::local::error::LocalError;
 use crate::local::kernels::q4::{Q4Format, Q4Matrix};
 use crate::local::kernels::q8::Q8Matrix;
-use crate::local::LocalError;
 
 /// The quantized form of a matrix.
 pub(super) enum Quantized {

@@ -13,7 +13,7 @@ use super::linear::Linear;
 use super::round_up;
 use super::NativeOptions;
 use crate::local::arch::Arch;
-use crate::local::LocalError;
+use crate::local::error::LocalError;
 
 pub(super) struct Layer {
     pub(super) attn_norm: Vec<f32>,
@@ -56,7 +56,7 @@ fn read_f32<R: Read + Seek>(
         .tensor(reader, name, &Device::Cpu)
         .map_err(|e| LocalError::GgufRead {
             what: format!("tensor `{name}`"),
-            source: crate::local::without_backtrace(e),
+            source: crate::local::error::without_backtrace(e),
         })?;
     Ok(q.dequantize(&Device::Cpu)?)
 }
@@ -72,7 +72,7 @@ fn read_matrix<R: Read + Seek>(
         .tensor(reader, name, &Device::Cpu)
         .map_err(|e| LocalError::GgufRead {
             what: format!("tensor `{name}`"),
-            source: crate::local::without_backtrace(e),
+            source: crate::local::error::without_backtrace(e),
         })?;
     match q.shape().dims() {
         [r, c] if *r == rows && *c == cols => Ok(q),
@@ -127,7 +127,7 @@ impl NativeWeights {
             .map_err(|e| {
                 LocalError::Gguf(format!(
                     "tensor `token_embd.weight`: {}",
-                    crate::local::candle_message(&e)
+                    crate::local::error::candle_message(&e)
                 ))
             })?;
         let (vocab_rows, embd_cols) = embd_q.shape().dims2()?;
