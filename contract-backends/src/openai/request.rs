@@ -11,7 +11,7 @@ use contract_core::extract::{BackendError, Decoding, Request};
 use contract_core::prompt::Role;
 use serde_json::Value;
 
-use super::{MaxTokensField, Mode, OpenAiBackend};
+use super::client::{MaxTokensField, Mode, OpenAiBackend};
 use crate::http::schema_name;
 
 /// The request's grammar in llguidance's Lark syntax: grounded in the request's document when the

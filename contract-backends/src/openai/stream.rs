@@ -7,8 +7,8 @@ use eventsource_stream::Event;
 use reqwest::header::ACCEPT;
 use serde_json::Value;
 
+use super::client::OpenAiBackend;
 use super::reply::{content_text, finish_reason, parse_reply};
-use super::OpenAiBackend;
 use crate::http::{
     api_error, excerpt, is_event_stream, post_json, read_events, transport_failure, EventReader,
     Failure, Relay, REFUSAL_PREFIX,
