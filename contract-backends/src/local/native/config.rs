@@ -2,7 +2,7 @@
 
 use candle_core::quantized::gguf_file::Content;
 
-use super::round_up;
+use super::options::round_up;
 use crate::local::arch::Arch;
 use crate::local::error::LocalError;
 

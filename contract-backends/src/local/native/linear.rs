@@ -4,7 +4,7 @@
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Tensor};
 
-use super::NativeOptions;
+use super::options::NativeOptions;
 use crate::local::error::LocalError;
 use crate::local::kernels::q4::{Q4Format, Q4Matrix};
 use crate::local::kernels::q8::Q8Matrix;

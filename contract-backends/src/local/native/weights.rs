@@ -10,7 +10,7 @@ use candle_core::{Device, Tensor};
 
 use super::config::Config;
 use super::linear::Linear;
-use super::round_up;
+use super::options::round_up;
 use super::NativeOptions;
 use crate::local::arch::Arch;
 use crate::local::error::LocalError;
