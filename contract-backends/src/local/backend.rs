@@ -10,9 +10,8 @@
 //! starts with them); `scoring`, answers scored by the model's likelihood ([`Scores`],
 //! [`BatchScores`]), many prompts at once planned as a token trie by `score`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use candle_core::Device;
@@ -22,81 +21,20 @@ use contract_core::extract::{
 use contract_core::prompt::{Budget, Message};
 
 use super::chat::ChatTemplate;
-use super::decode::TextSender;
-use super::error::LocalError;
+use super::error::{backend_error, LocalError};
 use super::fetch;
 use super::gguf_tokenizer::{read_content, GgufTokenizer};
 use super::mask::{GrammarMasks, MaskEngine};
 use super::model::Model;
-use super::prefix::Prefix;
+use super::output::TextSender;
+use super::state::{CancelOnDrop, Inner, Job, ScoreJob, State, Work};
 use super::token_mask::{MaskFactory, TokenMask};
-use super::worker::{CancelOnDrop, Job, ScoreJob, Work};
 
-pub use super::decode::{DecodeStats, Output};
 pub use super::options::{candle_thread_env, LocalOptions};
+pub use super::output::{DecodeStats, Output};
 pub use super::sample::apply_mask;
 pub use super::scoring::{BatchScores, Scores};
-
-/// The model and what is cached with it, behind the backend's lock.
-pub(super) struct State {
-    pub(super) model: Model,
-    pub(super) prefix: Option<Prefix>,
-    /// The tokens whose keys and values the model's cache holds, in order, when the last call
-    /// was [`LocalBackend::score_continuations`] on a model that can rewind (empty otherwise):
-    /// the next such call computes only what its prompt does not share with them.
-    pub(super) scored: Vec<u32>,
-    /// An empty copy of `model` (its weights shared), once a batch of prompts was scored: each
-    /// sequence of [`Scorer`] starts from a copy of it.
-    pub(super) blank: Option<Model>,
-}
-
-/// A local GGUF model (llama or qwen2 architecture) on Candle.
-///
-/// ```no_run
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use contract_backends::local::LocalBackend;
-/// let backend = LocalBackend::default_model()?; // fetches SmolLM2-135M-Instruct once
-/// # Ok(()) }
-/// ```
-///
-/// A clone is cheap and shares the model. [`Backend::complete`] runs the decode on the backend's
-/// worker thread (started on the first request) and waits for it without blocking the async
-/// caller; dropping that future (a `tokio::time::timeout` that fires, a cancelled task) stops the
-/// decode at its next step. Requests that arrive while others decode join them, up to
-/// [`LocalOptions::max_batch`]: one forward call a step feeds them all (continuous batching:
-/// each leaves when it ends, the next waiting one takes its place), and each decodes exactly as
-/// it would alone. [`Backend::score`] runs on the same worker, one forward call of the oldest
-/// scoring after each decode step ([`LocalBackend::score_prompts`]). The synchronous methods
-/// ([`LocalBackend::generate`], [`LocalBackend::score_continuations`],
-/// [`LocalBackend::score_prompts`]) run on the calling thread.
-#[derive(Clone)]
-pub struct LocalBackend {
-    pub(super) inner: Arc<Inner>,
-    masks: Option<Arc<dyn MaskFactory>>,
-}
-
-/// What the clones of one [`LocalBackend`] share.
-pub(super) struct Inner {
-    pub(super) path: PathBuf,
-    pub(super) tokenizer: Arc<GgufTokenizer>,
-    pub(super) template: ChatTemplate,
-    pub(super) options: LocalOptions,
-    pub(super) contract_masks: OnceLock<Result<Arc<dyn MaskFactory>, String>>,
-    pub(super) state: Mutex<State>,
-    pub(super) stats: Mutex<DecodeStats>,
-    /// The worker thread's queue, once started (or why it could not start).
-    pub(super) worker: OnceLock<Result<Sender<Work>, String>>,
-}
-
-impl std::fmt::Debug for LocalBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalBackend")
-            .field("path", &self.inner.path)
-            .field("options", &self.inner.options)
-            .field("custom_masks", &self.masks.is_some())
-            .finish()
-    }
-}
+pub use super::state::LocalBackend;
 
 impl LocalBackend {
     /// Loads the GGUF file at `path` with default options.
@@ -265,35 +203,6 @@ impl LocalBackend {
     pub fn prompt_tokens(&self, messages: &[Message]) -> Result<Vec<u32>, LocalError> {
         let text = self.inner.template.render(messages, true)?;
         self.inner.tokenizer.encode_prompt(&text)
-    }
-}
-
-/// The [`BackendError`] a [`LocalError`] is reported as.
-pub(super) fn backend_error(e: LocalError) -> BackendError {
-    match e {
-        LocalError::ContextLength { tokens, context } => BackendError::ContextLength {
-            prompt_tokens: tokens,
-            context,
-        },
-        LocalError::Io { .. }
-        | LocalError::Fetch(_)
-        | LocalError::Checksum { .. }
-        | LocalError::Gguf(_)
-        | LocalError::GgufRead { .. }
-        | LocalError::Device(_) => BackendError::Unavailable {
-            message: e.to_string(),
-        },
-        LocalError::Template(_)
-        | LocalError::Tokenizer(_)
-        | LocalError::Library {
-            what: "tokenizer" | "chat template",
-            ..
-        } => BackendError::InvalidRequest {
-            message: e.to_string(),
-        },
-        _ => BackendError::Other {
-            message: e.to_string(),
-        },
     }
 }
 

@@ -1,7 +1,10 @@
 //! [`LocalError`], why the local backend failed, and how a Candle error's message is read
-//! (without the backtrace Candle appends). A leaf of the backend: it imports nothing else of it.
+//! (without the backtrace Candle appends), the [`BackendError`] it is reported as, and a panic's
+//! message. A leaf of the backend: it imports nothing else of it.
 
 use std::path::PathBuf;
+
+use contract_core::extract::BackendError;
 
 /// Why the local backend failed.
 #[derive(Debug, thiserror::Error)]
@@ -166,4 +169,42 @@ pub(crate) fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
         },
         other => other,
     }
+}
+
+/// The [`BackendError`] a [`LocalError`] is reported as.
+pub(crate) fn backend_error(e: LocalError) -> BackendError {
+    match e {
+        LocalError::ContextLength { tokens, context } => BackendError::ContextLength {
+            prompt_tokens: tokens,
+            context,
+        },
+        LocalError::Io { .. }
+        | LocalError::Fetch(_)
+        | LocalError::Checksum { .. }
+        | LocalError::Gguf(_)
+        | LocalError::GgufRead { .. }
+        | LocalError::Device(_) => BackendError::Unavailable {
+            message: e.to_string(),
+        },
+        LocalError::Template(_)
+        | LocalError::Tokenizer(_)
+        | LocalError::Library {
+            what: "tokenizer" | "chat template",
+            ..
+        } => BackendError::InvalidRequest {
+            message: e.to_string(),
+        },
+        _ => BackendError::Other {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// The text of a panic's payload, when it has one.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
 }

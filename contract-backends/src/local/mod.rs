@@ -18,7 +18,8 @@
 //! - [`sample`]: greedy, or temperature / top-p with a seed.
 //! - [`backend`]: [`LocalBackend`], its loading and its
 //!   [`Backend`](contract_core::extract::Backend) impl. Its parts are private modules beside it:
-//!   `options` ([`LocalOptions`]); `worker`, the worker thread and its continuous-batching
+//!   `state`, what a [`LocalBackend`] holds and the work its worker thread is given (data only);
+//!   `output` ([`Output`], [`DecodeStats`]); `options` ([`LocalOptions`]); `worker`, the worker thread and its continuous-batching
 //!   scheduler (requests that arrive together decode in one batch); `decode`, the decode loop,
 //!   with an optional [`TokenMask`] applied at every step and forced tokens fed in one forward
 //!   call (a request decoded alone on a GPU has its next step's mask computed on the CPU while
@@ -43,10 +44,12 @@ pub mod mask;
 pub mod model;
 pub mod native;
 mod options;
+mod output;
 mod prefix;
 pub mod sample;
 mod score;
 mod scoring;
+mod state;
 mod token_mask;
 mod worker;
 

@@ -3,15 +3,8 @@
 
 use contract_core::prompt::{Message, Role};
 
-use super::backend::{LocalBackend, State};
 use super::error::LocalError;
-use super::model::Model;
-
-/// The cached prefix: its tokens and the model holding their KV cache.
-pub(super) struct Prefix {
-    pub(super) tokens: Vec<u32>,
-    pub(super) model: Model,
-}
+use super::state::{LocalBackend, Prefix, State};
 
 impl LocalBackend {
     /// The prompt tokens of `messages` and, when the prefix cache is on, those of its leading

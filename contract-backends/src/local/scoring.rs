@@ -6,10 +6,10 @@
 
 use contract_core::prompt::{Message, Messages};
 
-use super::backend::LocalBackend;
 use super::error::LocalError;
 use super::model::Model;
 use super::score::{log_sum_exp, Plan, Scorer};
+use super::state::LocalBackend;
 
 impl LocalBackend {
     /// The log-probability the model gives each of `continuations` as its answer to `messages`

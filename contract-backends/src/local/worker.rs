@@ -6,61 +6,22 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use contract_core::extract::{
-    BackendError, FinishReason, Request, Response, ScoreRequest, ScoreResponse,
-};
+use contract_core::extract::{BackendError, FinishReason, Request, ScoreResponse};
 
-use super::backend::{backend_error, LocalBackend};
-use super::decode::{compute_masks, Generation, MaskParts, Start, TextSender};
-use super::error::LocalError;
+use super::decode::{compute_masks, Generation, MaskParts, Start};
+use super::error::{backend_error, panic_message, LocalError};
 use super::model::{BatchItem, Model};
 use super::sample::apply_mask;
 use super::scoring::Scoring;
+use super::state::{Job, LocalBackend, ScoreJob, Work};
 use super::token_mask::{Allowed, TokenMask};
-
-/// What the worker thread is given.
-pub(super) enum Work {
-    /// A request to decode.
-    Complete(Job),
-    /// A batch of prompts to score.
-    Score(ScoreJob),
-}
-
-/// A request for the worker thread, and where its answer goes.
-pub(super) struct Job {
-    pub(super) backend: LocalBackend,
-    pub(super) req: Request,
-    pub(super) cancel: Arc<AtomicBool>,
-    pub(super) reply: tokio::sync::oneshot::Sender<Result<Response, BackendError>>,
-    /// Where the text goes as it is decoded, for `Backend::complete_streaming`.
-    pub(super) text: Option<TextSender>,
-}
-
-/// A [`ScoreRequest`] for the worker thread, and where its answer goes.
-pub(super) struct ScoreJob {
-    pub(super) backend: LocalBackend,
-    pub(super) req: ScoreRequest,
-    pub(super) cancel: Arc<AtomicBool>,
-    pub(super) reply: tokio::sync::oneshot::Sender<Result<ScoreResponse, BackendError>>,
-}
 
 /// A [`ScoreJob`] on the worker, with its scoring once started.
 struct ScoreActive {
     job: ScoreJob,
     scoring: Option<Scoring>,
-}
-
-/// Sets the flag when dropped: the futures of [`Backend::complete`] and [`Backend::score`] hold
-/// one, so that dropping the future cancels its work.
-pub(super) struct CancelOnDrop(pub(super) Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 /// Starts the thread that decodes a backend's requests, until every sender is dropped: up to
@@ -408,15 +369,6 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> BackendError {
             panic_message(payload)
         ),
     }
-}
-
-/// The text of a panic's payload, when it has one.
-pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message")
 }
 
 impl LocalBackend {
