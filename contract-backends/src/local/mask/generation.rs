@@ -15,8 +15,8 @@ use llguidance::toktrie::SimpleVob;
 use llguidance::Matcher;
 use serde_json::Value;
 
+use super::engine::{llg_err, mask_err, MaskEngine, THINK_OPEN_LEN};
 use super::rules::{self, Blanks, RulePlan, Scanner};
-use super::{llg_err, mask_err, MaskEngine, THINK_OPEN_LEN};
 use crate::local::error::LocalError;
 use crate::local::token_mask::{Allowed, TokenMask};
 

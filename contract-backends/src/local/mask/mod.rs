@@ -14,6 +14,7 @@
 //! This module holds the engine (building, compiling and caching grammars); the mask of one
 //! generation is in `generation`, the token sets and bytes the filter scans in `tokens`.
 
+mod engine;
 mod generation;
 pub mod rules;
 mod rules_dec;
@@ -24,136 +25,23 @@ use std::time::Instant;
 
 use contract_core::extract::Decoding;
 use contract_core::grammar::{Grammar, Think};
-use contract_core::parse::think::THINK_OPEN;
 use contract_core::source::Source;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{SimpleVob, TokEnv};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 
+pub use self::engine::MaskEngine;
+use self::engine::{
+    address, llg_err, mask_err, push_bounded, CachedEngine, Compiled, GroundedParts, Prepared,
+    CACHE, CACHED_GRAMMARS,
+};
 use self::generation::{Composer, Trace};
 pub use self::generation::{ContractMask, MaskStats};
 use self::rules::{Reach, RulePlan, Scanner};
 use self::tokens::{plain_bytes, TokenBytes, TokenSet};
 use super::error::LocalError;
 use super::token_mask::{MaskFactory, TokenMask};
-
-/// The bytes of `<think>`, which open a think-then-fill reply.
-const THINK_OPEN_LEN: usize = THINK_OPEN.len();
-
-fn mask_err(e: impl std::fmt::Display) -> LocalError {
-    LocalError::Mask(e.to_string())
-}
-
-/// An error of llguidance (or of what builds its input), its cause kept.
-fn llg_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LocalError {
-    LocalError::library("token mask", e)
-}
-
-/// What the mask needs of one tokenizer, built once.
-pub struct MaskEngine {
-    factory: ParserFactory,
-    /// llguidance's tokenizer environment; its trie holds every token's bytes, one after the
-    /// other ([`MaskEngine::token_bytes`]).
-    tok_env: TokEnv,
-    /// For each [`Reach::CLASSES`], the tokens that have it: at a step where the scanner is
-    /// [`Scanner::quiet`], only these can be refused, and the filter looks at no other (inside
-    /// a string the mask allows most of the vocabulary; between values, a hundred whitespace
-    /// tokens).
-    reach: [TokenSet; 4],
-    /// Tokens with bytes, none of them whitespace-only: what the filter looks at when any
-    /// byte may be checked.
-    solid: TokenSet,
-    /// Tokens of JSON whitespace only (a hundred or so): handled as one ([`Blanks`]).
-    blank: TokenSet,
-    /// Every token's bytes, as the filter reads them.
-    bytes: TokenBytes,
-    eos: Vec<u32>,
-    /// Compiled grammars (a prototype matcher, whose clones share llguidance's lexer caches,
-    /// and the rule plan), by the grammar's text (compared whole, not by a hash).
-    prepared: Mutex<Vec<CachedGrammar>>,
-    /// What a grounded grammar's masks share whatever the document (its segment count and rule
-    /// plan), by the shared grammar; at most [`CACHED_GRAMMARS`].
-    grounded: Mutex<Vec<GroundedParts>>,
-}
-
-/// The document-independent parts of a grounded grammar's masks.
-struct GroundedParts {
-    /// The grammar (held, so its address stays this entry's key).
-    grammar: Arc<Grammar>,
-    segments: usize,
-    plan: Option<Arc<RulePlan>>,
-}
-
-/// One compiled grammar of [`MaskEngine`]'s cache.
-struct CachedGrammar {
-    /// The grammar's serialised text: the key.
-    text: String,
-    /// The shared value it was compiled from, when it came as one (a request's
-    /// [`Decoding`]): a later request with the same `Arc` finds the entry by pointer, without
-    /// serialising the grammar again. The entry holds it, so the pointer stays that value's.
-    shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
-    prepared: Arc<Prepared>,
-}
-
-/// The address an `Arc` points at, for [`CachedGrammar::shared`].
-fn address<T: ?Sized>(a: &Arc<T>) -> *const () {
-    Arc::as_ptr(a).cast()
-}
-
-/// The most grammars [`MaskEngine`] keeps compiled (the oldest is dropped first).
-const CACHED_GRAMMARS: usize = 64;
-
-/// Adds an entry to [`MaskEngine`]'s cache, dropping the oldest past [`CACHED_GRAMMARS`].
-fn push_bounded(
-    list: &mut Vec<CachedGrammar>,
-    text: String,
-    shared: Option<Arc<dyn std::any::Any + Send + Sync>>,
-    prepared: Arc<Prepared>,
-) {
-    if list.len() >= CACHED_GRAMMARS {
-        list.remove(0);
-    }
-    list.push(CachedGrammar {
-        text,
-        shared,
-        prepared,
-    });
-}
-
-/// What a cached mask is compiled from.
-#[derive(Clone, Copy)]
-enum Compiled<'a> {
-    /// A contract's grammar: llguidance over its schema, and its rule plan.
-    Grammar(&'a Grammar),
-    /// A plain JSON Schema: llguidance alone.
-    Schema(&'a Value),
-}
-
-struct Prepared {
-    matcher: Mutex<Matcher>,
-    plan: Option<Arc<RulePlan>>,
-}
-
-impl std::fmt::Debug for MaskEngine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MaskEngine")
-            .field("vocab", &self.vocab_size())
-            .field("eos", &self.eos)
-            .finish()
-    }
-}
-
-/// One cached engine, with the tokenizer and stop tokens it was built for (compared whole: a
-/// process holds one or two, and a comparison that fails on the length costs less than hashing
-/// the tokenizer).
-struct CachedEngine {
-    tokenizer_json: Vec<u8>,
-    stop_tokens: Vec<u32>,
-    engine: Arc<MaskEngine>,
-}
-
-static CACHE: Mutex<Vec<CachedEngine>> = Mutex::new(Vec::new());
 
 impl MaskEngine {
     /// Builds the engine for a `tokenizer.json`, with the model's stop tokens (EOS, end of turn)
