@@ -102,7 +102,7 @@ fn places(text: &str, leaf: &Value, numbers: &mut Numbers<'_>) -> Vec<Range<usiz
             Some(d) => numbers
                 .get()
                 .iter()
-                .filter(|(_, x)| x.cmp_value(&d).is_eq())
+                .filter(|(_, x)| x.cmp(&d).is_eq())
                 .map(|(r, _)| r.clone())
                 .collect(),
             None => Vec::new(),

@@ -199,11 +199,6 @@ impl Decimal {
         }
     }
 
-    /// Compares two decimals as numbers (the same as [`Ord::cmp`]).
-    pub fn cmp_value(&self, other: &Decimal) -> Ordering {
-        self.cmp(other)
-    }
-
     /// The value as an `i128`, when it is an integer that fits.
     pub fn to_i128(&self) -> Option<i128> {
         if !self.is_integer() {

@@ -976,12 +976,12 @@ mod tests {
         }
         assert!(dec("12.000").is_integer());
         use std::cmp::Ordering::*;
-        assert_eq!(dec("4065").cmp_value(&dec("4140")), Less);
-        assert_eq!(dec("10").cmp_value(&dec("9.99")), Greater);
-        assert_eq!(dec("-10").cmp_value(&dec("-9.99")), Less);
-        assert_eq!(dec("-1").cmp_value(&dec("0")), Less);
-        assert_eq!(dec("0.5").cmp_value(&dec("5e-1")), Equal);
-        assert_eq!(dec("1.25").cmp_value(&dec("1.3")), Less);
+        assert_eq!(dec("4065").cmp(&dec("4140")), Less);
+        assert_eq!(dec("10").cmp(&dec("9.99")), Greater);
+        assert_eq!(dec("-10").cmp(&dec("-9.99")), Less);
+        assert_eq!(dec("-1").cmp(&dec("0")), Less);
+        assert_eq!(dec("0.5").cmp(&dec("5e-1")), Equal);
+        assert_eq!(dec("1.25").cmp(&dec("1.3")), Less);
         assert_eq!(dec("2757").to_i128(), Some(2757));
         assert_eq!(dec("-2.5e1").to_i128(), Some(-25));
         assert_eq!(dec("2.5").to_i128(), None);

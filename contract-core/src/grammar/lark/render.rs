@@ -252,7 +252,6 @@ impl<'g, 's> Renderer<'g, 's> {
         shape: &Shape,
         text: Option<Text<'_>>,
     ) -> Option<Vec<Decimal>> {
-        use std::cmp::Ordering::*;
         let text = text?;
         let written = self.ground_text(text);
         match shape {
@@ -287,10 +286,10 @@ impl<'g, 's> Renderer<'g, 's> {
                         .map_or(&[][..], GroundText::amounts)
                         .iter()
                         .filter(|d| {
-                            lo.as_ref().is_none_or(|b| d.cmp_value(b) != Less)
-                                && xlo.as_ref().is_none_or(|b| d.cmp_value(b) == Greater)
-                                && hi.as_ref().is_none_or(|b| d.cmp_value(b) != Greater)
-                                && xhi.as_ref().is_none_or(|b| d.cmp_value(b) == Less)
+                            lo.as_ref().is_none_or(|b| *d >= b)
+                                && xlo.as_ref().is_none_or(|b| *d > b)
+                                && hi.as_ref().is_none_or(|b| *d <= b)
+                                && xhi.as_ref().is_none_or(|b| *d < b)
                         })
                         .cloned()
                         .collect(),

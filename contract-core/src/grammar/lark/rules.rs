@@ -194,7 +194,7 @@ pub(super) fn rule_options(
                     .and_then(|v| v.as_number())
                     .and_then(|n| Decimal::from_json_literal(&n.to_string()))
             };
-            let holds = |l: &Decimal, r: &Decimal| op.holds(l.cmp_value(r));
+            let holds = |l: &Decimal, r: &Decimal| op.holds(l.cmp(r));
             match (pos(left), pos(right)) {
                 (Some(l), Some(r)) => {
                     let (Some(lc), Some(rc)) = (&fields[l].candidates, &fields[r].candidates)

@@ -103,7 +103,7 @@ fn is_string(shape: &Shape) -> bool {
 fn json_number(d: &Decimal) -> Option<Value> {
     let n: serde_json::Number = serde_json::from_str(&d.to_json_literal()).ok()?;
     let back = Decimal::from_json_literal(&n.to_string())?;
-    (back.cmp_value(d) == std::cmp::Ordering::Equal).then_some(Value::Number(n))
+    back.cmp(d).is_eq().then_some(Value::Number(n))
 }
 
 impl Renderer<'_, '_> {
