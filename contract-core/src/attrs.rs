@@ -4,11 +4,13 @@
 //! (parsed by `contract-rules`). [`Node::field`](crate::ir::Node::field) places each on the IR
 //! node it applies to.
 //!
-//! A leaf of the crate: it imports nothing else of it.
+//! A leaf of the crate: it imports nothing else of it but the numeric bounds' leaf.
 
 use std::fmt;
 
 use serde_json::{Number, Value};
+
+use crate::bounds::NumberBounds;
 
 /// A field's constraint attributes, as the derive reads them.
 ///
@@ -135,6 +137,16 @@ impl Grounding {
 }
 
 impl FieldAttrs {
+    /// The numeric bounds set.
+    pub fn number_bounds(&self) -> NumberBounds {
+        NumberBounds {
+            minimum: self.minimum.clone(),
+            exclusive_minimum: self.exclusive_minimum.clone(),
+            maximum: self.maximum.clone(),
+            exclusive_maximum: self.exclusive_maximum.clone(),
+        }
+    }
+
     /// Whether no constraint is set.
     pub fn is_empty(&self) -> bool {
         self.minimum.is_none()

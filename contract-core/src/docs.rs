@@ -11,9 +11,9 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use crate::attrs::Rule;
+use crate::bounds::len_words;
 use crate::ir::ContractSpec;
 use crate::ir::{Document, JsonType, Node, Ref, Target};
-use crate::schema::bounds::{len_words, number_range};
 use crate::signature::{
     external_words, fresh_name, integer_words, json, multiple_of, ref_name, types_of, ObjectView,
     Writer,
@@ -346,7 +346,7 @@ impl<'a> Docs<'a> {
             parts.extend(integer_words(node));
         }
         if types.contains(&JsonType::Number) {
-            parts.extend(number_range(&node.number.bounds()));
+            parts.extend(node.number.bounds.number_words());
         }
         parts.extend(multiple_of(node));
         if types.contains(&JsonType::String) {

@@ -22,6 +22,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::attrs::{FieldAttrs, Form, Grounding, Pattern, Rule};
+pub use crate::bounds::NumberBounds;
 
 /// A JSON type, as `type` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,14 +167,8 @@ impl Structure {
 /// The numeric keywords of a [`Node`].
 #[derive(Debug, Clone, Default)]
 pub struct NumberKeywords {
-    /// `minimum`: `value >= minimum`.
-    pub minimum: Option<Number>,
-    /// `maximum`: `value <= maximum`.
-    pub maximum: Option<Number>,
-    /// `exclusiveMinimum`: `value > exclusive_minimum`.
-    pub exclusive_minimum: Option<Number>,
-    /// `exclusiveMaximum`: `value < exclusive_maximum`.
-    pub exclusive_maximum: Option<Number>,
+    /// `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, and what they mean.
+    pub bounds: NumberBounds,
     /// `multipleOf`.
     pub multiple_of: Option<Number>,
     /// A derived integer's Rust type range (`u8`: `0..=255`), apart from the bounds above: the
@@ -184,21 +179,7 @@ pub struct NumberKeywords {
 impl NumberKeywords {
     /// Whether no bound is set (the Rust type's range aside).
     pub fn is_unbounded(&self) -> bool {
-        self.minimum.is_none()
-            && self.maximum.is_none()
-            && self.exclusive_minimum.is_none()
-            && self.exclusive_maximum.is_none()
-    }
-
-    /// The bounds as [`FieldAttrs`] (for the shared range-in-words helpers).
-    pub(crate) fn bounds(&self) -> FieldAttrs {
-        FieldAttrs {
-            minimum: self.minimum.clone(),
-            maximum: self.maximum.clone(),
-            exclusive_minimum: self.exclusive_minimum.clone(),
-            exclusive_maximum: self.exclusive_maximum.clone(),
-            ..FieldAttrs::default()
-        }
+        self.bounds.is_unbounded()
     }
 }
 
@@ -432,10 +413,7 @@ impl Node {
             ..Node::default()
         };
         let bounds = || NumberKeywords {
-            minimum: c.minimum.clone(),
-            maximum: c.maximum.clone(),
-            exclusive_minimum: c.exclusive_minimum.clone(),
-            exclusive_maximum: c.exclusive_maximum.clone(),
+            bounds: c.number_bounds(),
             multiple_of: None,
             integer_type: None,
         };
@@ -798,7 +776,7 @@ mod tests {
         assert_eq!((array.min_items, array.max_items), (Some(2), Some(5)));
         let items = array.items.as_ref().unwrap();
         assert_eq!(items.types, [JsonType::Integer]);
-        assert_eq!(items.number.minimum, Some(int(1)));
+        assert_eq!(items.number.bounds.minimum, Some(int(1)));
         assert_eq!(items.number.integer_type, Some((0, 255)));
         assert_eq!(
             items.string.min_length, None,

@@ -31,6 +31,7 @@ extern crate self as contract_core;
 
 mod attrs;
 pub mod audit;
+mod bounds;
 mod cache;
 pub mod chunk;
 pub mod compute;

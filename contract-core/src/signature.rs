@@ -17,9 +17,9 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use crate::attrs::{Grounding, Rule};
+use crate::bounds::{len_words, show, NumberBounds};
 use crate::ir::{ContractSpec, ExternalRef};
 use crate::ir::{Document, JsonType, Node, Ref, Target};
-use crate::schema::bounds::{integer_range, len_words, number_range, show};
 
 /// A definition used more than once is written inline only up to this many characters;
 /// longer, it is named and written once after the root.
@@ -377,7 +377,7 @@ impl<'a> Writer<'a> {
                 out
             }
             JsonType::Number => {
-                let mut out = match number_range(&node.number.bounds()) {
+                let mut out = match node.number.bounds.number_words() {
                     Some(range) => format!("number {range}"),
                     None => "number".into(),
                 };
@@ -667,21 +667,22 @@ pub(crate) fn types_of(node: &Node) -> Option<(Vec<JsonType>, bool)> {
 /// Rust type's own bound of a 32-bit or wider type is left out as noise; for a schema's, any
 /// bound of 2^31 - 1 or more in size (most likely such a type's bound, written out).
 pub(crate) fn integer_words(node: &Node) -> Option<String> {
-    let c = node.number.bounds();
+    let c = &node.number.bounds;
     if let Some((min, max)) = node.number.integer_type {
-        return integer_range(min, max, &c);
+        return c.integer_words(min, max);
     }
     const WIDE: f64 = i32::MAX as f64;
-    let narrow =
-        |n: Option<serde_json::Number>| n.filter(|n| n.as_f64().is_some_and(|f| f.abs() < WIDE));
-    let c = crate::attrs::FieldAttrs {
-        minimum: narrow(c.minimum),
-        maximum: narrow(c.maximum),
-        exclusive_minimum: narrow(c.exclusive_minimum),
-        exclusive_maximum: narrow(c.exclusive_maximum),
-        ..crate::attrs::FieldAttrs::default()
+    let narrow = |n: &Option<serde_json::Number>| {
+        n.clone()
+            .filter(|n| n.as_f64().is_some_and(|f| f.abs() < WIDE))
     };
-    integer_range(i128::from(i64::MIN), i128::from(u64::MAX), &c)
+    let c = NumberBounds {
+        minimum: narrow(&c.minimum),
+        maximum: narrow(&c.maximum),
+        exclusive_minimum: narrow(&c.exclusive_minimum),
+        exclusive_maximum: narrow(&c.exclusive_maximum),
+    };
+    c.integer_words(i128::from(i64::MIN), i128::from(u64::MAX))
 }
 
 /// `multiple of 5`.

@@ -121,16 +121,16 @@ fn guidance_spec() {
     let names: Vec<&str> = obj.properties.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["quarter", "year", "low", "high"]);
     let quarter = spec.field("quarter").unwrap();
-    assert_eq!(quarter.node.number.minimum, Some(1.into()));
-    assert_eq!(quarter.node.number.maximum, Some(4.into()));
+    assert_eq!(quarter.node.number.bounds.minimum, Some(1.into()));
+    assert_eq!(quarter.node.number.bounds.maximum, Some(4.into()));
     // `Option<u8>`: an integer of `u8`'s range, or null.
     assert_eq!(quarter.node.types, [JsonType::Integer, JsonType::Null]);
     assert_eq!(quarter.node.number.integer_type, Some((0, 255)));
     let low = spec.field("low").unwrap();
     assert_eq!(low.description(), Some("Low end of the range."));
     assert_eq!(low.unit(), Some("USD millions"));
-    assert_eq!(low.node.number.exclusive_minimum, Some(0.into()));
-    assert!(low.node.number.minimum.is_none());
+    assert_eq!(low.node.number.bounds.exclusive_minimum, Some(0.into()));
+    assert!(low.node.number.bounds.minimum.is_none());
     assert_eq!(
         obj.rules,
         vec![
@@ -203,14 +203,14 @@ fn order_spec() {
         spec.field("email").unwrap().node.string.format.as_deref(),
         Some("email")
     );
-    let discount = &spec.field("discount").unwrap().node.number;
+    let discount = &spec.field("discount").unwrap().node.number.bounds;
     assert_eq!(discount.minimum.as_ref().unwrap().as_f64(), Some(0.0));
     assert_eq!(
         discount.exclusive_maximum.as_ref().unwrap().as_f64(),
         Some(1.0)
     );
     assert!(discount.maximum.is_none());
-    let total = &spec.field("totalAmount").unwrap().node.number;
+    let total = &spec.field("totalAmount").unwrap().node.number.bounds;
     assert_eq!(total.minimum, Some((-10).into()));
     assert_eq!(total.maximum, Some(1_000_000.into()));
     assert_eq!(
@@ -218,6 +218,7 @@ fn order_spec() {
             .unwrap()
             .node
             .number
+            .bounds
             .exclusive_maximum
             .as_ref()
             .unwrap()
@@ -320,7 +321,7 @@ fn generic_spec() {
     assert_eq!(value.types, [JsonType::Integer]);
     assert_eq!(value.number.integer_type, Some((0, 255)));
     assert_eq!(
-        spec.field("count").unwrap().node.number.minimum,
+        spec.field("count").unwrap().node.number.bounds.minimum,
         Some(0.into())
     );
     let other = <Wrapper<Guidance> as Contract>::contract_spec();

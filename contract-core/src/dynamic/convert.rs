@@ -211,18 +211,19 @@ impl<'a> Converter<'_, 'a> {
             _ => None,
         };
         let n = &mut node.number;
-        n.minimum = num("minimum");
-        n.maximum = num("maximum");
-        n.exclusive_minimum = num("exclusiveMinimum");
-        n.exclusive_maximum = num("exclusiveMaximum");
-        n.multiple_of = num("multipleOf");
+        let b = &mut n.bounds;
+        b.minimum = num("minimum");
+        b.maximum = num("maximum");
+        b.exclusive_minimum = num("exclusiveMinimum");
+        b.exclusive_maximum = num("exclusiveMaximum");
         // Draft 4: a boolean `exclusiveMinimum` makes `minimum` exclusive.
         if map.get("exclusiveMinimum") == Some(&Value::Bool(true)) {
-            n.exclusive_minimum = n.minimum.take();
+            b.exclusive_minimum = b.minimum.take();
         }
         if map.get("exclusiveMaximum") == Some(&Value::Bool(true)) {
-            n.exclusive_maximum = n.maximum.take();
+            b.exclusive_maximum = b.maximum.take();
         }
+        n.multiple_of = num("multipleOf");
     }
 
     fn strings(&self, map: &Map<String, Value>, node: &mut Node) {

@@ -487,7 +487,7 @@ fn a_flat_schema_with_rules_lowers_to_a_grammar_holding_them() {
     let low = &grammar.objects[0].fields[0];
     assert_eq!(low.name, "low");
     assert!(
-        matches!(&low.shape, crate::grammar::Shape::Number { minimum: Some(m), .. } if *m == 0.into()),
+        matches!(&low.shape, crate::grammar::Shape::Number { bounds } if bounds.minimum == Some(0.into())),
         "{:?}",
         low.shape
     );

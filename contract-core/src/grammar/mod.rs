@@ -14,12 +14,11 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Number, Value};
+use serde_json::{json, Map, Value};
 
 use crate::attrs::{Form, Format, Grounding, Rule};
 use crate::ir::ContractSpec;
-use crate::ir::{Document, JsonType, Node, Structure, Target};
-use crate::schema::bounds::{integer_lower, integer_upper};
+use crate::ir::{Document, JsonType, Node, NumberBounds, Structure, Target};
 
 pub mod lark;
 #[cfg(test)]
@@ -170,14 +169,9 @@ pub enum Shape {
     },
     /// A finite JSON number within the bounds set.
     Number {
-        /// `value >= minimum`.
-        minimum: Option<Number>,
-        /// `value > exclusive_minimum`.
-        exclusive_minimum: Option<Number>,
-        /// `value <= maximum`.
-        maximum: Option<Number>,
-        /// `value < exclusive_maximum`.
-        exclusive_maximum: Option<Number>,
+        /// The bounds (serialised as four keys beside `type`).
+        #[serde(flatten)]
+        bounds: NumberBounds,
     },
     /// A string.
     String {
@@ -479,17 +473,13 @@ impl Builder {
             Some(JsonType::Boolean) => Shape::Bool,
             Some(JsonType::Integer) => {
                 let (min, max) = n.integer_type.unwrap_or((i128::MIN, i128::MAX));
-                let c = n.bounds();
                 Shape::Integer {
-                    min: integer_lower(min, &c).0,
-                    max: integer_upper(max, &c).0,
+                    min: n.bounds.integer_lower(min).0,
+                    max: n.bounds.integer_upper(max).0,
                 }
             }
             Some(JsonType::Number) => Shape::Number {
-                minimum: n.minimum.clone(),
-                exclusive_minimum: n.exclusive_minimum.clone(),
-                maximum: n.maximum.clone(),
-                exclusive_maximum: n.exclusive_maximum.clone(),
+                bounds: n.bounds.clone(),
             },
             Some(JsonType::String) => {
                 let mut patterns = Vec::new();
@@ -559,19 +549,14 @@ pub(crate) fn shape_schema(
             }
             Value::Object(map)
         }
-        Shape::Number {
-            minimum,
-            exclusive_minimum,
-            maximum,
-            exclusive_maximum,
-        } => {
+        Shape::Number { bounds } => {
             let mut map = Map::new();
             map.insert("type".into(), "number".into());
             for (key, bound) in [
-                ("minimum", minimum),
-                ("exclusiveMinimum", exclusive_minimum),
-                ("maximum", maximum),
-                ("exclusiveMaximum", exclusive_maximum),
+                ("minimum", &bounds.minimum),
+                ("exclusiveMinimum", &bounds.exclusive_minimum),
+                ("maximum", &bounds.maximum),
+                ("exclusiveMaximum", &bounds.exclusive_maximum),
             ] {
                 if let Some(n) = bound {
                     map.insert(key.into(), Value::Number(n.clone()));
@@ -712,10 +697,10 @@ fn llguidance_node(node: &Node) -> Value {
     }
     let n = &node.number;
     for (key, bound) in [
-        ("minimum", &n.minimum),
-        ("maximum", &n.maximum),
-        ("exclusiveMinimum", &n.exclusive_minimum),
-        ("exclusiveMaximum", &n.exclusive_maximum),
+        ("minimum", &n.bounds.minimum),
+        ("maximum", &n.bounds.maximum),
+        ("exclusiveMinimum", &n.bounds.exclusive_minimum),
+        ("exclusiveMaximum", &n.bounds.exclusive_maximum),
         ("multipleOf", &n.multiple_of),
     ] {
         if let Some(v) = bound {

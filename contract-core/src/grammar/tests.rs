@@ -95,6 +95,24 @@ fn serde_round_trip() {
     );
 }
 
+/// A number's shape is written as its four bounds beside `type`, as before they were one
+/// [`NumberBounds`] (a grammar stored by an earlier version reads back the same).
+#[test]
+fn a_number_shape_keeps_its_wire_format() {
+    let text = r#"{"type":"number","minimum":null,"exclusive_minimum":0,"maximum":null,"exclusive_maximum":1.5}"#;
+    let shape: Shape = serde_json::from_str(text).unwrap();
+    let Shape::Number { bounds } = &shape else {
+        panic!("not a number: {shape:?}");
+    };
+    assert_eq!(bounds.exclusive_minimum, Some(0.into()));
+    assert_eq!(
+        bounds.exclusive_maximum.as_ref().and_then(|n| n.as_f64()),
+        Some(1.5)
+    );
+    assert!(bounds.minimum.is_none() && bounds.maximum.is_none());
+    assert_eq!(serde_json::to_string(&shape).unwrap(), text);
+}
+
 #[test]
 fn strings_and_lists_get_default_caps() {
     let g = Dated::grammar();

@@ -2,9 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::bounds::{int_number, integer_lower, integer_upper, Source};
 use super::pointer::def_ref;
-use crate::attrs::FieldAttrs;
+use crate::bounds::{int_number, NumberBounds, Source};
 use crate::ir::ContractSpec;
 use crate::ir::{Node, Target};
 
@@ -185,13 +184,14 @@ fn value_schema(node: &Node, generator: &mut schemars::SchemaGenerator) -> Map<S
     }
     let n = &node.number;
     if let Some((type_min, type_max)) = n.integer_type {
-        integer_bounds(&mut map, type_min, type_max, &n.bounds());
+        integer_bounds(&mut map, type_min, type_max, &n.bounds);
     } else {
+        let b = &n.bounds;
         let bounds = [
-            ("minimum", &n.minimum),
-            ("exclusiveMinimum", &n.exclusive_minimum),
-            ("maximum", &n.maximum),
-            ("exclusiveMaximum", &n.exclusive_maximum),
+            ("minimum", &b.minimum),
+            ("exclusiveMinimum", &b.exclusive_minimum),
+            ("maximum", &b.maximum),
+            ("exclusiveMaximum", &b.exclusive_maximum),
         ];
         for (key, bound) in bounds {
             if let Some(n) = bound {
@@ -244,8 +244,8 @@ fn into_map(value: Value) -> Map<String, Value> {
 }
 
 /// The tighter of the Rust type's bounds and the constraints.
-fn integer_bounds(map: &mut Map<String, Value>, type_min: i128, type_max: i128, c: &FieldAttrs) {
-    match integer_lower(type_min, c) {
+fn integer_bounds(map: &mut Map<String, Value>, type_min: i128, type_max: i128, c: &NumberBounds) {
+    match c.integer_lower(type_min) {
         (_, Source::Inclusive) => {
             map.insert("minimum".into(), c.minimum.clone().into());
         }
@@ -259,7 +259,7 @@ fn integer_bounds(map: &mut Map<String, Value>, type_min: i128, type_max: i128, 
             map.insert("minimum".into(), int_number(v).into());
         }
     }
-    match integer_upper(type_max, c) {
+    match c.integer_upper(type_max) {
         (_, Source::Inclusive) => {
             map.insert("maximum".into(), c.maximum.clone().into());
         }

@@ -7,7 +7,6 @@
 //! descriptions and recording every move; [`anthropic_schema`] does the same for Anthropic's
 //! structured outputs, whose subset is smaller.
 
-pub(crate) mod bounds;
 mod draft;
 mod limits;
 pub(crate) mod pointer;

@@ -18,7 +18,7 @@ use super::message::{integer_type_name, list_names, list_values, quoted, scalar,
 use super::num::Num;
 use super::path::Path;
 use super::violation::{Violation, ViolationKind, Violations};
-use crate::attrs::{Format, Rule};
+use crate::attrs::{CmpOp, Format, Rule};
 use crate::context::DocContext;
 use crate::ir::ContractSpec;
 use crate::ir::{JsonType, Node, NumberKeywords, ObjectNode};
@@ -306,13 +306,13 @@ impl<'o> Checker<'o> {
             .s(") must be ");
         let message = match broken {
             Broken::Type { op, bound, which } => {
-                let text = text.s(op).s(" ").int(bound);
+                let text = text.s(op.as_str()).s(" ").int(bound);
                 match integer_type_name(which.0, which.1) {
                     Some(name) => text.s(", the ").s(which.2).s(" `").s(name).s("`"),
                     None => text,
                 }
             }
-            Broken::Keyword { op, bound } => text.s(op).s(" ").number(bound),
+            Broken::Keyword { op, bound } => text.s(op.as_str()).s(" ").number(bound),
         };
         self.push(path, ViolationKind::OutOfRange, message.done());
     }
@@ -413,49 +413,46 @@ impl<'o> Checker<'o> {
 /// `smallest`/`largest`), or a `minimum`/`maximum`/`exclusive*` keyword's.
 enum Broken<'n> {
     Type {
-        op: &'static str,
+        op: CmpOp,
         bound: i128,
         which: (i128, i128, &'static str),
     },
     Keyword {
-        op: &'static str,
+        op: CmpOp,
         bound: &'n Number,
     },
 }
 
 /// The first bound of `n` that `num` breaks, in the order messages report them: the integer
-/// type's range, then `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`.
+/// type's range, then the keywords in [`NumberBounds::each`](crate::ir::NumberBounds::each)'s
+/// order.
 #[inline]
 fn broken_bound(num: Num, n: &NumberKeywords) -> Option<Broken<'_>> {
     if let Some((min, max)) = n.integer_type {
         if num.cmp(Num::Int(min)) == Some(Ordering::Less) {
             return Some(Broken::Type {
-                op: ">=",
+                op: CmpOp::Ge,
                 bound: min,
                 which: (min, max, "smallest"),
             });
         }
         if num.cmp(Num::Int(max)) == Some(Ordering::Greater) {
             return Some(Broken::Type {
-                op: "<=",
+                op: CmpOp::Le,
                 bound: max,
                 which: (min, max, "largest"),
             });
         }
     }
-    let bounds = [
-        (&n.minimum, ">=", Ordering::Less, true),
-        (&n.maximum, "<=", Ordering::Greater, true),
-        (&n.exclusive_minimum, ">", Ordering::Less, false),
-        (&n.exclusive_maximum, "<", Ordering::Greater, false),
-    ];
-    for (bound, op, bad, inclusive) in bounds {
+    // A loop over the array, not `each()`'s iterator: the checker runs this for every number
+    // of a parsed value, and through the iterator `from_value` took 3 to 4% longer (`cargo
+    // bench --bench from_json`, 16 alternated turns, twice: 182.2 against 175.4 ns a document,
+    // 179.1 against 173.8; through the array, 169.2).
+    for (op, bound) in n.bounds.keywords() {
         let Some(bound) = bound else { continue };
-        let Some(ord) = num.cmp(Num::of(bound)) else {
-            continue;
-        };
-        if ord == bad || (!inclusive && ord == Ordering::Equal) {
-            return Some(Broken::Keyword { op, bound });
+        match num.cmp(Num::of(bound)) {
+            Some(ord) if !op.holds(ord) => return Some(Broken::Keyword { op, bound }),
+            _ => {}
         }
     }
     None

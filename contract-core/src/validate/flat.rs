@@ -22,7 +22,6 @@
 //! refused ones 412 -> 346, all 336 -> 237.
 
 use std::cell::RefCell;
-use std::cmp::Ordering;
 
 use serde::de::value::{Error, MapAccessDeserializer};
 use serde::de::{Deserializer, IntoDeserializer, Visitor};
@@ -34,7 +33,7 @@ use super::num::{as_integer, Num};
 use super::path::Path;
 use super::read;
 use super::violation::Violations;
-use crate::attrs::Rule;
+use crate::attrs::{CmpOp, Rule};
 use crate::context::DocContext;
 use crate::ir::ContractSpec;
 use crate::ir::{JsonType, ObjectNode};
@@ -136,8 +135,8 @@ struct FieldPlan {
     nullable: bool,
     ty: JsonType,
     /// The bounds `broken_bound` checks, as numbers: the integer type's, then the keywords'
-    /// (`(bound, the ordering that breaks it, whether equal is allowed)`).
-    bounds: Vec<(Num, Ordering, bool)>,
+    /// (`value op bound` must hold).
+    bounds: Vec<(CmpOp, Num)>,
     /// The same bounds as one inclusive integer interval, for an integer, when they are all
     /// integers.
     ints: Option<(i128, i128)>,
@@ -197,19 +196,10 @@ impl Plan {
             let n = &node.number;
             let mut bounds = Vec::new();
             if let Some((min, max)) = n.integer_type {
-                bounds.push((Num::Int(min), Ordering::Less, true));
-                bounds.push((Num::Int(max), Ordering::Greater, true));
+                bounds.push((CmpOp::Ge, Num::Int(min)));
+                bounds.push((CmpOp::Le, Num::Int(max)));
             }
-            for (bound, bad, inclusive) in [
-                (&n.minimum, Ordering::Less, true),
-                (&n.maximum, Ordering::Greater, true),
-                (&n.exclusive_minimum, Ordering::Less, false),
-                (&n.exclusive_maximum, Ordering::Greater, false),
-            ] {
-                if let Some(bound) = bound {
-                    bounds.push((Num::of(bound), bad, inclusive));
-                }
-            }
+            bounds.extend(n.bounds.each().map(|(op, bound)| (op, Num::of(bound))));
             fields.push(FieldPlan {
                 name: field.name.as_str(),
                 nullable: outer.is_nullable() || node.is_nullable(),
@@ -436,26 +426,24 @@ impl FieldPlan {
             }
             _ => {}
         }
-        for &(bound, bad, inclusive) in &self.bounds {
-            match num.cmp(bound) {
-                Some(ord) if ord == bad || (!inclusive && ord == Ordering::Equal) => return false,
-                _ => {}
-            }
-        }
-        true
+        self.bounds
+            .iter()
+            .all(|&(op, bound)| num.cmp(bound).is_none_or(|ord| op.holds(ord)))
     }
 }
 
 /// `bounds` as one inclusive interval of integers, when every bound is an integer (`> 3` is
 /// `>= 4`).
-fn int_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(i128, i128)> {
+fn int_interval(bounds: &[(CmpOp, Num)]) -> Option<(i128, i128)> {
     let (mut lo, mut hi) = (i128::MIN, i128::MAX);
-    for &(bound, bad, inclusive) in bounds {
+    for &(op, bound) in bounds {
         let Num::Int(b) = bound else { return None };
-        if bad == Ordering::Less {
-            lo = lo.max(if inclusive { b } else { b.checked_add(1)? });
-        } else {
-            hi = hi.min(if inclusive { b } else { b.checked_sub(1)? });
+        match op {
+            CmpOp::Ge => lo = lo.max(b),
+            CmpOp::Gt => lo = lo.max(b.checked_add(1)?),
+            CmpOp::Le => hi = hi.min(b),
+            CmpOp::Lt => hi = hi.min(b.checked_sub(1)?),
+            CmpOp::Eq | CmpOp::Ne => return None,
         }
     }
     Some((lo, hi))
@@ -463,10 +451,10 @@ fn int_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(i128, i128)> {
 
 /// `bounds` as float ends (`(lo, inclusive, hi, inclusive)`), when every bound is a float or an
 /// integer of at most 2^53 in magnitude (so comparing as floats is exact, as `Num::cmp` does).
-fn float_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(f64, bool, f64, bool)> {
+fn float_interval(bounds: &[(CmpOp, Num)]) -> Option<(f64, bool, f64, bool)> {
     const EXACT: i128 = 1 << 53;
     let (mut lo, mut hi) = ((f64::NEG_INFINITY, true), (f64::INFINITY, true));
-    for &(bound, bad, inclusive) in bounds {
+    for &(op, bound) in bounds {
         let b = match bound {
             Num::Float(f) => f,
             Num::Int(i) if (-EXACT..=EXACT).contains(&i) => i as f64,
@@ -474,12 +462,19 @@ fn float_interval(bounds: &[(Num, Ordering, bool)]) -> Option<(f64, bool, f64, b
             // and their floats are left to the loop.
             Num::Int(_) => return None,
         };
-        if bad == Ordering::Less {
-            if b > lo.0 || (b == lo.0 && !inclusive) {
-                lo = (b, inclusive);
+        let inclusive = matches!(op, CmpOp::Ge | CmpOp::Le);
+        match op {
+            CmpOp::Ge | CmpOp::Gt => {
+                if b > lo.0 || (b == lo.0 && !inclusive) {
+                    lo = (b, inclusive);
+                }
             }
-        } else if b < hi.0 || (b == hi.0 && !inclusive) {
-            hi = (b, inclusive);
+            CmpOp::Le | CmpOp::Lt => {
+                if b < hi.0 || (b == hi.0 && !inclusive) {
+                    hi = (b, inclusive);
+                }
+            }
+            CmpOp::Eq | CmpOp::Ne => return None,
         }
     }
     Some((lo.0, lo.1, hi.0, hi.1))

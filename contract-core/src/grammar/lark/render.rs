@@ -19,7 +19,7 @@ use super::rules::{
 use super::text::{
     alternation, document_windows, json_str, lit, place, substring_alternatives, substrings, Text,
 };
-use crate::attrs::{Form, Grounding, Rule};
+use crate::attrs::{CmpOp, Form, Grounding, Rule};
 use crate::grammar::{shape_schema, Grammar, ObjectShape, Shape};
 use crate::ground::{Decimal, GroundText, Grounds};
 
@@ -263,34 +263,18 @@ impl<'g, 's> Renderer<'g, 's> {
                     .cloned()
                     .collect(),
             ),
-            Shape::Number {
-                minimum,
-                exclusive_minimum,
-                maximum,
-                exclusive_maximum,
-            } => {
-                let bound = |n: &Option<serde_json::Number>| {
-                    n.as_ref()
-                        .and_then(|n| Decimal::from_json_literal(&n.to_string()))
-                };
-                let (lo, xlo, hi, xhi) = (
-                    bound(minimum),
-                    bound(exclusive_minimum),
-                    bound(maximum),
-                    bound(exclusive_maximum),
-                );
+            Shape::Number { bounds } => {
+                let bounds: Vec<(CmpOp, Decimal)> = bounds
+                    .each()
+                    .filter_map(|(op, n)| Some((op, Decimal::from_json_literal(&n.to_string())?)))
+                    .collect();
                 // A fractional number is never a part of a date or a period (`2025` of `the
                 // second quarter of 2025`): [`GroundText::amounts`](crate::ground::GroundText::amounts).
                 Some(
                     written
                         .map_or(&[][..], GroundText::amounts)
                         .iter()
-                        .filter(|d| {
-                            lo.as_ref().is_none_or(|b| *d >= b)
-                                && xlo.as_ref().is_none_or(|b| *d > b)
-                                && hi.as_ref().is_none_or(|b| *d <= b)
-                                && xhi.as_ref().is_none_or(|b| *d < b)
-                        })
+                        .filter(|d| bounds.iter().all(|(op, b)| op.holds((*d).cmp(b))))
                         .cloned()
                         .collect(),
                 )

@@ -252,12 +252,7 @@ impl RulePlan {
                     }),
                 )
             }
-            Shape::Number {
-                minimum,
-                exclusive_minimum,
-                maximum,
-                exclusive_maximum,
-            } => {
+            Shape::Number { bounds } => {
                 let num = |n: &serde_json::Number| number_value(n);
                 let max = Decimal::from_f64(f64::MAX)
                     .unwrap_or_else(|| unreachable!("f64::MAX is finite"));
@@ -267,14 +262,8 @@ impl RulePlan {
                 );
                 let mut sup = (max.clone(), false);
                 let mut inf = (max.negated(), false);
-                let bounds = [
-                    (minimum, CmpOp::Ge),
-                    (exclusive_minimum, CmpOp::Gt),
-                    (maximum, CmpOp::Le),
-                    (exclusive_maximum, CmpOp::Lt),
-                ];
-                for (bound, op) in bounds {
-                    let Some(b) = bound.as_ref().and_then(num) else {
+                for (op, bound) in bounds.each() {
+                    let Some(b) = num(bound) else {
                         continue;
                     };
                     domain = intersect(&domain, &permitted(op, &b));
@@ -288,10 +277,7 @@ impl RulePlan {
                         _ => {}
                     }
                 }
-                let bounded = minimum.is_some()
-                    || exclusive_minimum.is_some()
-                    || maximum.is_some()
-                    || exclusive_maximum.is_some();
+                let bounded = !bounds.is_unbounded();
                 let syntax = NumSyntax {
                     fraction: true,
                     // llguidance writes bounded ranges without exponents.

@@ -1,6 +1,7 @@
 //! The value filter over hand-written token byte strings.
 
 use contract_core::grammar::{FieldShape, Grammar, GrammarOptions, ObjectShape, Shape};
+use contract_core::ir::NumberBounds;
 use contract_core::{Format, Rule};
 use serde_json::json;
 
@@ -34,19 +35,16 @@ fn nullable(s: Shape) -> Shape {
 
 fn positive() -> Shape {
     Shape::Number {
-        minimum: None,
-        exclusive_minimum: Some(0.into()),
-        maximum: None,
-        exclusive_maximum: None,
+        bounds: NumberBounds {
+            exclusive_minimum: Some(0.into()),
+            ..NumberBounds::default()
+        },
     }
 }
 
 fn unbounded() -> Shape {
     Shape::Number {
-        minimum: None,
-        exclusive_minimum: None,
-        maximum: None,
-        exclusive_maximum: None,
+        bounds: NumberBounds::default(),
     }
 }
 
