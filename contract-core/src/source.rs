@@ -123,6 +123,13 @@ impl Source {
             .join("\n")
     }
 
+    /// The text of cited lines `start..=end` (1-based, inclusive, as spans cite them); lines
+    /// outside the document are left out.
+    pub fn text_of_cited(&self, start: u64, end: u64) -> String {
+        let at = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        self.text_of_lines(at(start)..at(end).saturating_add(1))
+    }
+
     /// The text of pages `first..=last` (1-based) and the number of the first line of that
     /// text in the whole document. Pages past the end are left out.
     pub fn pages_text(&self, first: usize, last: usize) -> (String, usize) {
@@ -504,6 +511,17 @@ mod tests {
             let s = Source::from_text(text);
             assert_eq!(s.char_count(), s.text().chars().count(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn cited_lines_are_inclusive_and_clipped_to_the_document() {
+        let s = Source::from_text("one\ntwo\nthree");
+        assert_eq!(s.text_of_cited(2, 3), "two\nthree");
+        assert_eq!(s.text_of_cited(2, 2), "two");
+        assert_eq!(s.text_of_cited(0, 1), "one");
+        assert_eq!(s.text_of_cited(2, u64::MAX), "two\nthree");
+        assert_eq!(s.text_of_cited(3, 2), "");
+        assert_eq!(s.text_of_cited(u64::MAX, u64::MAX), "");
     }
 
     fn span(start: u32, end: u32, quote: Option<&str>) -> Span {

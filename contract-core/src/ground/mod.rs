@@ -419,8 +419,7 @@ impl<'a> Grounds<'a> {
                     spans
                         .iter()
                         .map(|(_, start, end, _)| {
-                            let (start, end) = (*start as usize, *end as usize);
-                            self.source.text_of_lines(start..end.saturating_add(1))
+                            self.source.text_of_cited((*start).into(), (*end).into())
                         })
                         .collect::<Vec<_>>()
                         .join("\n")
@@ -432,9 +431,8 @@ impl<'a> Grounds<'a> {
 
     /// Source lines `start..=end` (1-based) as a [`GroundText`].
     pub fn lines(&self, start: u64, end: u64) -> GroundText {
-        let (s, e) = (start as usize, end as usize);
         GroundText::new(
-            &self.source.text_of_lines(s..e.saturating_add(1)),
+            &self.source.text_of_cited(start, end),
             format!("lines {start} to {end}"),
             self.numerals,
         )

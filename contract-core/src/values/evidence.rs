@@ -94,7 +94,7 @@ impl Source {
 
     /// The cited lines, from the source itself (lines outside the document are left out).
     pub fn snippet(&self, span: &Span) -> String {
-        self.text_of_lines(span.start_line as usize..span.end_line as usize + 1)
+        self.text_of_cited(span.start_line.into(), span.end_line.into())
     }
 
     /// The pages (1-based) a span's lines fall on, in order, without repeats.
