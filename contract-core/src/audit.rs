@@ -41,7 +41,7 @@ pub fn find_spans(value: &Value) -> Vec<(String, Span)> {
             let span = Span {
                 start_line,
                 end_line,
-                quote,
+                quote: quote.map(str::to_owned),
             };
             (path, span)
         })

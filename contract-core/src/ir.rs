@@ -8,9 +8,11 @@
 //! rendering is one function over it: the JSON Schema, the signature, the docs, the token-mask
 //! grammar and the validator of a derived contract.
 //!
-//! FieldAttrs sit where they apply: a list's item bounds on its [`ArrayNode::items`], a
-//! nullable field's bounds on the field's node beside `null` in [`Node::types`], a list's
-//! length on the list. Nothing downstream has to work out where a field attribute applies.
+//! A field's attributes ([`FieldAttrs`]) sit where they apply: a list's item bounds on its
+//! [`ArrayNode::items`], a nullable field's bounds on the field's node beside `null` in
+//! [`Node::types`], a list's length on the list. Nothing downstream has to work out where a field
+//! attribute applies. A number's bounds are a [`NumberBounds`], which also says what they mean
+//! (each as the comparison a value must pass, an integer's effective ends), for every reader.
 //!
 //! A reference ([`Ref`]) points at a nested contract (derived: [`Target::Contract`], resolved
 //! lazily so recursive contracts work) or at a node of the document ([`Target::Def`]: a runtime

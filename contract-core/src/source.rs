@@ -235,14 +235,14 @@ impl Source {
 /// lines that fit a `u32`) and at most a `quote` (a string or null): its lines and quote.
 pub(crate) fn as_citation(
     map: &serde_json::Map<String, Value>,
-) -> Option<(u32, u32, Option<String>)> {
+) -> Option<(u32, u32, Option<&str>)> {
     let line = |k: &str| map.get(k)?.as_u64().and_then(|n| u32::try_from(n).ok());
     let shaped = map
         .keys()
         .all(|k| matches!(k.as_str(), "start_line" | "end_line" | "quote"));
     let quote = match map.get("quote") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::String(s)) => Some(s.as_str()),
         Some(_) => return None,
     };
     shaped.then_some(())?;
@@ -253,8 +253,8 @@ pub(crate) fn as_citation(
 /// (1-based lines that fit a `u32`) and at most a `quote` (a string or null), with its JSON
 /// pointer, in document order: the spans a reply holds, in the shape of
 /// [`Span`](crate::Span), found without reading the value into a contract.
-pub(crate) fn citations(value: &Value) -> Vec<(String, u32, u32, Option<String>)> {
-    fn walk(value: &Value, path: &str, out: &mut Vec<(String, u32, u32, Option<String>)>) {
+pub(crate) fn citations(value: &Value) -> Vec<(String, u32, u32, Option<&str>)> {
+    fn walk<'v>(value: &'v Value, path: &str, out: &mut Vec<(String, u32, u32, Option<&'v str>)>) {
         match value {
             Value::Object(map) => {
                 if let Some((start, end, quote)) = as_citation(map) {
