@@ -147,7 +147,8 @@ fn int_lower(n: &Number, exclusive: bool) -> i128 {
     } else {
         let f = n.as_f64().unwrap_or(0.0);
         if exclusive {
-            f.floor() as i128 + 1
+            // `as` saturates past i128; so does the step (`> 1e300` is past every i128).
+            (f.floor() as i128).saturating_add(1)
         } else {
             f.ceil() as i128
         }
@@ -164,7 +165,7 @@ fn int_upper(n: &Number, exclusive: bool) -> i128 {
     } else {
         let f = n.as_f64().unwrap_or(0.0);
         if exclusive {
-            f.ceil() as i128 - 1
+            (f.ceil() as i128).saturating_sub(1)
         } else {
             f.floor() as i128
         }
@@ -300,6 +301,15 @@ mod tests {
         assert_eq!(b.integer_upper(5), (5, Source::Type));
         assert_eq!(b.integer_words(0, 255).as_deref(), Some("3-7"));
         assert_eq!(b.number_words().as_deref(), Some(">= 3, < 7.5"));
+        // A runtime schema's bounds past i128 (`> 1e300`, `< -1e300`) saturate, with no
+        // overflow, and leave no integer between them.
+        let far = NumberBounds {
+            exclusive_minimum: Number::from_f64(1e300),
+            exclusive_maximum: Number::from_f64(-1e300),
+            ..NumberBounds::default()
+        };
+        assert_eq!(far.integer_lower(i128::MIN), (i128::MAX, Source::Exclusive));
+        assert_eq!(far.integer_upper(i128::MAX), (i128::MIN, Source::Exclusive));
     }
 
     proptest! {
