@@ -35,26 +35,12 @@ mod probe;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use contract_core::decimal::Decimal;
-use contract_core::CmpOp;
-
-pub use numbers::number_byte;
 use numbers::{is_number_byte, NumSet};
-use permit::{null_ok, Rules};
+pub use numbers::{number_byte, MAX_NUMBER_LEN};
+use permit::{null_ok, number_set, Rules, StrCons};
 pub use plan::RulePlan;
-use plan::{number_value, EnumSlot, Kind, SlotId, StrDomain, OPAQUE};
+use plan::{number_value, Done, Kind, SlotId, OPAQUE};
 pub use probe::Probe;
-
-/// A finished value of a field, kept for the rules of its object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Done {
-    Pending,
-    Null,
-    Num(Decimal),
-    Str(Arc<Vec<u8>>),
-    Bool(bool),
-    Other,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ObjSt {
@@ -89,13 +75,6 @@ enum Esc {
 type Ctx = Option<(usize, usize)>;
 
 #[derive(Debug, Clone)]
-struct StrCons {
-    domain: Option<Arc<StrDomain>>,
-    compares: Vec<(CmpOp, Arc<Vec<u8>>)>,
-    choices: Option<Arc<EnumSlot>>,
-}
-
-#[derive(Debug, Clone)]
 enum Cur {
     None,
     Key {
@@ -115,11 +94,6 @@ enum Cur {
     },
     Lit(&'static [u8]),
 }
-
-/// The longest number literal the filter lets a model write, in bytes. Without it a masked model
-/// can write digits until its token limit (SmolLM2-135M wrote `"low": 12500000…` for 100
-/// tokens); no contract value needs more.
-pub const MAX_NUMBER_LEN: usize = 32;
 
 /// The byte-level scanner of the JSON being generated.
 #[derive(Debug, Clone)]
@@ -265,7 +239,7 @@ impl Scanner {
                     (
                         Some(null_ok(plan, slot, rules)),
                         Some(rules.is_none_or(Rules::non_null_ok)),
-                        plan.number_set(slot, rules),
+                        number_set(plan, slot, rules),
                         &b""[..],
                     )
                 }
@@ -576,7 +550,7 @@ impl Scanner {
                 true
             }
             b'-' | b'0'..=b'9' => {
-                let Some(set) = plan.number_set(slot_id, rules.as_ref()) else {
+                let Some(set) = number_set(plan, slot_id, rules.as_ref()) else {
                     return false;
                 };
                 // The first byte gets the check of any later one ([`NumSet::extends`]).

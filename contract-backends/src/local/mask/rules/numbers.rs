@@ -1,13 +1,23 @@
 //! The numbers a value may still be ([`NumSet`]): a set of intervals or literal choices, and
 //! for each literal prefix met, whether it is complete and which number bytes may follow, kept
-//! so that the decimal arithmetic runs once per prefix and byte. Apart from the scanner, which
-//! only asks it about the bytes it meets.
+//! so that the decimal arithmetic runs once per prefix and byte; the longest literal allowed
+//! ([`MAX_NUMBER_LEN`]) and the filter's memo maps ([`Memo`]). Apart from the scanner, which
+//! only asks it about the bytes it meets; it reads no other part of the filter.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::super::rules_dec::{Interval, NumPrefix, NumSyntax, Parts};
-use super::plan::Memo;
-use super::MAX_NUMBER_LEN;
+
+/// The longest number literal the filter lets a model write, in bytes. Without it a masked model
+/// can write digits until its token limit (SmolLM2-135M wrote `"low": 12500000…` for 100
+/// tokens); no contract value needs more.
+pub const MAX_NUMBER_LEN: usize = 32;
+
+/// A map of the filter's memos: looked up at every step, with short keys (number literals, a
+/// field's partner values) that come from the model's own output and are capped in number, so
+/// FxHash (one multiply a word) serves where SipHash's resistance to chosen keys buys nothing.
+pub(super) type Memo<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// The numbers a value may still be, with the verdicts found so far.
 #[derive(Debug)]

@@ -1,6 +1,8 @@
 //! What the rules permit for the field being written ([`Rules`]): `null` or not, the numbers
-//! its comparisons and bounds leave, the strings a finished partner still allows. Per-rule
-//! evaluation, apart from the scanner's plumbing (where a value starts and ends), which asks it.
+//! its comparisons and bounds leave ([`number_set`], remembered in the plan), the strings a
+//! finished partner still allows ([`StrCons`]). Per-rule evaluation, apart from the scanner's
+//! plumbing (where a value starts and ends), which asks it; it reads the plan and the number
+//! sets, not the scanner.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -9,8 +11,7 @@ use contract_core::CmpOp;
 
 use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax, Parts};
 use super::numbers::{NumKind, NumSet};
-use super::plan::{FieldPlan, Kind, RulePlan, Slot, SlotId, OPAQUE};
-use super::{Done, StrCons};
+use super::plan::{Done, EnumSlot, FieldPlan, Kind, RulePlan, Slot, SlotId, StrDomain, OPAQUE};
 
 /// Whether `null` may be the value starting in `slot_id`, under `rules`.
 pub(super) fn null_ok(plan: &RulePlan, slot_id: SlotId, rules: Option<&Rules<'_>>) -> bool {
@@ -20,8 +21,26 @@ pub(super) fn null_ok(plan: &RulePlan, slot_id: SlotId, rules: Option<&Rules<'_>
     !(plan.slots.get(slot_id).is_some_and(|s| !s.nullable) && slot_id != OPAQUE)
 }
 
+/// The numbers the value starting in `slot_id` may be, under `rules`; `None` when numbers are
+/// out. Remembered by field and partner values ([`RulePlan::remembered_number_set`]).
+pub(super) fn number_set(
+    plan: &RulePlan,
+    slot_id: SlotId,
+    rules: Option<&Rules<'_>>,
+) -> Option<Arc<NumSet>> {
+    if rules.is_some_and(|r| !r.non_null_ok()) {
+        return None;
+    }
+    let key = rules.map_or((usize::MAX, slot_id), |r| (r.obj, r.field));
+    plan.remembered_number_set(
+        key,
+        || rules.into_iter().flat_map(Rules::partners),
+        || num_set(plan.slots.get(slot_id), rules),
+    )
+}
+
 /// The numbers a value in `slot` may be, under `rules`; `None` when numbers are out.
-pub(super) fn num_set(slot: Option<&Slot>, rules: Option<&Rules<'_>>) -> Option<NumSet> {
+fn num_set(slot: Option<&Slot>, rules: Option<&Rules<'_>>) -> Option<NumSet> {
     Some(match slot.map(|s| &s.kind) {
         Some(Kind::Num(n)) => {
             let mut set = n.domain.clone();
@@ -218,6 +237,15 @@ impl Rules<'_> {
             })
             .collect()
     }
+}
+
+/// What a string being written must still satisfy: its domain, its comparisons with finished
+/// partners, its choices.
+#[derive(Debug, Clone)]
+pub(super) struct StrCons {
+    pub(super) domain: Option<Arc<StrDomain>>,
+    pub(super) compares: Vec<(CmpOp, Arc<Vec<u8>>)>,
+    pub(super) choices: Option<Arc<EnumSlot>>,
 }
 
 impl StrCons {

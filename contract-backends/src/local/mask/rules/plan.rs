@@ -1,9 +1,8 @@
 //! The grammar compiled for the filter ([`RulePlan`]): every value position as a slot with its
-//! domain, every object's fields with the rules that tie them, and the memo of number sets by
-//! partner values. Apart from the scanner, which walks the output, and the rules' verdicts
-//! (`permit`), which read the plan.
+//! domain, every object's fields with the rules that tie them, the finished values rules read
+//! ([`Done`]), and the memo of number sets by partner values. Apart from the scanner, which walks
+//! the output, and the rules' verdicts (`permit`), which read the plan; it reads neither.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use contract_core::decimal::Decimal;
@@ -12,9 +11,18 @@ use contract_core::{CmpOp, Format, Pattern, Rule};
 use serde_json::Value;
 
 use super::super::rules_dec::{intersect, permitted, Interval, NumSyntax};
-use super::numbers::NumSet;
-use super::permit::{num_set, Rules};
-use super::Done;
+use super::numbers::{Memo, NumSet};
+
+/// A finished value of a field, kept for the rules of its object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Done {
+    Pending,
+    Null,
+    Num(Decimal),
+    Str(Arc<Vec<u8>>),
+    Bool(bool),
+    Other,
+}
 
 pub(super) type SlotId = usize;
 pub(super) const OPAQUE: SlotId = usize::MAX;
@@ -32,11 +40,6 @@ pub struct RulePlan {
     /// cloned into it, was a third of the filter's work at a value start).
     num_memo: Mutex<NumMemo>,
 }
-
-/// A map of the filter's memos: looked up at every step, with short keys (number literals, a
-/// field's partner values) that come from the model's own output and are capped in number, so
-/// FxHash (one multiply a word) serves where SipHash's resistance to chosen keys buys nothing.
-pub(super) type Memo<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// [`RulePlan`]'s number sets, by their key's hash (a list for the keys that share one).
 type NumMemo = Memo<u64, Vec<(NumKey, Arc<NumSet>)>>;
@@ -351,18 +354,15 @@ pub(super) fn number_value(n: &serde_json::Number) -> Option<Decimal> {
 }
 
 impl RulePlan {
-    /// The numbers the value starting in `slot_id` may be, under `rules`; `None` when numbers
-    /// are out. Remembered by field and partner values.
-    pub(super) fn number_set(
+    /// The number set of field `field` of object `obj` (or `usize::MAX` and the slot, outside
+    /// rules) whose rule partners hold `partners`: the one remembered, else `make`'s, then
+    /// remembered. `None` when `make` finds numbers out.
+    pub(super) fn remembered_number_set<'d, P: Iterator<Item = &'d Done>>(
         &self,
-        slot_id: SlotId,
-        rules: Option<&Rules<'_>>,
+        (obj, field): (usize, usize),
+        partners: impl Fn() -> P,
+        make: impl FnOnce() -> Option<NumSet>,
     ) -> Option<Arc<NumSet>> {
-        if rules.is_some_and(|r| !r.non_null_ok()) {
-            return None;
-        }
-        let (obj, field) = rules.map_or((usize::MAX, slot_id), |r| (r.obj, r.field));
-        let partners = || rules.into_iter().flat_map(Rules::partners);
         let hash = NumKey::hash_of(obj, field, partners());
         let found = |memo: &NumMemo| {
             let bucket = memo.get(&hash)?;
@@ -372,7 +372,7 @@ impl RulePlan {
         if let Some(set) = self.num_memo.lock().ok().and_then(|m| found(&m)) {
             return Some(set);
         }
-        let set = Arc::new(num_set(self.slots.get(slot_id), rules)?);
+        let set = Arc::new(make()?);
         if let Ok(mut memo) = self.num_memo.lock() {
             if memo.len() > 4096 {
                 memo.clear();

@@ -2,7 +2,7 @@
 
 use contract_core::grammar::{FieldShape, Grammar, GrammarOptions, ObjectShape, Shape};
 use contract_core::ir::NumberBounds;
-use contract_core::{Format, Rule};
+use contract_core::{CmpOp, Format, Rule};
 use serde_json::json;
 
 use super::*;
