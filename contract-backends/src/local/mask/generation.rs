@@ -16,6 +16,7 @@ use llguidance::Matcher;
 use serde_json::Value;
 
 use super::engine::{llg_err, mask_err, MaskEngine, THINK_OPEN_LEN};
+use super::rules::probe::Probe;
 use super::rules::{self, Blanks, RulePlan, Scanner};
 use crate::local::error::LocalError;
 use crate::local::token_mask::{Allowed, TokenMask};
@@ -279,7 +280,7 @@ impl ContractMask {
                 }
             }
             None => {
-                let probe = scanner.probe(plan);
+                let probe = Probe::new(scanner, plan);
                 let (known, ok) = probe.known_number_bytes();
                 engine.solid.refuse(vob, refused, |t| {
                     let b = bytes(t);

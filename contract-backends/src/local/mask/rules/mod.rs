@@ -25,14 +25,14 @@
 //!
 //! This module holds the scanner (where values start and end in the output); the grammar
 //! compiled for it is in `plan`, what the rules permit for a field in `permit`, the number sets
-//! in `numbers`, and one step's checks over a mask's tokens in `probe`.
+//! in `numbers`, and one step's checks over a mask's tokens in `probe` (which reads the scanner;
+//! the scanner does not read it).
 
 mod numbers;
 mod permit;
 mod plan;
-mod probe;
+pub mod probe;
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use numbers::{is_number_byte, NumSet};
@@ -40,7 +40,6 @@ pub use numbers::{number_byte, MAX_NUMBER_LEN};
 use permit::{null_ok, number_set, Rules, StrCons};
 pub use plan::RulePlan;
 use plan::{number_value, Done, Kind, SlotId, OPAQUE};
-pub use probe::Probe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ObjSt {
@@ -223,41 +222,6 @@ impl Scanner {
             None => !self.root_done,
             Some(Frame::Obj { st, .. }) => *st == ObjSt::Value,
             Some(Frame::Arr { expect_value, .. }) => *expect_value,
-        }
-    }
-
-    /// The checks of one step, for the tokens of one mask ([`Probe::allows`]).
-    pub fn probe<'a>(&'a self, plan: &'a RulePlan) -> Probe<'a> {
-        let lists = self.stack.iter().any(|f| matches!(f, Frame::Arr { .. }));
-        let (null, object, set, text) = match &self.cur {
-            Cur::Num { text, set, .. } => (None, None, Some(set.clone()), &text[..]),
-            // At a value start, what `start_value` decides on `null`, objects and numbers.
-            Cur::None => match self.value_at(plan, b'0') {
-                Some((slot, ctx)) => {
-                    let rules = self.rules(plan, ctx);
-                    let rules = rules.as_ref();
-                    (
-                        Some(null_ok(plan, slot, rules)),
-                        Some(rules.is_none_or(Rules::non_null_ok)),
-                        number_set(plan, slot, rules),
-                        &b""[..],
-                    )
-                }
-                None => (None, None, None, &b""[..]),
-            },
-            _ => (None, None, None, &b""[..]),
-        };
-        let number = set.map(|set| {
-            let known = set.known(text);
-            (set, known, known)
-        });
-        Probe {
-            scanner: self,
-            plan,
-            after_value: self.between_values(lists),
-            null,
-            object,
-            number: RefCell::new(number),
         }
     }
 

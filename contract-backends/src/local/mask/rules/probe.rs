@@ -7,29 +7,65 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::numbers::{is_number_byte, Next, NumSet, START_NUMBER_BYTES};
+use super::permit::{null_ok, number_set, Rules};
 use super::plan::RulePlan;
-use super::{is_ws, Blanks, Cur, Reach, Scanner};
+use super::{is_ws, Blanks, Cur, Frame, Reach, Scanner};
 
-/// One step's checks over the tokens of a mask ([`Scanner::probe`]). The verdicts of tokens
+/// One step's checks over the tokens of a mask ([`Probe::new`]). The verdicts of tokens
 /// that only extend or end the open number, or only start the next value with a number or
 /// `null`, follow from what is computed once for the step: the number set, what it remembers
 /// of the literal so far (`Next`), and whether `null` may come. The others run a copy of
 /// the scanner ([`Scanner::allows`]). [`Probe::finish`] remembers what the step found.
 pub struct Probe<'a> {
-    pub(super) scanner: &'a Scanner,
-    pub(super) plan: &'a RulePlan,
+    scanner: &'a Scanner,
+    plan: &'a RulePlan,
     /// What a token must hold to be checked after the value it ends.
-    pub(super) after_value: Reach,
+    after_value: Reach,
     /// At a value start, whether `null` may come; `None` elsewhere.
-    pub(super) null: Option<bool>,
+    null: Option<bool>,
     /// At a value start, whether an object (`{`) may come; `None` elsewhere.
-    pub(super) object: Option<bool>,
+    object: Option<bool>,
     /// The numbers the open (or starting) value may be, the literal so far, and what is known
     /// of it: at the step's start and now.
-    pub(super) number: RefCell<Option<(Arc<NumSet>, Next, Next)>>,
+    number: RefCell<Option<(Arc<NumSet>, Next, Next)>>,
 }
 
-impl Probe<'_> {
+impl<'a> Probe<'a> {
+    /// The checks of one step of `scanner`, for the tokens of one mask ([`Probe::allows`]).
+    pub fn new(scanner: &'a Scanner, plan: &'a RulePlan) -> Probe<'a> {
+        let lists = scanner.stack.iter().any(|f| matches!(f, Frame::Arr { .. }));
+        let (null, object, set, text) = match &scanner.cur {
+            Cur::Num { text, set, .. } => (None, None, Some(set.clone()), &text[..]),
+            // At a value start, what `start_value` decides on `null`, objects and numbers.
+            Cur::None => match scanner.value_at(plan, b'0') {
+                Some((slot, ctx)) => {
+                    let rules = scanner.rules(plan, ctx);
+                    let rules = rules.as_ref();
+                    (
+                        Some(null_ok(plan, slot, rules)),
+                        Some(rules.is_none_or(Rules::non_null_ok)),
+                        number_set(plan, slot, rules),
+                        &b""[..],
+                    )
+                }
+                None => (None, None, None, &b""[..]),
+            },
+            _ => (None, None, None, &b""[..]),
+        };
+        let number = set.map(|set| {
+            let known = set.known(text);
+            (set, known, known)
+        });
+        Probe {
+            scanner,
+            plan,
+            after_value: scanner.between_values(lists),
+            null,
+            object,
+            number: RefCell::new(number),
+        }
+    }
+
     /// How whitespace-only tokens fare at this step (when [`Scanner::quiet`] is `None`).
     pub fn blanks(&self) -> Blanks {
         match self.scanner.cur {

@@ -3,6 +3,8 @@
 use contract_core::grammar::{FieldShape, Grammar, GrammarOptions, ObjectShape, Shape};
 use contract_core::ir::NumberBounds;
 use contract_core::{CmpOp, Format, Rule};
+
+use super::probe::Probe;
 use serde_json::json;
 
 use super::*;
@@ -469,7 +471,7 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
                 );
                 let step = match s.quiet() {
                     Some(reach) => Err(reach),
-                    None => Ok(s.probe(plan)),
+                    None => Ok(Probe::new(&s, plan)),
                 };
                 let (known, ok) = match &step {
                     Ok(p) => p.known_number_bytes(),
