@@ -12,7 +12,7 @@ pub use std::vec::Vec;
 
 pub use crate::context::DocContext;
 pub use crate::contract::*;
-pub use crate::ir::{FieldSpec, JsonType, Node, ObjectNode};
+pub use crate::ir::{FieldSpec, JsonType, Node, NumberBounds, ObjectNode};
 pub use crate::validate::{join_pointer, Violation, Violations};
 
 /// An object contract's IR: a closed object, every field required.

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 use crate::bounds::NumberBounds;
 
@@ -20,14 +20,8 @@ use crate::bounds::NumberBounds;
 /// nothing downstream reads this again.
 #[derive(Debug, Clone, Default)]
 pub struct FieldAttrs {
-    /// `value >= minimum`.
-    pub minimum: Option<Number>,
-    /// `value <= maximum`.
-    pub maximum: Option<Number>,
-    /// `value > exclusive_minimum`.
-    pub exclusive_minimum: Option<Number>,
-    /// `value < exclusive_maximum`.
-    pub exclusive_maximum: Option<Number>,
+    /// A number's bounds (`range = ..`).
+    pub bounds: NumberBounds,
     /// Shortest string (in characters) or list.
     pub min_len: Option<u64>,
     /// Longest string (in characters) or list.
@@ -137,22 +131,9 @@ impl Grounding {
 }
 
 impl FieldAttrs {
-    /// The numeric bounds set.
-    pub fn number_bounds(&self) -> NumberBounds {
-        NumberBounds {
-            minimum: self.minimum.clone(),
-            exclusive_minimum: self.exclusive_minimum.clone(),
-            maximum: self.maximum.clone(),
-            exclusive_maximum: self.exclusive_maximum.clone(),
-        }
-    }
-
     /// Whether no constraint is set.
     pub fn is_empty(&self) -> bool {
-        self.minimum.is_none()
-            && self.maximum.is_none()
-            && self.exclusive_minimum.is_none()
-            && self.exclusive_maximum.is_none()
+        self.bounds.is_unbounded()
             && self.min_len.is_none()
             && self.max_len.is_none()
             && self.pattern.is_none()

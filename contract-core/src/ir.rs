@@ -415,7 +415,7 @@ impl Node {
             ..Node::default()
         };
         let bounds = || NumberKeywords {
-            bounds: c.number_bounds(),
+            bounds: c.bounds.clone(),
             multiple_of: None,
             integer_type: None,
         };
@@ -764,7 +764,10 @@ mod tests {
     #[test]
     fn field_attributes_land_on_the_node_they_apply_to() {
         let c = FieldAttrs {
-            minimum: Some(int(1)),
+            bounds: NumberBounds {
+                minimum: Some(int(1)),
+                ..NumberBounds::default()
+            },
             min_len: Some(2),
             max_len: Some(5),
             pattern: Some(pattern("^[a-z]+$")),

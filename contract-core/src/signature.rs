@@ -906,10 +906,13 @@ mod tests {
         use crate::attrs::FieldAttrs;
         let c =
             |min: Option<f64>, xmin: Option<f64>, max: Option<f64>, xmax: Option<f64>| FieldAttrs {
-                minimum: min.map(float),
-                exclusive_minimum: xmin.map(float),
-                maximum: max.map(float),
-                exclusive_maximum: xmax.map(float),
+                bounds: NumberBounds {
+                    minimum: min.map(float),
+                    exclusive_minimum: xmin.map(float),
+                    maximum: max.map(float),
+                    exclusive_maximum: xmax.map(float),
+                    ..NumberBounds::default()
+                },
                 ..FieldAttrs::default()
             };
         let num = |c: &FieldAttrs| ty_words(&TypeSpec::Number, c, &mut Vec::new());
@@ -933,12 +936,18 @@ mod tests {
         );
         assert_eq!(words(&int_ty(0, u64::MAX.into()), &none), "integer >= 0");
         let min1 = FieldAttrs {
-            minimum: Some(int(1)),
+            bounds: NumberBounds {
+                minimum: Some(int(1)),
+                ..NumberBounds::default()
+            },
             ..FieldAttrs::default()
         };
         assert_eq!(words(&int_ty(0, u64::MAX.into()), &min1), "integer >= 1");
         let xmax = FieldAttrs {
-            exclusive_maximum: Some(float(2.5)),
+            bounds: NumberBounds {
+                exclusive_maximum: Some(float(2.5)),
+                ..NumberBounds::default()
+            },
             ..FieldAttrs::default()
         };
         assert_eq!(
@@ -946,8 +955,11 @@ mod tests {
             "integer <= 2"
         );
         let exact = FieldAttrs {
-            minimum: Some(int(3)),
-            maximum: Some(int(3)),
+            bounds: NumberBounds {
+                minimum: Some(int(3)),
+                maximum: Some(int(3)),
+                ..NumberBounds::default()
+            },
             ..FieldAttrs::default()
         };
         assert_eq!(words(&int_ty(0, 255), &exact), "integer = 3");

@@ -333,17 +333,26 @@ fn constraints(field: &Field, fields: &[Field]) -> TokenStream {
         items.push(quote!(grounded: ::contract_core::__private::Some(#g)));
     }
     let b = &a.bounds;
-    for (name, bound) in [
+    let bounds: Vec<TokenStream> = [
         ("minimum", b.minimum),
         ("maximum", b.maximum),
         ("exclusive_minimum", b.exclusive_minimum),
         ("exclusive_maximum", b.exclusive_maximum),
-    ] {
-        if let Some(bound) = bound {
-            let name = format_ident!("{}", name);
-            let value = num(bound.value);
-            items.push(quote!(#name: ::contract_core::__private::Some(#value)));
-        }
+    ]
+    .into_iter()
+    .filter_map(|(name, bound)| {
+        let name = format_ident!("{}", name);
+        let value = num(bound?.value);
+        Some(quote!(#name: ::contract_core::__private::Some(#value)))
+    })
+    .collect();
+    if !bounds.is_empty() {
+        items.push(quote! {
+            bounds: ::contract_core::__private::NumberBounds {
+                #(#bounds,)*
+                ..<::contract_core::__private::NumberBounds as ::contract_core::__private::Default>::default()
+            }
+        });
     }
     if let Some(len) = &a.len {
         if let Some(min) = len.min {

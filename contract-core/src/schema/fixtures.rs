@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::__private::{enum_spec, field, float, format, int, object_spec, pattern, str_value};
 use crate::attrs::{CmpOp, FieldAttrs, Rule};
+use crate::bounds::NumberBounds;
 use crate::contract::{Contract, FieldType};
 use crate::ir::{ContractRef, ContractSpec, ExternalRef, TypeSpec};
 
@@ -44,12 +45,18 @@ pub(crate) struct Guidance {
 
 contract!(Guidance, || {
     let range = |lo, hi| FieldAttrs {
-        minimum: Some(int(lo)),
-        maximum: Some(int(hi)),
+        bounds: NumberBounds {
+            minimum: Some(int(lo)),
+            maximum: Some(int(hi)),
+            ..NumberBounds::default()
+        },
         ..FieldAttrs::default()
     };
     let positive = || FieldAttrs {
-        exclusive_minimum: Some(int(0)),
+        bounds: NumberBounds {
+            exclusive_minimum: Some(int(0)),
+            ..NumberBounds::default()
+        },
         ..FieldAttrs::default()
     };
     object_spec(
@@ -263,8 +270,11 @@ contract!(Policy, || object_spec(
             None,
             Some("share"),
             FieldAttrs {
-                minimum: Some(int(0)),
-                maximum: Some(int(1)),
+                bounds: NumberBounds {
+                    minimum: Some(int(0)),
+                    maximum: Some(int(1)),
+                    ..NumberBounds::default()
+                },
                 ..FieldAttrs::default()
             },
         ),
@@ -275,8 +285,11 @@ contract!(Policy, || object_spec(
             None,
             None,
             FieldAttrs {
-                exclusive_minimum: Some(float(-200.5)),
-                exclusive_maximum: Some(int(10)),
+                bounds: NumberBounds {
+                    exclusive_minimum: Some(float(-200.5)),
+                    exclusive_maximum: Some(int(10)),
+                    ..NumberBounds::default()
+                },
                 ..FieldAttrs::default()
             },
         ),
@@ -295,7 +308,10 @@ contract!(Policy, || object_spec(
             None,
             None,
             FieldAttrs {
-                maximum: Some(int(100)),
+                bounds: NumberBounds {
+                    maximum: Some(int(100)),
+                    ..NumberBounds::default()
+                },
                 max_len: Some(3),
                 ..FieldAttrs::default()
             },

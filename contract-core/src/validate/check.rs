@@ -608,6 +608,8 @@ mod tests {
     use serde::{Deserialize, Serialize};
     use serde_json::{json, Value};
 
+    use crate::ir::NumberBounds;
+
     use crate::__private::{
         enum_spec, field, float, format, int, object_spec, pattern, push_check,
     };
@@ -697,7 +699,10 @@ mod tests {
                             None,
                             None,
                             FieldAttrs {
-                                minimum: Some(int(1)),
+                                bounds: NumberBounds {
+                                    minimum: Some(int(1)),
+                                    ..NumberBounds::default()
+                                },
                                 ..FieldAttrs::default()
                             },
                         ),
@@ -765,7 +770,10 @@ mod tests {
             static SPEC: OnceLock<ContractSpec> = OnceLock::new();
             SPEC.get_or_init(|| {
                 let positive = FieldAttrs {
-                    exclusive_minimum: Some(int(0)),
+                    bounds: NumberBounds {
+                        exclusive_minimum: Some(int(0)),
+                        ..NumberBounds::default()
+                    },
                     ..FieldAttrs::default()
                 };
                 object_spec(
@@ -811,8 +819,11 @@ mod tests {
                             None,
                             None,
                             FieldAttrs {
-                                minimum: Some(int(1)),
-                                maximum: Some(int(4)),
+                                bounds: NumberBounds {
+                                    minimum: Some(int(1)),
+                                    maximum: Some(int(4)),
+                                    ..NumberBounds::default()
+                                },
                                 ..FieldAttrs::default()
                             },
                         ),
@@ -831,7 +842,10 @@ mod tests {
                             None,
                             Some("USD"),
                             FieldAttrs {
-                                maximum: Some(float(1e6)),
+                                bounds: NumberBounds {
+                                    maximum: Some(float(1e6)),
+                                    ..positive.bounds.clone()
+                                },
                                 ..positive
                             },
                         ),
