@@ -6,11 +6,14 @@
 //! ([`NumberBounds::integer_lower`], what the JSON Schema and the mask write) and the range in
 //! words (the signature and the docs).
 //!
-//! A leaf of the crate: it imports nothing else of it.
+//! It imports nothing else of the crate but the exact comparison of JSON numbers (`num.rs`, a
+//! leaf).
 
 use contract_rules::CmpOp;
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
+
+use crate::num::Num;
 
 /// A number's bounds as JSON Schema writes them; any may be unset.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -53,6 +56,32 @@ impl NumberBounds {
         self.keywords()
             .into_iter()
             .filter_map(|(op, bound)| Some((op, bound?)))
+    }
+
+    /// The first bound `value` breaks, in [`keywords`](Self::keywords)' order, compared
+    /// exactly (an integer with a float without rounding either). The one comparison of a
+    /// number with its bounds: the validator reports what this returns, and the grounded grammar
+    /// offers a document's number only when [`admits`](Self::admits) does.
+    #[inline]
+    pub(crate) fn broken(&self, value: Num) -> Option<(CmpOp, &Number)> {
+        // A loop over the array, not `each()`'s iterator: the validator runs this for every
+        // number of a parsed value, and through the iterator `from_value` took 3 to 4% longer
+        // (`cargo bench --bench from_json`, 16 alternated turns, twice: 182.2 against 175.4 ns a
+        // document, 179.1 against 173.8; through the array, 169.2).
+        for (op, bound) in self.keywords() {
+            let Some(bound) = bound else { continue };
+            if value.cmp(Num::of(bound)).is_some_and(|ord| !op.holds(ord)) {
+                return Some((op, bound));
+            }
+        }
+        None
+    }
+
+    /// Whether the JSON number `value` is within the bounds, as the validator decides it: the
+    /// number a reply's literal parses to, not the literal's exact decimal (`0.1000000000000000001`
+    /// parses to the float `0.1`, which `exclusiveMaximum: 0.1` refuses).
+    pub fn admits(&self, value: &Number) -> bool {
+        self.broken(Num::of(value)).is_none()
     }
 
     /// The effective lower bound of an integer whose type starts at `type_min`, and where it

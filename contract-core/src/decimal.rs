@@ -199,6 +199,14 @@ impl Decimal {
         }
     }
 
+    /// The JSON number a reply that writes this value parses to (serde_json's reading of
+    /// [`to_json_literal`](Self::to_json_literal): an integer when it is one that fits `i64` or
+    /// `u64`, else the nearest float), which is what the validator compares; `None` only for a
+    /// value past the float range.
+    pub fn to_json_number(&self) -> Option<serde_json::Number> {
+        serde_json::from_str(&self.to_json_literal()).ok()
+    }
+
     /// The value as an `i128`, when it is an integer that fits.
     pub fn to_i128(&self) -> Option<i128> {
         if !self.is_integer() {

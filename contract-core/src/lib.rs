@@ -47,6 +47,7 @@ pub mod grammar;
 pub mod ground;
 pub mod ir;
 pub mod judge;
+mod num;
 pub mod parse;
 pub mod passage;
 pub mod prompt;

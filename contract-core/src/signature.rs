@@ -911,7 +911,6 @@ mod tests {
                     exclusive_minimum: xmin.map(float),
                     maximum: max.map(float),
                     exclusive_maximum: xmax.map(float),
-                    ..NumberBounds::default()
                 },
                 ..FieldAttrs::default()
             };

@@ -8,12 +8,12 @@ use serde_json::Value;
 use super::check::{finish, has_field_level, Checker};
 use super::checked::Checked;
 use super::doc::Doc;
-use super::num::as_integer;
 use super::path::Path;
 use super::violation::{Violation, ViolationKind, Violations};
 use crate::context::DocContext;
 use crate::ir::ContractSpec;
 use crate::ir::{JsonType, Node};
+use crate::num::as_integer;
 
 /// `C::from_json`: parses `text`, then checks and decodes it as [`from_value`] does.
 ///

@@ -29,7 +29,6 @@ use serde::de::{Deserializer, IntoDeserializer, Visitor};
 use super::check::{compare, finish, has_field_level, Checker, Seen};
 use super::checked::Checked;
 use super::doc::{visit_number, Entries, Scalar};
-use super::num::{as_integer, Num};
 use super::path::Path;
 use super::read;
 use super::violation::Violations;
@@ -37,6 +36,7 @@ use crate::attrs::{CmpOp, Rule};
 use crate::context::DocContext;
 use crate::ir::ContractSpec;
 use crate::ir::{JsonType, ObjectNode};
+use crate::num::{as_integer, Num};
 
 /// `C::from_json` on the fast path; `None` where the tree path must decide.
 pub(crate) fn from_json<C: Checked>(

@@ -16,7 +16,6 @@ mod doc;
 mod entry;
 mod flat;
 mod format;
-mod num;
 mod path;
 mod read;
 mod violation;

@@ -306,6 +306,76 @@ mod tests {
         short: Option<String>,
     }
 
+    /// A share under an exclusive bound.
+    #[derive(crate::Contract, serde::Serialize, serde::Deserialize)]
+    struct Share {
+        #[contract(grounded, exclusive_max = 0.1)]
+        share: Option<f64>,
+    }
+
+    /// Two figures, the first below the second.
+    #[derive(crate::Contract, serde::Serialize, serde::Deserialize)]
+    #[contract(rule = "low < high")]
+    struct Pair {
+        #[contract(grounded)]
+        low: Option<f64>,
+        #[contract(grounded)]
+        high: Option<f64>,
+    }
+
+    #[test]
+    fn numbers_are_offered_as_the_validator_reads_them() {
+        use crate::Contract as _;
+        // `0.09999999999999999999` is below 0.1 as a decimal, but a reply that writes it parses
+        // to the float 0.1, which the validator refuses under `< 0.1`.
+        let text = "Shares of 0.05 and 0.09999999999999999999 were sold.";
+        let source = crate::Source::from_text(text);
+        let lark = Share::grammar()
+            .static_grounded_lark(&Grounds::new(&source))
+            .expect("grammar");
+        assert!(lark.contains("0.05"), "{lark}");
+        assert!(!lark.contains("0.0999"), "{lark}");
+        for (reply, ok) in [("0.05", true), ("0.09999999999999999999", false)] {
+            let json = format!(r#"{{"share": {reply}}}"#);
+            assert_eq!(
+                Share::from_json_in(&json, &source).is_ok(),
+                ok,
+                "the validator on {json}"
+            );
+        }
+    }
+
+    #[test]
+    fn rules_compare_numbers_as_the_validator_reads_them() {
+        use crate::Contract as _;
+        // `0.10000000000000000001` parses to the float 0.1: not above `0.1` for the validator.
+        let text = "From 0.1 to 0.10000000000000000001, then 0.2.";
+        let source = crate::Source::from_text(text);
+        let lark = Pair::grammar()
+            .static_grounded_lark(&Grounds::new(&source))
+            .expect("grammar");
+        let long = "0.10000000000000000001";
+        let ok = |low: &str, high: &str| {
+            Pair::from_json_in(&format!(r#"{{"low": {low}, "high": {high}}}"#), &source).is_ok()
+        };
+        assert!(!ok("0.1", long) && ok("0.1", "0.2") && ok(long, "0.2"));
+        // The grammar writes out a pair of non-null values exactly when the validator takes it:
+        // each low value's alternative lists the high values it may take.
+        let highs_after = |low: &str| {
+            let marker = format!(r#""\"low\": " "{low}" ", " "\"high\": " "#);
+            lark.split(&marker)
+                .nth(1)
+                .map(|rest| rest.split(r#" | "{""#).next().unwrap_or(rest).to_owned())
+                .unwrap_or_default()
+        };
+        for low in ["0.1", long, "0.2"] {
+            for high in ["0.1", long, "0.2"] {
+                let written = highs_after(low).contains(&format!(r#""{high}""#));
+                assert_eq!(written, ok(low, high), "low {low}, high {high}: {lark}");
+            }
+        }
+    }
+
     #[test]
     fn the_document_terminal_is_windows_or_one_line_or_refused() {
         use crate::Contract as _;

@@ -19,7 +19,7 @@ use super::rules::{
 use super::text::{
     alternation, document_windows, json_str, lit, place, substring_alternatives, substrings, Text,
 };
-use crate::attrs::{CmpOp, Form, Grounding, Rule};
+use crate::attrs::{Form, Grounding, Rule};
 use crate::grammar::{shape_schema, Grammar, ObjectShape, Shape};
 use crate::ground::{Decimal, GroundText, Grounds};
 
@@ -263,22 +263,18 @@ impl<'g, 's> Renderer<'g, 's> {
                     .cloned()
                     .collect(),
             ),
-            Shape::Number { bounds } => {
-                let bounds: Vec<(CmpOp, Decimal)> = bounds
-                    .each()
-                    .filter_map(|(op, n)| Some((op, Decimal::from_json_literal(&n.to_string())?)))
-                    .collect();
-                // A fractional number is never a part of a date or a period (`2025` of `the
-                // second quarter of 2025`): [`GroundText::amounts`](crate::ground::GroundText::amounts).
-                Some(
-                    written
-                        .map_or(&[][..], GroundText::amounts)
-                        .iter()
-                        .filter(|d| bounds.iter().all(|(op, b)| op.holds((*d).cmp(b))))
-                        .cloned()
-                        .collect(),
-                )
-            }
+            // A fractional number is never a part of a date or a period (`2025` of `the second
+            // quarter of 2025`): [`GroundText::amounts`](crate::ground::GroundText::amounts). Its
+            // bounds are checked on the number the literal parses to, as the validator checks
+            // them ([`NumberBounds::admits`](crate::ir::NumberBounds::admits)).
+            Shape::Number { bounds } => Some(
+                written
+                    .map_or(&[][..], GroundText::amounts)
+                    .iter()
+                    .filter(|d| d.to_json_number().is_some_and(|n| bounds.admits(&n)))
+                    .cloned()
+                    .collect(),
+            ),
             _ => None,
         }
     }

@@ -8,6 +8,7 @@ use super::limits::CHAIN_MIN;
 use super::text::{alternation, lit};
 use crate::attrs::Rule;
 use crate::ground::Decimal;
+use crate::num::Num;
 
 /// Most joint assignments the rules of one segment are composed into.
 pub(super) const MAX_ASSIGNMENTS: usize = 512;
@@ -188,23 +189,31 @@ pub(super) fn rule_options(
                 .collect()
         }
         Rule::Compare { left, op, right } => {
-            let decoded_number = |name: &str| {
-                decoded
-                    .get(name)
-                    .and_then(|v| v.as_number())
-                    .and_then(|n| Decimal::from_json_literal(&n.to_string()))
+            let decoded_number = |name: &str| decoded.get(name)?.as_number().map(Num::of);
+            // The numbers the validator compares: what each candidate's literal parses to
+            // (`0.1000000000000000001` is the float `0.1`), compared exactly.
+            let parsed = |d: &Decimal| d.to_json_number().map(|n| Num::of(&n));
+            let holds = |l: Option<Num>, r: Option<Num>| match (l, r) {
+                (Some(l), Some(r)) => l.cmp(r).is_some_and(|ord| op.holds(ord)),
+                _ => false,
             };
-            let holds = |l: &Decimal, r: &Decimal| op.holds(l.cmp(r));
             match (pos(left), pos(right)) {
                 (Some(l), Some(r)) => {
                     let (Some(lc), Some(rc)) = (&fields[l].candidates, &fields[r].candidates)
                     else {
                         return vec![any];
                     };
+                    let rn: Vec<Option<Num>> = rc.iter().map(parsed).collect();
                     // Either side null, or a pair that satisfies the rule.
                     let mut out = vec![with(&[(l, Choice::Null)]), with(&[(r, Choice::Null)])];
                     for a in lc {
-                        let ok: Vec<Decimal> = rc.iter().filter(|b| holds(a, b)).cloned().collect();
+                        let an = parsed(a);
+                        let ok: Vec<Decimal> = rc
+                            .iter()
+                            .zip(&rn)
+                            .filter(|(_, bn)| holds(an, **bn))
+                            .map(|(b, _)| b.clone())
+                            .collect();
                         if !ok.is_empty() {
                             out.push(with(&[
                                 (l, Choice::Numbers(vec![a.clone()])),
@@ -216,8 +225,11 @@ pub(super) fn rule_options(
                 }
                 (None, Some(r)) => match (decoded_number(left), &fields[r].candidates) {
                     (Some(a), Some(rc)) => {
-                        let ok: Vec<Decimal> =
-                            rc.iter().filter(|b| holds(&a, b)).cloned().collect();
+                        let ok: Vec<Decimal> = rc
+                            .iter()
+                            .filter(|b| holds(Some(a), parsed(b)))
+                            .cloned()
+                            .collect();
                         let mut out = vec![with(&[(r, Choice::Null)])];
                         if !ok.is_empty() {
                             out.push(with(&[(r, Choice::Numbers(ok))]));
@@ -228,8 +240,11 @@ pub(super) fn rule_options(
                 },
                 (Some(l), None) => match (decoded_number(right), &fields[l].candidates) {
                     (Some(b), Some(lc)) => {
-                        let ok: Vec<Decimal> =
-                            lc.iter().filter(|a| holds(a, &b)).cloned().collect();
+                        let ok: Vec<Decimal> = lc
+                            .iter()
+                            .filter(|a| holds(parsed(a), Some(b)))
+                            .cloned()
+                            .collect();
                         let mut out = vec![with(&[(l, Choice::Null)])];
                         if !ok.is_empty() {
                             out.push(with(&[(l, Choice::Numbers(ok))]));

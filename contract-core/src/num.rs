@@ -13,7 +13,7 @@ use serde_json::Number;
 
 /// A JSON number, compared exactly with any other.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Num {
+pub(crate) enum Num {
     Int(i128),
     Float(f64),
 }
@@ -22,7 +22,7 @@ impl Num {
     // `#[inline]` on these: the checker is generic, so it is compiled in the caller's crate, where
     // small functions of this one are inlined only when marked.
     #[inline]
-    pub(super) fn of(n: &Number) -> Num {
+    pub(crate) fn of(n: &Number) -> Num {
         if let Some(i) = n.as_i64() {
             Num::Int(i128::from(i))
         } else if let Some(u) = n.as_u64() {
@@ -34,7 +34,7 @@ impl Num {
 
     /// Exact comparison; `None` only for NaN, which JSON cannot hold.
     #[inline]
-    pub(super) fn cmp(self, other: Num) -> Option<Ordering> {
+    pub(crate) fn cmp(self, other: Num) -> Option<Ordering> {
         match (self, other) {
             (Num::Int(a), Num::Int(b)) => Some(a.cmp(&b)),
             (Num::Float(a), Num::Float(b)) => a.partial_cmp(&b),
@@ -45,7 +45,7 @@ impl Num {
 
     /// Whether the number has no fraction (`3`, `3.0`, `1e30`).
     #[inline]
-    pub(super) fn is_integral(self) -> bool {
+    pub(crate) fn is_integral(self) -> bool {
         match self {
             Num::Int(_) => true,
             Num::Float(f) => f.fract() == 0.0,
@@ -89,7 +89,7 @@ fn cmp_wide_int_float(i: i128, f: f64) -> Option<Ordering> {
 }
 
 /// The integer a float with a zero fraction stands for, when it fits `i64` or `u64`.
-pub(super) fn as_integer(n: &Number) -> Option<Number> {
+pub(crate) fn as_integer(n: &Number) -> Option<Number> {
     // 2^63 and 2^64: the first floats past i64 and u64.
     const I64_END: f64 = 9_223_372_036_854_775_808.0;
     const U64_END: f64 = 18_446_744_073_709_551_616.0;
