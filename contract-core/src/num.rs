@@ -1,5 +1,8 @@
 //! JSON numbers compared exactly: [`Num`] (an integer with a float without rounding either)
-//! and [`as_integer`], the integer a float with a zero fraction stands for.
+//! and [`as_integer`], the integer a float with a zero fraction stands for. The validator
+//! compares bounds and rules with it, and so does the grounded grammar, on the number a
+//! document's literal parses to, so that it offers nothing the validator refuses. A leaf of
+//! the crate.
 //!
 //! Why not the crate's exact [`Decimal`](crate::decimal::Decimal): this comparison is on the
 //! validator's path for every bound and rule, and allocates nothing. Past 2^53, where an integer

@@ -5,8 +5,9 @@
 //! the checker's walk over a value and the cross-field rules in `check.rs`; `from_json`'s fast
 //! path for flat objects in `flat.rs`, over the reader in `read.rs`; the parsed document and the
 //! views the checker reads in `doc.rs`; string formats in `format.rs`; how messages are written
-//! in `message.rs`; what the validator needs of a typed contract ([`Checked`]) in `checked.rs`; exact comparison of numbers in `num.rs`; where a value sits (its pointer and
-//! its name in messages) in `path.rs`.
+//! in `message.rs`; what the validator needs of a typed contract ([`Checked`]) in `checked.rs`;
+//! where a value sits (its pointer and its name in messages) in `path.rs`. Numbers are compared
+//! exactly by the crate's `num.rs`, which the bounds and the grounded grammar use too.
 
 #[macro_use]
 mod message;
