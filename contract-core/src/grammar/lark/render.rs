@@ -151,7 +151,7 @@ impl<'g, 's> Renderer<'g, 's> {
                     (line_count <= MAX_ROOT_SPAN_LINES).then(|| {
                         (1..=line_count as i128)
                             .filter(|k| k >= min && k <= max)
-                            .filter_map(|k| Decimal::from_json_literal(&k.to_string()))
+                            .map(Decimal::from_i128)
                             .collect()
                     })
                 }

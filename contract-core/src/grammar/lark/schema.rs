@@ -101,7 +101,7 @@ fn is_string(shape: &Shape) -> bool {
 
 /// One grounded number as a JSON number, when it survives the `f64` a server reads it as.
 fn json_number(d: &Decimal) -> Option<Value> {
-    let n: serde_json::Number = serde_json::from_str(&d.to_json_literal()).ok()?;
+    let n = d.to_json_number()?;
     let back = Decimal::from_json_literal(&n.to_string())?;
     back.cmp(d).is_eq().then_some(Value::Number(n))
 }
