@@ -102,6 +102,7 @@ pub fn show(schema: &Path, as_json: bool) -> Result<u8, CliError> {
             "gaps": contract.gaps(),
             "grounded_grammar": contract.decodes_grounded(),
             "typed_grammar": contract.decodes_typed(),
+            "rules_in_mask": contract.rules_in_mask(),
         });
         emit(&format!(
             "{}\n",

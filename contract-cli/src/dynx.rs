@@ -483,9 +483,10 @@ mod decoding {
     use contract_backends::ScriptedBackend;
     use contract_core::extract::Decoding;
 
-    /// [`DynContract::decodes_grounded`] and [`DynContract::decodes_typed`] (what the
-    /// `x-rules` note is written from) say what the extractor decodes with: the grounded
-    /// grammar or the typed one, its rules carried, or the JSON Schema.
+    /// [`DynContract::decodes_grounded`], [`DynContract::decodes_typed`] and
+    /// [`DynContract::rules_in_mask`] (what the `x-rules` note is written from) say what the
+    /// extractor decodes with: the grounded grammar or the typed one, its rules carried, the
+    /// JSON Schema with the rules held over it, or the JSON Schema alone.
     #[test]
     fn decodes_grounded_is_what_the_extractor_sends() {
         let field = |grounded: bool| {
@@ -508,19 +509,25 @@ mod decoding {
         // An optional property the typed grammar would have to write: the JSON Schema.
         let mut optional = flat(false);
         optional["required"] = json!(["low"]);
-        // (schema, grounded, typed)
+        // An optional property beside the rules' required fields: the JSON Schema, the rules
+        // held over it.
+        let mut beside = flat(false);
+        beside["properties"]["note"] = json!({"type": ["string", "integer"]});
+        // (schema, grounded, typed, rules in the mask)
         let cases = [
-            (flat(true), true, true),
-            (flat(false), false, true),
-            (optional, false, false),
-            (with_def, false, false),
-            (with_value, true, true),
+            (flat(true), true, true, true),
+            (flat(false), false, true, true),
+            (optional, false, false, false),
+            (beside, false, false, true),
+            (with_def, false, false, false),
+            (with_value, true, true, true),
         ];
-        for (schema, grounded, typed) in cases {
+        for (schema, grounded, typed, in_mask) in cases {
             let contract =
                 DynContract::from_schema(schema.clone()).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(contract.decodes_grounded(), grounded, "{schema}");
             assert_eq!(contract.decodes_typed(), typed, "{schema}");
+            assert_eq!(contract.rules_in_mask(), in_mask, "{schema}");
             let ex = DynExtractor::new(contract, 1, None);
             let backend = ScriptedBackend::new([r#"{"low": 1, "high": 2}"#]);
             let _ = block_on(ex.extract(&backend, "d", "low 1\nhigh 2"));
@@ -532,13 +539,12 @@ mod decoding {
                 .unwrap_or_else(|| panic!("no constrained request: {schema}"));
             match sent {
                 Decoding::Grammar(g) => {
-                    assert!(typed, "{schema}");
-                    assert!(
-                        g.has_rules(),
-                        "the typed grammar carries the rules: {schema}"
-                    );
+                    assert!(in_mask, "{schema}");
+                    assert!(g.has_rules(), "the grammar carries the rules: {schema}");
+                    // Typed, the grammar's own schema; else the schema's own JSON Schema.
+                    assert_eq!(g.mask_schema.is_none(), typed, "{schema}");
                 }
-                Decoding::JsonSchema(_) => assert!(!typed, "{schema}"),
+                Decoding::JsonSchema(_) => assert!(!in_mask, "{schema}"),
             }
         }
     }

@@ -518,16 +518,23 @@ fn retry_errors_runs_the_documents_without_a_reply_again_once_each() {
 
 /// The `x-rules` note `show` and `extract` print is true of the schema: held by the mask of the
 /// grounded grammar for a flat grounded schema, by the typed grammar's for a flat ungrounded
-/// one it carries without loss, by the validator only for one decoded under its JSON Schema.
+/// one it carries without loss, by the value filter over the JSON Schema mask for one whose
+/// rule fields it carries, by the validator only otherwise.
 #[test]
 fn the_rules_note_says_where_the_rules_are_held() {
     let dir = scratch("rules_note");
     let out = dir.join("rows.jsonl");
     let replies = dir.join("replies.jsonl");
     fs::write(&replies, "").unwrap_or_else(|e| panic!("{e}"));
-    // (grounded, every property required): the grounded grammar, the typed one, the JSON
-    // Schema (an optional property the typed grammar would have to write).
-    for (grounded, all_required) in [(true, true), (false, true), (false, false)] {
+    // (grounded, both rule fields required, an optional property beside them): the grounded
+    // grammar, the typed one, the JSON Schema (a rule field optional, which the typed grammar
+    // would have to write), the JSON Schema with the rules held over it by the value filter.
+    for (grounded, all_required, beside) in [
+        (true, true, false),
+        (false, true, false),
+        (false, false, false),
+        (false, true, true),
+    ] {
         let mut field = json!({"type": ["number", "null"]});
         if grounded {
             field["x-grounded"] = json!("source");
@@ -537,11 +544,15 @@ fn the_rules_note_says_where_the_rules_are_held() {
         } else {
             json!(["low"])
         };
-        let schema = dir.join(format!("rules-{grounded}-{all_required}.json"));
+        let mut properties = json!({"low": field, "high": field});
+        if beside {
+            properties["note"] = json!({"type": ["string", "integer"]});
+        }
+        let schema = dir.join(format!("rules-{grounded}-{all_required}-{beside}.json"));
         fs::write(
             &schema,
             json!({"title": "Range", "type": "object", "x-rules": ["low <= high"],
-                   "properties": {"low": field, "high": field}, "required": required})
+                   "properties": properties, "required": required})
             .to_string(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
@@ -558,15 +569,18 @@ fn the_rules_note_says_where_the_rules_are_held() {
                 .unwrap_or_else(|| panic!("no x-rules note in {text}"))
                 .to_owned()
         };
-        let typed = grounded || all_required;
+        let typed = grounded || (all_required && !beside);
+        let over = !grounded && all_required && beside;
         for line in [note(&shown.stdout), note(&extracted.stderr)] {
-            assert_eq!(line.contains("validator only"), !typed, "{line}");
+            assert_eq!(line.contains("validator only"), !typed && !over, "{line}");
             assert_eq!(line.contains("grounded grammar"), grounded, "{line}");
             assert_eq!(line.contains("typed grammar"), typed && !grounded, "{line}");
+            assert_eq!(line.contains("value filter"), over, "{line}");
         }
         let as_json = contract(&["show", "--schema", path(&schema), "--json"]);
         let v: Value = serde_json::from_str(&as_json.stdout).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(v["grounded_grammar"], grounded, "{v:#}");
         assert_eq!(v["typed_grammar"], typed, "{v:#}");
+        assert_eq!(v["rules_in_mask"], typed || over, "{v:#}");
     }
 }

@@ -279,6 +279,7 @@ impl DynContract {
         let held = match has_rules.then(|| contract.mask()) {
             Some(typed::Mask::Grounded) => Some(keywords::RULES_IN_GROUNDED_MASK),
             Some(typed::Mask::Rules) => Some(keywords::RULES_IN_TYPED_MASK),
+            Some(typed::Mask::RulesOverSchema) => Some(keywords::RULES_OVER_SCHEMA_MASK),
             Some(typed::Mask::JsonSchema) | None => None,
         };
         if let Some(note) = held {
@@ -319,7 +320,30 @@ impl DynContract {
     /// mask is the schema's own JSON Schema ([`grammar`](Self::grammar)), which cannot carry
     /// the rules (its [`gaps`](Self::gaps) say so).
     pub fn decodes_typed(&self) -> bool {
+        matches!(self.mask(), typed::Mask::Grounded | typed::Mask::Rules)
+    }
+
+    /// Whether the local model's mask holds the root's `x-rules` while decoding: under the
+    /// typed grammar ([`decodes_typed`](Self::decodes_typed)), or over the schema's own JSON
+    /// Schema mask, by the value filter, when the schema would lose a keyword in the typed
+    /// grammar but every field a rule names is required and of one shape the grammar keeps
+    /// whole (one type, no combinators, no `multipleOf`, no inline object), and the root has no
+    /// alternatives, enum or pattern properties. A server's JSON Schema mask never holds them;
+    /// the validator checks every reply.
+    pub fn rules_in_mask(&self) -> bool {
         self.mask() != typed::Mask::JsonSchema
+    }
+
+    /// The grammar [`Extractor::runtime`](crate::Extractor::runtime) decodes this contract
+    /// under when the local model's mask holds its rules or its grounding: the typed grammar
+    /// ([`decodes_typed`](Self::decodes_typed)), or the schema's own JSON Schema
+    /// ([`grammar`](Self::grammar)) with the shapes of the fields the rules name
+    /// ([`Grammar::rules_over_schema`](crate::grammar::Grammar::rules_over_schema)). `None`
+    /// when the contract decodes under its JSON Schema alone.
+    pub fn mask_grammar(&self) -> Option<crate::grammar::Grammar> {
+        let mut spec = self.root_spec();
+        values::adopt_value_types(&mut spec);
+        typed::mask_grammar(&spec, || self.grammar())
     }
 
     /// The contract's name: the schema's `title`, else `Root`.

@@ -10,12 +10,14 @@
 //! mask (`document_schema`) carries those keywords and no rules. So a schema with root
 //! `x-rules` switches to the typed grammar only when the lowering keeps every constraint that
 //! JSON Schema mask enforces ([`lossless`]); otherwise it keeps its JSON Schema and the
-//! validator alone checks the rules. A grounded schema decodes under the typed grammar
-//! regardless: grounding needs it.
+//! validator alone checks the rules, unless the fields the rules name are carried without loss
+//! (required, each of one shape the grammar keeps whole): then the schema's own mask is kept and
+//! the local backend's value filter holds the rules over it ([`Mask::RulesOverSchema`]). A
+//! grounded schema decodes under the typed grammar regardless: grounding needs it.
 
 use serde_json::Value;
 
-use crate::grammar::GRAMMAR_FORMATS;
+use crate::grammar::{Grammar, GRAMMAR_FORMATS};
 use crate::ir::ContractSpec;
 use crate::ir::{JsonType, Node, Target};
 
@@ -30,6 +32,11 @@ pub(crate) enum Mask {
     /// The typed grammar, for its root `x-rules`: a flat object root the grammar carries
     /// without loss ([`lossless`]).
     Rules,
+    /// The schema's own JSON Schema, with the root's `x-rules` held by the local backend's value
+    /// filter over it ([`Grammar::rules_over_schema`](crate::grammar::Grammar::rules_over_schema)):
+    /// the grammar would lose a keyword elsewhere, but every field a rule names is written and
+    /// carried by its shape without loss ([`rule_fields_lossless`]).
+    RulesOverSchema,
     /// The schema's own JSON Schema: no cross-field rules.
     JsonSchema,
 }
@@ -43,11 +50,45 @@ pub(crate) fn mask(spec: &ContractSpec) -> Mask {
         Mask::JsonSchema
     } else if crate::ground::has_grounding(spec) {
         Mask::Grounded
-    } else if !object.rules.is_empty() && lossless(&spec.node) {
+    } else if object.rules.is_empty() {
+        Mask::JsonSchema
+    } else if lossless(&spec.node) {
         Mask::Rules
+    } else if rule_fields_lossless(&spec.node) {
+        Mask::RulesOverSchema
     } else {
         Mask::JsonSchema
     }
+}
+
+/// The grammar `spec` (a runtime contract's root, value types adopted) decodes under, by its
+/// [`mask`]; `schema` gives the contract's own JSON Schema. `None`: that JSON Schema alone.
+pub(crate) fn mask_grammar(spec: &ContractSpec, schema: impl FnOnce() -> Value) -> Option<Grammar> {
+    match mask(spec) {
+        Mask::Grounded | Mask::Rules => Some(Grammar::of(spec)),
+        Mask::RulesOverSchema => Some(Grammar::rules_over_schema(spec, schema())),
+        Mask::JsonSchema => None,
+    }
+}
+
+/// Whether the value filter can hold the root object's rules over the schema's own JSON Schema
+/// mask: every field a rule names is listed and required (the mask writes it), its schema is one
+/// the typed grammar carries without loss ([`value`]), and nothing at the root narrows it
+/// further (no alternatives, enum or pattern properties). Then the filter, which refuses only
+/// a value that leaves some rule no way to hold given what its partners may still be, knows
+/// each partner's values exactly: a value it lets through leaves every partner a value both
+/// masks allow, so it never empties the JSON Schema mask. Other fields are any value to it.
+fn rule_fields_lossless(root: &Node) -> bool {
+    let Some(object) = root.object.as_deref() else {
+        return false;
+    };
+    (root.types.is_empty() || root.has_type(JsonType::Object))
+        && no_alternatives(root)
+        && root.enumeration.is_none()
+        && object.pattern_properties.is_empty()
+        && object.rules.iter().flat_map(|r| r.fields()).all(|name| {
+            object.is_required(name) && object.field(name).is_some_and(|f| value(&f.node))
+        })
 }
 
 /// Whether the typed grammar of the object `root` enforces every constraint the schema's JSON

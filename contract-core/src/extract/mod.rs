@@ -30,7 +30,7 @@ use crate::context::{Adjust, DocContext};
 use crate::dynamic::typed;
 use crate::dynamic::values::{adopt_value_types, has_def_refs, normalize_values};
 use crate::dynamic::DynContract;
-use crate::grammar::{Grammar, Think};
+use crate::grammar::Think;
 use crate::ground::check_reply;
 use crate::ir::ContractSpec;
 use crate::parse::{parse_output_by, ParseOptions};
@@ -129,18 +129,20 @@ impl<B: Backend> Extractor<Value, B> {
     /// asked from, a chunk's under a budget). An ungrounded schema with `x-rules` on its root
     /// decodes under the typed grammar too, the rules in the local model's mask, when that
     /// grammar enforces everything the schema's JSON Schema mask would
-    /// ([`DynContract::decodes_typed`]); otherwise under its JSON Schema, the rules checked
-    /// after decoding.
+    /// ([`DynContract::decodes_typed`]); otherwise under its JSON Schema, with the rules held
+    /// over that mask by the local model's value filter when every field they name is required
+    /// and of a shape the grammar keeps whole ([`DynContract::rules_in_mask`]), else checked
+    /// only after decoding.
     pub fn runtime(backend: B, contract: &DynContract) -> Self {
         let mut spec = contract.root_spec();
         let values = adopt_value_types(&mut spec);
         let flat = !has_def_refs(&spec.node);
         let mut constraint = Constraint::from_dyn(contract);
         // The typed grammar when the schema is grounded, or when it carries the root's rules
-        // without losing what the JSON Schema mask enforces (`dynamic::typed`).
-        if typed::mask(&spec) != typed::Mask::JsonSchema {
-            constraint =
-                constraint.with_decoding(Some(Decoding::Grammar(Arc::new(Grammar::of(&spec)))));
+        // without losing what the JSON Schema mask enforces; the schema's own mask with the
+        // rules held over it when the fields they name are carried whole (`dynamic::typed`).
+        if let Some(grammar) = typed::mask_grammar(&spec, || contract.grammar()) {
+            constraint = constraint.with_decoding(Some(Decoding::Grammar(Arc::new(grammar))));
         }
         // A schema that names value types is shown as the derived contract it reads as (the
         // types' shapes in its signature); any other, in the runtime signature's words.

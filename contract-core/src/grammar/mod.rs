@@ -119,6 +119,12 @@ pub struct Grammar {
     pub root: Shape,
     /// Every object contract reachable from the root, each once; [`Shape::Object`] indexes it.
     pub objects: Vec<ObjectShape>,
+    /// The JSON Schema the syntax mask is compiled from when it is not the shapes' own
+    /// ([`schema`](Self::schema) returns it): a runtime contract whose schema the shapes do not
+    /// carry without loss, whose shapes then hold only what its root's rules read, for the
+    /// local backend's value filter (`dynamic::typed`, [`Grammar::rules_over_schema`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_schema: Option<Value>,
 }
 
 /// One object contract: fields in the order they are generated, and its rules.
@@ -260,6 +266,7 @@ impl Grammar {
             options,
             root,
             objects: builder.objects,
+            mask_schema: None,
         };
         grammar.fill_paths();
         grammar
@@ -271,9 +278,46 @@ impl Grammar {
         self
     }
 
+    /// A runtime contract's own JSON Schema `schema` as the syntax mask, with the value filter
+    /// holding its root's rules over it: the shapes of `spec` (the contract's root, value
+    /// types adopted; no default caps on strings and lists) with every root field no rule
+    /// names made any value (the filter does not look inside), so that the filter refuses
+    /// nothing but what breaks a rule. Sound only when
+    /// the schema writes every field a rule names and constrains it no more than its shape says
+    /// (`dynamic::typed` decides; otherwise the filter could leave a partner no value the
+    /// schema allows).
+    pub fn rules_over_schema(spec: &ContractSpec, schema: Value) -> Grammar {
+        // No default caps on strings and lists: the shapes say what the schema says, no more.
+        let options = GrammarOptions {
+            max_string_len: None,
+            max_items: None,
+            ..GrammarOptions::default()
+        };
+        let mut grammar = Grammar::with_options(spec, options);
+        if let Shape::Object { index } = grammar.root {
+            if let Some(root) = grammar.objects.get_mut(index) {
+                let named: Vec<String> = root
+                    .rules
+                    .iter()
+                    .flat_map(|r| r.fields().into_iter().cloned())
+                    .collect();
+                for field in root.fields.iter_mut().filter(|f| !named.contains(&f.name)) {
+                    field.shape = Shape::External { schema: json!({}) };
+                    field.grounded = None;
+                }
+            }
+        }
+        grammar.mask_schema = Some(schema);
+        grammar
+    }
+
     /// The JSON Schema llguidance compiles (with the layout in `x-guidance`): every object
-    /// contract in `$defs`, the root a `$ref` to it.
+    /// contract in `$defs`, the root a `$ref` to it; or the schema a runtime contract's mask is
+    /// compiled from ([`mask_schema`](Self::mask_schema)).
     pub fn schema(&self) -> Value {
+        if let Some(schema) = &self.mask_schema {
+            return schema.clone();
+        }
         let mut defs = Map::new();
         for (i, object) in self.objects.iter().enumerate() {
             let mut properties = Map::new();

@@ -96,10 +96,18 @@ impl Interval {
         Interval { lo, hi }
     }
 
-    /// The magnitudes of the part at or above zero (`neg == false`) or at or below it.
+    /// The magnitudes of the part at or above zero (`neg == false`) or below it.
     fn magnitudes(&self, neg: bool) -> Option<Interval> {
+        // A negative literal writes a value below zero: zero is written `0`, never `-0`, which
+        // llguidance's number ranges do not take. With `-0` allowed, the filter let a model
+        // write `-` where only `-0` kept a rule, and the JSON Schema mask of a runtime contract
+        // then allowed no digit after it (`mask_soundness`, the runtime walks).
         let zero = Interval {
-            lo: End::Closed(Decimal::ZERO),
+            lo: if neg {
+                End::Open(Decimal::ZERO)
+            } else {
+                End::Closed(Decimal::ZERO)
+            },
             hi: End::Unbounded,
         };
         let part = if neg {
@@ -207,7 +215,7 @@ pub(crate) fn permitted(op: CmpOp, p: &Decimal) -> Vec<Interval> {
     }
 }
 
-/// A set of numbers split into the magnitudes of its nonnegative and nonpositive parts.
+/// A set of numbers split into the magnitudes of its nonnegative and negative parts.
 #[derive(Debug, Clone)]
 pub(crate) struct Parts {
     pos: Vec<Interval>,
@@ -641,7 +649,11 @@ mod tests {
         let le3 = permitted(CmpOp::Le, &d("3"));
         assert!(feasible("3", INT, &le3));
         assert!(!feasible("4", INT, &le3));
-        assert!(feasible("-0", INT, &le3));
+        // Zero is written `0`: `-0` starts no integer (until 2026-12-07 it did, and a walk over
+        // a JSON Schema mask that does not take `-0` was left no digit after `-`).
+        assert!(!feasible("-0", INT, &le3));
+        assert!(feasible("-1", INT, &le3));
+        assert!(feasible("-0", NUM, &le3)); // -0.5
         let range = intersect(
             &permitted(CmpOp::Ge, &d("1")),
             &permitted(CmpOp::Le, &d("4")),

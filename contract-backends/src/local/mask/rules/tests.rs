@@ -28,6 +28,7 @@ fn grammar(fields: Vec<(&str, Shape)>, rules: Vec<Rule>) -> Grammar {
             rules,
             paths: vec![String::new()],
         }],
+        mask_schema: None,
     }
 }
 
@@ -405,6 +406,7 @@ fn rows() -> RulePlan {
                 paths: vec!["/rows/*".into()],
             },
         ],
+        mask_schema: None,
     })
 }
 
@@ -599,4 +601,90 @@ async fn a_runtime_contracts_rules_hold_in_its_mask() {
     assert!(!Scanner::new().advance(&p, br#"{"low": 5, "high": 3}"#));
     assert!(at(&p, r#"{"low": 5, "high": 7}"#).can_end(&p));
     assert!(at(&p, r#"{"low": -2, "high": -2}"#).can_end(&p));
+}
+
+/// A runtime contract whose schema the typed grammar would lose (an optional property of two
+/// types) keeps its own JSON Schema mask, and the filter holds its rules over it: the grammar
+/// `Extractor::runtime` sends compiles the schema itself, and its plan refuses a `high` below
+/// `low` and a lone null, while the other property takes any value.
+#[tokio::test(flavor = "current_thread")]
+async fn a_runtime_contracts_rules_hold_over_its_own_schema_mask() {
+    use contract_core::extract::Extractor;
+    use contract_core::select::Selection;
+    use contract_core::DynContract;
+
+    let contract = DynContract::from_schema(json!({
+        "type": "object",
+        "x-rules": ["low <= high", "both_or_neither(low, high)"],
+        "required": ["low", "high"],
+        "properties": {
+            "low": {"type": ["number", "null"], "minimum": 0},
+            "high": {"type": ["number", "null"]},
+            "note": {"type": ["string", "integer"]}
+        }
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    assert!(!contract.decodes_typed() && contract.rules_in_mask());
+    let backend = crate::ScriptedBackend::new([r#"{"low": 5, "high": 7, "note": 3}"#]);
+    let x = Extractor::runtime(&backend, &contract)
+        .selection(Selection::off())
+        .extract("From 5 to 7.")
+        .await;
+    assert_eq!(x.value, Some(json!({"low": 5, "high": 7, "note": 3})));
+    let requests = backend.requests();
+    let grammar = requests[0]
+        .constraint
+        .grammar()
+        .expect("a grammar, for the rules");
+    assert_eq!(
+        grammar.schema(),
+        contract.grammar(),
+        "the mask is compiled from the schema's own JSON Schema"
+    );
+    let p = RulePlan::new(grammar);
+    let pre = r#"{"low": 5, "high": "#;
+    assert!(!allowed(&p, pre, "3}"), "high below low");
+    assert!(!allowed(&p, pre, "null"), "one of the two null");
+    assert!(allowed(&p, pre, "7}"));
+    assert!(!allowed(&p, r#"{"low": "#, "-1"), "low's own minimum");
+    assert!(!Scanner::new().advance(&p, br#"{"low": 5, "high": 3}"#));
+    // The property the rules do not name is any value to the filter, of either type.
+    for reply in [
+        r#"{"low": 5, "high": 7, "note": "below 3"}"#,
+        r#"{"low": null, "high": null, "note": -40}"#,
+        r#"{"low": 0, "high": 0}"#,
+    ] {
+        assert!(at(&p, reply).can_end(&p), "{reply}");
+    }
+}
+
+/// Zero is written `0`, never `-0`: where only `-0` would keep a rule (`low` is -0.6 and
+/// `high` an integer), `-` is refused, and `0` taken. llguidance's number ranges do not take
+/// `-0`, so a filter that let `-` through left a runtime contract's JSON Schema mask no digit
+/// after it (found by the runtime walks in `mask_soundness`).
+#[test]
+fn a_minus_sign_starts_a_value_below_zero() {
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("low", nullable(unbounded())),
+            (
+                "high",
+                nullable(Shape::Integer {
+                    min: i128::from(i64::MIN),
+                    max: 20,
+                }),
+            ),
+        ],
+        vec![cmp("low", "<=", "high")],
+    ));
+    let pre = r#"{"low": -0.6, "high": "#;
+    assert!(!allowed(&p, pre, "-"), "only -0 is left below zero");
+    assert!(allowed(&p, pre, "0}"));
+    assert!(allowed(&p, pre, "16}"));
+    let pre = r#"{"low": -3, "high": "#;
+    assert!(allowed(&p, pre, "-2}"));
+    assert!(!allowed(&p, pre, "-0"));
+    assert!(!allowed(&p, pre, "-4"));
+    // A fraction below zero is still written with its sign.
+    assert!(allowed(&p, r#"{"low": "#, "-0.5, "));
 }
