@@ -506,7 +506,8 @@ mod decoding {
         let mut with_value = flat(true);
         with_value["properties"]["paid"] = json!({"$ref": "#/$defs/Amount"});
         with_value["$defs"] = json!({"Amount": {}});
-        // An optional property the typed grammar would have to write: the JSON Schema.
+        // An optional property the typed grammar would have to write: the JSON Schema, the
+        // rules held over it (a rule's optional field may still be written).
         let mut optional = flat(false);
         optional["required"] = json!(["low"]);
         // An optional property beside the rules' required fields: the JSON Schema, the rules
@@ -517,7 +518,7 @@ mod decoding {
         let cases = [
             (flat(true), true, true, true),
             (flat(false), false, true, true),
-            (optional, false, false, false),
+            (optional, false, false, true),
             (beside, false, false, true),
             (with_def, false, false, false),
             (with_value, true, true, true),

@@ -526,14 +526,17 @@ fn the_rules_note_says_where_the_rules_are_held() {
     let out = dir.join("rows.jsonl");
     let replies = dir.join("replies.jsonl");
     fs::write(&replies, "").unwrap_or_else(|e| panic!("{e}"));
-    // (grounded, both rule fields required, an optional property beside them): the grounded
-    // grammar, the typed one, the JSON Schema (a rule field optional, which the typed grammar
-    // would have to write), the JSON Schema with the rules held over it by the value filter.
-    for (grounded, all_required, beside) in [
-        (true, true, false),
-        (false, true, false),
-        (false, false, false),
-        (false, true, true),
+    // (grounded, both rule fields required, an optional property beside them, a rule field
+    // with `multipleOf`): the grounded grammar, the typed one, the JSON Schema with the rules
+    // held over it by the value filter (a rule field optional, which the typed grammar would
+    // have to write; an optional property beside them), the JSON Schema alone (a rule field of
+    // a shape the filter does not carry).
+    for (grounded, all_required, beside, multiple) in [
+        (true, true, false, false),
+        (false, true, false, false),
+        (false, false, false, false),
+        (false, true, true, false),
+        (false, true, false, true),
     ] {
         let mut field = json!({"type": ["number", "null"]});
         if grounded {
@@ -548,7 +551,12 @@ fn the_rules_note_says_where_the_rules_are_held() {
         if beside {
             properties["note"] = json!({"type": ["string", "integer"]});
         }
-        let schema = dir.join(format!("rules-{grounded}-{all_required}-{beside}.json"));
+        if multiple {
+            properties["low"]["multipleOf"] = json!(0.5);
+        }
+        let schema = dir.join(format!(
+            "rules-{grounded}-{all_required}-{beside}-{multiple}.json"
+        ));
         fs::write(
             &schema,
             json!({"title": "Range", "type": "object", "x-rules": ["low <= high"],
@@ -569,8 +577,8 @@ fn the_rules_note_says_where_the_rules_are_held() {
                 .unwrap_or_else(|| panic!("no x-rules note in {text}"))
                 .to_owned()
         };
-        let typed = grounded || (all_required && !beside);
-        let over = !grounded && all_required && beside;
+        let typed = grounded || (all_required && !beside && !multiple);
+        let over = !typed && !multiple;
         for line in [note(&shown.stdout), note(&extracted.stderr)] {
             assert_eq!(line.contains("validator only"), !typed && !over, "{line}");
             assert_eq!(line.contains("grounded grammar"), grounded, "{line}");

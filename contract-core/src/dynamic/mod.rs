@@ -326,10 +326,12 @@ impl DynContract {
     /// Whether the local model's mask holds the root's `x-rules` while decoding: under the
     /// typed grammar ([`decodes_typed`](Self::decodes_typed)), or over the schema's own JSON
     /// Schema mask, by the value filter, when the schema would lose a keyword in the typed
-    /// grammar but every field a rule names is required and of one shape the grammar keeps
-    /// whole (one type, no combinators, no `multipleOf`, no inline object), and the root has no
-    /// alternatives, enum or pattern properties. A server's JSON Schema mask never holds them;
-    /// the validator checks every reply.
+    /// grammar but every field a rule names is of one shape the grammar keeps whole (one type,
+    /// no combinators, no `multipleOf`, no inline object), and the root has no alternatives,
+    /// enum or pattern properties. There a rule's optional field is taken as one that may still
+    /// be written: a value no value of it could keep the rule with is refused, even where the
+    /// model would leave it out. A server's JSON Schema mask never holds the rules; the
+    /// validator checks every reply.
     pub fn rules_in_mask(&self) -> bool {
         self.mask() != typed::Mask::JsonSchema
     }

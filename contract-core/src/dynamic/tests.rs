@@ -381,7 +381,8 @@ fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
     };
     // A keyword the typed grammar would lose outside the fields the rules name: the schema's
     // own JSON Schema mask, the rules held over it by the local value filter. (Until
-    // 2026-12-07 the two first cases were asserted "validator only": no mask held the rules.)
+    // 2026-12-07 these cases, and a rule's optional field, were asserted "validator only": no
+    // mask held the rules.)
     let over = |edit: &dyn Fn(&mut Value)| {
         let mut schema = flat(false);
         edit(&mut schema);
@@ -397,8 +398,14 @@ fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
     over(&|s| s["minProperties"] = json!(3));
     // An optional property, of two types, beside the rules' fields.
     over(&|s| s["properties"]["note"] = json!({"type": ["string", "integer"]}));
-    // A rule's field optional (the mask may leave it out, and the filter would assume it).
-    lossy(&|s| s["required"] = json!(["low"]));
+    // A rule's field optional: the filter takes it as one that may still be written.
+    over(&|s| s["required"] = json!(["low"]));
+    over(&|s| s["required"] = json!([]));
+    // A rule's field whose only value is null.
+    lossy(&|s| {
+        s["required"] = json!(["low"]);
+        s["properties"]["high"] = json!({"enum": [null]});
+    });
     // Alternatives at the root, which may narrow the rules' fields.
     lossy(&|s| s["anyOf"] = json!([{"properties": {"low": {"maximum": 1}}}]));
     // Keywords the typed shapes do not model, on a field a rule names.

@@ -11,7 +11,7 @@
 //! `x-rules` switches to the typed grammar only when the lowering keeps every constraint that
 //! JSON Schema mask enforces ([`lossless`]); otherwise it keeps its JSON Schema and the
 //! validator alone checks the rules, unless the fields the rules name are carried without loss
-//! (required, each of one shape the grammar keeps whole): then the schema's own mask is kept and
+//! (each of one shape the grammar keeps whole): then the schema's own mask is kept and
 //! the local backend's value filter holds the rules over it ([`Mask::RulesOverSchema`]). A
 //! grounded schema decodes under the typed grammar regardless: grounding needs it.
 
@@ -34,8 +34,8 @@ pub(crate) enum Mask {
     Rules,
     /// The schema's own JSON Schema, with the root's `x-rules` held by the local backend's value
     /// filter over it ([`Grammar::rules_over_schema`](crate::grammar::Grammar::rules_over_schema)):
-    /// the grammar would lose a keyword elsewhere, but every field a rule names is written and
-    /// carried by its shape without loss ([`rule_fields_lossless`]).
+    /// the grammar would lose a keyword elsewhere, but every field a rule names is carried by
+    /// its shape without loss ([`rule_fields_lossless`]).
     RulesOverSchema,
     /// The schema's own JSON Schema: no cross-field rules.
     JsonSchema,
@@ -72,12 +72,15 @@ pub(crate) fn mask_grammar(spec: &ContractSpec, schema: impl FnOnce() -> Value) 
 }
 
 /// Whether the value filter can hold the root object's rules over the schema's own JSON Schema
-/// mask: every field a rule names is listed and required (the mask writes it), its schema is one
-/// the typed grammar carries without loss ([`value`]), and nothing at the root narrows it
-/// further (no alternatives, enum or pattern properties). Then the filter, which refuses only
-/// a value that leaves some rule no way to hold given what its partners may still be, knows
-/// each partner's values exactly: a value it lets through leaves every partner a value both
-/// masks allow, so it never empties the JSON Schema mask. Other fields are any value to it.
+/// mask: every field a rule names is listed, its schema is one the typed grammar carries without
+/// loss ([`value`]) with a value other than `null`, and nothing at the root narrows it further
+/// (no alternatives, enum or pattern properties). Then the filter, which refuses only a value
+/// that leaves some rule no way to hold given what its partners may still be, knows each
+/// partner's values exactly: a value it lets through leaves every partner a value both masks
+/// allow, so it does not empty the JSON Schema mask. A partner the schema leaves optional is
+/// taken as one that may still be written: with `low <= high` and `high` at most 10, `low` may
+/// not be 30 even where the model would leave `high` out (the validator would take that). Other
+/// fields are any value to the filter.
 fn rule_fields_lossless(root: &Node) -> bool {
     let Some(object) = root.object.as_deref() else {
         return false;
@@ -87,7 +90,13 @@ fn rule_fields_lossless(root: &Node) -> bool {
         && root.enumeration.is_none()
         && object.pattern_properties.is_empty()
         && object.rules.iter().flat_map(|r| r.fields()).all(|name| {
-            object.is_required(name) && object.field(name).is_some_and(|f| value(&f.node))
+            object.field(name).is_some_and(|f| {
+                value(&f.node)
+                    && f.node
+                        .enumeration
+                        .as_ref()
+                        .is_none_or(|values| values.iter().any(|v| !v.is_null()))
+            })
         })
 }
 

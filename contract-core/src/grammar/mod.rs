@@ -282,10 +282,9 @@ impl Grammar {
     /// holding its root's rules over it: the shapes of `spec` (the contract's root, value
     /// types adopted; no default caps on strings and lists) with every root field no rule
     /// names made any value (the filter does not look inside), so that the filter refuses
-    /// nothing but what breaks a rule. Sound only when
-    /// the schema writes every field a rule names and constrains it no more than its shape says
-    /// (`dynamic::typed` decides; otherwise the filter could leave a partner no value the
-    /// schema allows).
+    /// nothing but what breaks a rule. Sound only when the schema constrains each field a rule
+    /// names no more than its shape says (`dynamic::typed` decides; otherwise the filter could
+    /// leave a partner no value the schema allows).
     pub fn rules_over_schema(spec: &ContractSpec, schema: Value) -> Grammar {
         // No default caps on strings and lists: the shapes say what the schema says, no more.
         let options = GrammarOptions {

@@ -125,8 +125,9 @@ impl Rules<'_> {
         for group in &me.both_or_neither {
             for &g in group {
                 match self.val(g) {
+                    // With this field null, `g` must be null too: not when it cannot be.
                     Done::Pending => {
-                        if !self.slot(g).nullable {
+                        if !self.slot(g).nullable || self.needs_value(g) {
                             return false;
                         }
                     }
@@ -146,9 +147,32 @@ impl Rules<'_> {
 
     pub(super) fn non_null_ok(&self) -> bool {
         let me = self.fp(self.field);
-        me.both_or_neither
-            .iter()
-            .all(|group| group.iter().all(|&g| *self.val(g) != Done::Null))
+        me.both_or_neither.iter().all(|group| {
+            group.iter().all(|&g| match self.val(g) {
+                Done::Null => false,
+                // With this field given, `g` must be given too: not when another group of `g`
+                // already holds a null.
+                Done::Pending => !self.fp(g).both_or_neither.iter().any(|other| {
+                    other
+                        .iter()
+                        .any(|&o| o != self.field && *self.val(o) == Done::Null)
+                }),
+                _ => true,
+            })
+        })
+    }
+
+    /// Whether pending field `g` must be given, this field being null: it is in an
+    /// `at_least_one` group whose other fields are all null (this one counted as null). The one
+    /// step of rules on rules the filter takes: without it, `{"mid": null, "low": null, ..}`
+    /// under `at_least_one(mid, high)` and `both_or_neither(low, high)` left `high` no value
+    /// (found by the runtime walks in `mask_soundness`).
+    fn needs_value(&self, g: usize) -> bool {
+        self.fp(g).at_least_one.iter().any(|group| {
+            group
+                .iter()
+                .all(|&o| o == self.field || *self.val(o) == Done::Null)
+        })
     }
 
     /// Whether partner `g` must end up non-null once this field is.

@@ -688,3 +688,43 @@ fn a_minus_sign_starts_a_value_below_zero() {
     // A fraction below zero is still written with its sign.
     assert!(allowed(&p, r#"{"low": "#, "-0.5, "));
 }
+
+/// One rule's partner forced by another: with `mid` null, `at_least_one(mid, high)` needs
+/// `high`, so `low` may not be null (`both_or_neither(low, high)` would make `high` null too);
+/// with `low` null, `high` may not be given, so neither may `other` under
+/// `both_or_neither(other, high)`. Before, the filter let `low` be null there and left `high` no
+/// value (found by the runtime walks in `mask_soundness`).
+#[test]
+fn a_partner_forced_by_another_rule_is_seen() {
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("mid", nullable(Shape::Integer { min: 0, max: 9 })),
+            ("low", nullable(unbounded())),
+            ("high", nullable(Shape::Integer { min: 0, max: 20 })),
+            ("other", nullable(Shape::Integer { min: 0, max: 20 })),
+        ],
+        vec![
+            Rule::BothOrNeither(vec!["low".into(), "high".into()]),
+            Rule::AtLeastOne(vec!["mid".into(), "high".into()]),
+            Rule::BothOrNeither(vec!["other".into(), "high".into()]),
+        ],
+    ));
+    assert!(!allowed(&p, r#"{"mid": null, "low": "#, "null"));
+    assert!(allowed(&p, r#"{"mid": null, "low": "#, "1, "));
+    assert!(allowed(&p, r#"{"mid": 3, "low": "#, "null"));
+    // `low` null leaves `high` to be null: `other` may not be given (before `high`).
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("low", nullable(unbounded())),
+            ("other", nullable(Shape::Integer { min: 0, max: 20 })),
+            ("high", nullable(Shape::Integer { min: 0, max: 20 })),
+        ],
+        vec![
+            Rule::BothOrNeither(vec!["low".into(), "high".into()]),
+            Rule::BothOrNeither(vec!["other".into(), "high".into()]),
+        ],
+    ));
+    assert!(!allowed(&p, r#"{"low": null, "other": "#, "4"));
+    assert!(allowed(&p, r#"{"low": null, "other": "#, "null"));
+    assert!(allowed(&p, r#"{"low": 2, "other": "#, "4"));
+}
