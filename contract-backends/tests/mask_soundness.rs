@@ -277,8 +277,9 @@ fn example_contracts_walks_are_sound() {
 }
 
 /// A runtime contract whose schema keeps its own JSON Schema mask (an optional property of two
-/// types, a list; two of the rules' fields optional, one before and one after the required
-/// one, which the mask may leave out), its rules held over that mask by the filter
+/// types, a list; three of the rules' fields optional, before and after the required one, which
+/// the mask may leave out; rules that force each other in a chain: `flag` null makes `mid` null,
+/// which needs `high`, which needs `low`), its rules held over that mask by the filter
 /// (`Grammar::rules_over_schema`): every walk ends in a reply the schema's validator takes,
 /// rules included, and the filter never empties the mask. (Its first run found one that did:
 /// the filter let `-` through where only `-0` kept `low <= high`, and this mask takes no `-0`.)
@@ -293,11 +294,13 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
             "low <= high",
             "both_or_neither(low, high)",
             "at_least_one(mid, high)",
-            "mid <= high"
+            "mid <= high",
+            "both_or_neither(flag, mid)"
         ],
         "required": ["low"],
         "additionalProperties": false,
         "properties": {
+            "flag": {"type": ["boolean", "null"]},
             "mid": {"type": ["integer", "null"], "minimum": 0, "maximum": 9},
             "low": {"type": ["number", "null"], "minimum": -5, "maximum": 50},
             "high": {"type": ["integer", "null"], "maximum": 20},

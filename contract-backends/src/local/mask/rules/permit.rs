@@ -105,15 +105,21 @@ impl Rules<'_> {
         &self.plan.slots[self.fp(f).slot]
     }
 
-    /// What the number set of this field depends on: the values of its rule partners.
+    /// What the number set of this field depends on: the values of its rule partners, a
+    /// pending one as [`Done::PendingGiven`] where the object's rules make it necessary
+    /// ([`Rules::forced_non_null`]: that can follow from fields that are not partners).
     pub(super) fn partners(&self) -> impl Iterator<Item = &Done> {
+        static PENDING_GIVEN: Done = Done::PendingGiven;
         let me = self.fp(self.field);
         let partners = me
             .compares
             .iter()
             .map(|&(_, g)| g)
             .chain(me.both_or_neither.iter().flatten().copied());
-        partners.map(|g| self.val(g))
+        partners.map(|g| match self.val(g) {
+            Done::Pending if self.forced_non_null(g) => &PENDING_GIVEN,
+            done => done,
+        })
     }
 
     pub(super) fn is_compared(&self) -> bool {
@@ -121,68 +127,72 @@ impl Rules<'_> {
     }
 
     fn null_ok(&self) -> bool {
-        let me = self.fp(self.field);
-        for group in &me.both_or_neither {
-            for &g in group {
-                match self.val(g) {
-                    // With this field null, `g` must be null too: not when it cannot be.
-                    Done::Pending => {
-                        if !self.slot(g).nullable || self.needs_value(g) {
-                            return false;
-                        }
-                    }
-                    Done::Null => {}
-                    _ => return false,
-                }
-            }
-        }
-        for group in &me.at_least_one {
-            let others_null = group.iter().all(|&g| *self.val(g) == Done::Null);
-            if others_null {
-                return false;
-            }
-        }
-        true
+        self.nulls_hold(&[(self.field, true)])
     }
 
     pub(super) fn non_null_ok(&self) -> bool {
-        let me = self.fp(self.field);
-        me.both_or_neither.iter().all(|group| {
-            group.iter().all(|&g| match self.val(g) {
-                Done::Null => false,
-                // With this field given, `g` must be given too: not when another group of `g`
-                // already holds a null.
-                Done::Pending => !self.fp(g).both_or_neither.iter().any(|other| {
-                    other
-                        .iter()
-                        .any(|&o| o != self.field && *self.val(o) == Done::Null)
-                }),
-                _ => true,
-            })
-        })
-    }
-
-    /// Whether pending field `g` must be given, this field being null: it is in an
-    /// `at_least_one` group whose other fields are all null (this one counted as null). The one
-    /// step of rules on rules the filter takes: without it, `{"mid": null, "low": null, ..}`
-    /// under `at_least_one(mid, high)` and `both_or_neither(low, high)` left `high` no value
-    /// (found by the runtime walks in `mask_soundness`).
-    fn needs_value(&self, g: usize) -> bool {
-        self.fp(g).at_least_one.iter().any(|group| {
-            group
-                .iter()
-                .all(|&o| o == self.field || *self.val(o) == Done::Null)
-        })
+        self.nulls_hold(&[(self.field, false)])
     }
 
     /// Whether partner `g` must end up non-null once this field is.
     fn forced_non_null(&self, g: usize) -> bool {
-        !self.slot(g).nullable
-            || self
-                .fp(self.field)
-                .both_or_neither
-                .iter()
-                .any(|group| group.contains(&g))
+        *self.val(g) == Done::Pending && !self.nulls_hold(&[(self.field, false), (g, true)])
+    }
+
+    /// Whether the object's `both_or_neither` and `at_least_one` rules can all still hold with
+    /// the fields of `assume` null (`true`) or given (`false`), beside the values finished so
+    /// far and the fields that cannot be null. Exact for these two kinds of rule, whatever
+    /// their chains: the fields `both_or_neither` ties are null or given together (one class
+    /// each); a class is refused when it must be both; and an `at_least_one` group holds when
+    /// one of its fields' classes may be given (giving a class never makes another one null).
+    /// Before it, the filter looked one rule deep: under `at_least_one(mid, high)` and
+    /// `both_or_neither(low, high)`, after `"mid": null` it let `low` be null and left `high`
+    /// no value (found by the runtime walks in `mask_soundness`).
+    fn nulls_hold(&self, assume: &[(usize, bool)]) -> bool {
+        let fields = &self.plan.objects[self.obj].fields;
+        let n = fields.len();
+        let mut class: Vec<usize> = (0..n).collect();
+        fn root(class: &mut [usize], mut f: usize) -> usize {
+            while class[f] != f {
+                class[f] = class[class[f]];
+                f = class[f];
+            }
+            f
+        }
+        for (f, plan) in fields.iter().enumerate() {
+            for &g in plan.both_or_neither.iter().flatten() {
+                let (a, b) = (root(&mut class, f), root(&mut class, g));
+                class[a] = b;
+            }
+        }
+        let (mut null, mut given) = (vec![false; n], vec![false; n]);
+        for f in 0..n {
+            let c = root(&mut class, f);
+            let state = match assume.iter().find(|(a, _)| *a == f) {
+                Some(&(_, true)) if !self.slot(f).nullable => return false,
+                Some(&(_, is_null)) => Some(is_null),
+                None => match self.val(f) {
+                    Done::Pending => (!self.slot(f).nullable).then_some(false),
+                    Done::Null => Some(true),
+                    _ => Some(false),
+                },
+            };
+            match state {
+                Some(true) => null[c] = true,
+                Some(false) => given[c] = true,
+                None => {}
+            }
+        }
+        if (0..n).any(|c| null[c] && given[c]) {
+            return false;
+        }
+        fields.iter().enumerate().all(|(f, plan)| {
+            plan.at_least_one.iter().all(|others| {
+                std::iter::once(f)
+                    .chain(others.iter().copied())
+                    .any(|m| !null[root(&mut class, m)])
+            })
+        })
     }
 
     /// The interval sets a number here must lie in (all of them); `None` when numbers are out.

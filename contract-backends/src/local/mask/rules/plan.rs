@@ -17,6 +17,9 @@ use super::numbers::{Memo, NumSet};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum Done {
     Pending,
+    /// Not finished, and it must be given (the rules allow it no null): only in the keys of
+    /// the number-set memo ([`Rules::partners`](super::permit::Rules::partners)).
+    PendingGiven,
     Null,
     Num(Decimal),
     Str(Arc<Vec<u8>>),

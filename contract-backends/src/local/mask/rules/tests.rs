@@ -692,8 +692,9 @@ fn a_minus_sign_starts_a_value_below_zero() {
 /// One rule's partner forced by another: with `mid` null, `at_least_one(mid, high)` needs
 /// `high`, so `low` may not be null (`both_or_neither(low, high)` would make `high` null too);
 /// with `low` null, `high` may not be given, so neither may `other` under
-/// `both_or_neither(other, high)`. Before, the filter let `low` be null there and left `high` no
-/// value (found by the runtime walks in `mask_soundness`).
+/// `both_or_neither(other, high)`; chains of any length; and a comparison's partner that another
+/// rule makes necessary. Before, the filter let `low` be null there and left `high` no value
+/// (found by the runtime walks in `mask_soundness`).
 #[test]
 fn a_partner_forced_by_another_rule_is_seen() {
     let p = RulePlan::new(&grammar(
@@ -727,4 +728,38 @@ fn a_partner_forced_by_another_rule_is_seen() {
     assert!(!allowed(&p, r#"{"low": null, "other": "#, "4"));
     assert!(allowed(&p, r#"{"low": null, "other": "#, "null"));
     assert!(allowed(&p, r#"{"low": 2, "other": "#, "4"));
+    // Longer chains: `x` null needs `c` (at_least_one), which `both_or_neither` ties to `b`
+    // and `b` to `a`: `a` may not be null.
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("x", nullable(Shape::Integer { min: 0, max: 9 })),
+            ("a", nullable(unbounded())),
+            ("b", nullable(unbounded())),
+            ("c", nullable(unbounded())),
+        ],
+        vec![
+            Rule::BothOrNeither(vec!["a".into(), "b".into()]),
+            Rule::BothOrNeither(vec!["b".into(), "c".into()]),
+            Rule::AtLeastOne(vec!["x".into(), "c".into()]),
+        ],
+    ));
+    assert!(!allowed(&p, r#"{"x": null, "a": "#, "null"));
+    assert!(allowed(&p, r#"{"x": 1, "a": "#, "null"));
+    assert!(at(&p, r#"{"x": 1, "a": null, "b": null, "c": null}"#).can_end(&p));
+    // A comparison's partner made necessary by another rule: with `mid` null, `high` must be
+    // given, so `low` may not be above every `high` (at most 20).
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("mid", nullable(Shape::Integer { min: 0, max: 9 })),
+            ("low", nullable(unbounded())),
+            ("high", nullable(Shape::Integer { min: 0, max: 20 })),
+        ],
+        vec![
+            cmp("low", "<=", "high"),
+            Rule::AtLeastOne(vec!["mid".into(), "high".into()]),
+        ],
+    ));
+    assert!(!allowed(&p, r#"{"mid": null, "low": "#, "50,"));
+    assert!(allowed(&p, r#"{"mid": null, "low": "#, "20,"));
+    assert!(allowed(&p, r#"{"mid": 3, "low": "#, "50,"));
 }
