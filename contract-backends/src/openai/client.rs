@@ -74,7 +74,7 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Which body field carries [`Request::max_tokens`].
+/// Which body field carries [`Request::max_tokens`](contract_core::extract::Request::max_tokens).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by OpenAI's non-reasoning models, vLLM and llama.cpp.
@@ -85,7 +85,7 @@ pub enum MaxTokensField {
 }
 
 /// A chat-completions backend for OpenAI and OpenAI-compatible servers; see the
-/// [module docs](self).
+/// [module docs](crate::openai).
 ///
 /// ```no_run
 /// use std::time::Duration;
