@@ -10,9 +10,9 @@
 //! What a rule permits for the field being written: its own domain; a `null` partner in a
 //! `both_or_neither` group forbids values and a non-null one forbids `null`; a finished partner
 //! of a comparison bounds it (`high >= low`, decided exactly on the digits, see
-//! `rules_dec`); a partner still to come is kept satisfiable (`low <= max(high)`,
-//! `null` only when every later member of its group may be `null`); `at_least_one` forbids the
-//! last `null`. Numbers of every field are also kept finite and inside their bounds as the
+//! `rules_dec`); a partner still to come is kept satisfiable (`low <= max(high)`); `null` or a
+//! value only where every `both_or_neither` and `at_least_one` rule of the object can still hold,
+//! decided over all of them at once (`permit.rs`, `Rules::nulls_hold`). Numbers of every field are also kept finite and inside their bounds as the
 //! validator reads them (`1e999` does not parse, `1e-400` is `0`), and exponents are capped.
 //!
 //! Strings in comparisons (ISO dates: `effective_date <= expiry_date`) are compared as the

@@ -143,31 +143,17 @@ impl Rules<'_> {
     /// the fields of `assume` null (`true`) or given (`false`), beside the values finished so
     /// far and the fields that cannot be null. Exact for these two kinds of rule, whatever
     /// their chains: the fields `both_or_neither` ties are null or given together (one class
-    /// each); a class is refused when it must be both; and an `at_least_one` group holds when
+    /// each, [`ObjPlan::classes`](super::plan::ObjPlan), found when the plan is built); a class
+    /// is refused when it must be both; and an `at_least_one` group holds when
     /// one of its fields' classes may be given (giving a class never makes another one null).
     /// Before it, the filter looked one rule deep: under `at_least_one(mid, high)` and
     /// `both_or_neither(low, high)`, after `"mid": null` it let `low` be null and left `high`
     /// no value (found by the runtime walks in `mask_soundness`).
     fn nulls_hold(&self, assume: &[(usize, bool)]) -> bool {
-        let fields = &self.plan.objects[self.obj].fields;
-        let n = fields.len();
-        let mut class: Vec<usize> = (0..n).collect();
-        fn root(class: &mut [usize], mut f: usize) -> usize {
-            while class[f] != f {
-                class[f] = class[class[f]];
-                f = class[f];
-            }
-            f
-        }
-        for (f, plan) in fields.iter().enumerate() {
-            for &g in plan.both_or_neither.iter().flatten() {
-                let (a, b) = (root(&mut class, f), root(&mut class, g));
-                class[a] = b;
-            }
-        }
+        let obj = &self.plan.objects[self.obj];
+        let n = obj.fields.len();
         let (mut null, mut given) = (vec![false; n], vec![false; n]);
-        for f in 0..n {
-            let c = root(&mut class, f);
+        for (f, &c) in obj.classes.iter().enumerate() {
             let state = match assume.iter().find(|(a, _)| *a == f) {
                 Some(&(_, true)) if !self.slot(f).nullable => return false,
                 Some(&(_, is_null)) => Some(is_null),
@@ -183,16 +169,11 @@ impl Rules<'_> {
                 None => {}
             }
         }
-        if (0..n).any(|c| null[c] && given[c]) {
-            return false;
-        }
-        fields.iter().enumerate().all(|(f, plan)| {
-            plan.at_least_one.iter().all(|others| {
-                std::iter::once(f)
-                    .chain(others.iter().copied())
-                    .any(|m| !null[root(&mut class, m)])
-            })
-        })
+        !(0..n).any(|c| null[c] && given[c])
+            && obj
+                .at_least_one
+                .iter()
+                .all(|group| group.iter().any(|&m| !null[obj.classes[m]]))
     }
 
     /// The interval sets a number here must lie in (all of them); `None` when numbers are out.

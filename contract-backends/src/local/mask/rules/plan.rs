@@ -143,6 +143,11 @@ pub(super) struct EnumSlot {
 pub(super) struct ObjPlan {
     pub(super) fields: Vec<FieldPlan>,
     pub(super) has_rules: bool,
+    /// Each field's class under `both_or_neither`: the fields it ties are null or given
+    /// together, so they share one (a representative field's index).
+    pub(super) classes: Vec<usize>,
+    /// The object's `at_least_one` groups, each once.
+    pub(super) at_least_one: Vec<Vec<usize>>,
 }
 
 #[derive(Debug)]
@@ -151,7 +156,6 @@ pub(super) struct FieldPlan {
     pub(super) slot: SlotId,
     pub(super) compares: Vec<(CmpOp, usize)>,
     pub(super) both_or_neither: Vec<Vec<usize>>,
-    pub(super) at_least_one: Vec<Vec<usize>>,
 }
 
 impl RulePlan {
@@ -173,12 +177,13 @@ impl RulePlan {
                     slot: plan.slot(&f.shape),
                     compares: Vec::new(),
                     both_or_neither: Vec::new(),
-                    at_least_one: Vec::new(),
                 })
                 .collect();
             object_slots.push(ObjPlan {
                 fields,
                 has_rules: !object.rules.is_empty(),
+                classes: Vec::new(),
+                at_least_one: Vec::new(),
             });
         }
         plan.objects = object_slots;
@@ -207,7 +212,9 @@ impl RulePlan {
                     }
                 }
             }
-            let fields = &mut plan.objects[o].fields;
+            let obj = &mut plan.objects[o];
+            obj.classes = classes(obj.fields.len(), &bon);
+            let fields = &mut obj.fields;
             for (l, op, r) in compares {
                 fields[l].compares.push((op, r));
                 fields[r].compares.push((op.flip(), l));
@@ -219,13 +226,8 @@ impl RulePlan {
                         .push(group.iter().copied().filter(|&g| g != f).collect());
                 }
             }
-            for group in alo {
-                for &f in &group {
-                    fields[f]
-                        .at_least_one
-                        .push(group.iter().copied().filter(|&g| g != f).collect());
-                }
-            }
+            // A group naming no field of the object asks nothing of it.
+            obj.at_least_one = alo.into_iter().filter(|g| !g.is_empty()).collect();
         }
         plan.root = plan.slot(&grammar.root);
         plan
@@ -389,4 +391,24 @@ impl RulePlan {
         }
         Some(set)
     }
+}
+
+/// Each of `n` fields' class under the `both_or_neither` `groups`: the index of one field of
+/// its class (union-find, once per object when the plan is built).
+fn classes(n: usize, groups: &[Vec<usize>]) -> Vec<usize> {
+    fn root(class: &mut [usize], mut f: usize) -> usize {
+        while class[f] != f {
+            class[f] = class[class[f]];
+            f = class[f];
+        }
+        f
+    }
+    let mut class: Vec<usize> = (0..n).collect();
+    for group in groups {
+        for pair in group.windows(2) {
+            let (a, b) = (root(&mut class, pair[0]), root(&mut class, pair[1]));
+            class[a] = b;
+        }
+    }
+    (0..n).map(|f| root(&mut class, f)).collect()
 }
