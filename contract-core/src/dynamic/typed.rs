@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::grammar::{Grammar, GRAMMAR_FORMATS};
 use crate::ir::ContractSpec;
-use crate::ir::{JsonType, Node, Target};
+use crate::ir::{JsonType, Node, ObjectNode, Target};
 
 use super::json_type::is_of_type;
 use super::values::has_def_refs;
@@ -82,22 +82,31 @@ pub(crate) fn mask_grammar(spec: &ContractSpec, schema: impl FnOnce() -> Value) 
 /// not be 30 even where the model would leave `high` out (the validator would take that). Other
 /// fields are any value to the filter.
 fn rule_fields_lossless(root: &Node) -> bool {
-    let Some(object) = root.object.as_deref() else {
+    let Some(object) = plain_object(root) else {
         return false;
     };
-    (root.types.is_empty() || root.has_type(JsonType::Object))
+    object.rules.iter().flat_map(|r| r.fields()).all(|name| {
+        object.field(name).is_some_and(|f| {
+            value(&f.node)
+                && f.node
+                    .enumeration
+                    .as_ref()
+                    .is_none_or(|values| values.iter().any(|v| !v.is_null()))
+        })
+    })
+}
+
+/// The root's object when nothing at the root narrows its listed properties beyond their own
+/// schemas: an object type, no alternatives, no enum, no pattern properties (a pattern property
+/// also constrains the listed properties it matches). What both [`lossless`] and
+/// [`rule_fields_lossless`] ask first.
+fn plain_object(root: &Node) -> Option<&ObjectNode> {
+    let object = root.object.as_deref()?;
+    ((root.types.is_empty() || root.has_type(JsonType::Object))
         && no_alternatives(root)
         && root.enumeration.is_none()
-        && object.pattern_properties.is_empty()
-        && object.rules.iter().flat_map(|r| r.fields()).all(|name| {
-            object.field(name).is_some_and(|f| {
-                value(&f.node)
-                    && f.node
-                        .enumeration
-                        .as_ref()
-                        .is_none_or(|values| values.iter().any(|v| !v.is_null()))
-            })
-        })
+        && object.pattern_properties.is_empty())
+    .then_some(object)
 }
 
 /// Whether the typed grammar of the object `root` enforces every constraint the schema's JSON
@@ -105,19 +114,17 @@ fn rule_fields_lossless(root: &Node) -> bool {
 /// listed properties, strings of at most 1000 characters and lists of at most 100 items where
 /// the schema sets no limit.
 fn lossless(root: &Node) -> bool {
-    let Some(object) = root.object.as_deref() else {
+    // The grammar writes an object, every listed property in order, nothing else.
+    let Some(object) = plain_object(root) else {
         return false;
     };
     let n = object.properties.len() as u64;
-    // The grammar writes an object, every listed property in order, nothing else.
-    (root.types.is_empty() || root.has_type(JsonType::Object))
-        && no_alternatives(root)
-        && root.enumeration.is_none()
-        // A pattern property also constrains the listed properties it matches.
-        && object.pattern_properties.is_empty()
-        // An optional property would have to be written; a required key that is not listed
-        // could not be.
-        && object.properties.iter().all(|f| object.is_required(&f.name))
+    // An optional property would have to be written; a required key that is not listed
+    // could not be.
+    object
+        .properties
+        .iter()
+        .all(|f| object.is_required(&f.name))
         && object.required.iter().all(|r| object.field(r).is_some())
         && object.min_properties.is_none_or(|m| m <= n)
         && object.max_properties.is_none_or(|m| m >= n)
