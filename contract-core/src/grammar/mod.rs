@@ -302,7 +302,6 @@ impl Grammar {
                     .collect();
                 for field in root.fields.iter_mut().filter(|f| !named.contains(&f.name)) {
                     field.shape = Shape::External { schema: json!({}) };
-                    field.grounded = None;
                 }
             }
         }
