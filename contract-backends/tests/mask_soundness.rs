@@ -330,6 +330,39 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
     assert!(t.mismatches.is_empty(), "{:?}", t.mismatches);
     assert!(t.compared > 0);
     println!("compared with the reference: {} steps", t.compared);
+    // A chain: `low` is bounded by `high` through `mid`, which comes between them; `x` or `y`
+    // must be given, each below its own bound and above `low`. The filter read one partner
+    // deep let `low` be 30, then left `mid` nothing to write.
+    let contract = DynContract::from_schema(serde_json::json!({
+        "type": "object",
+        "x-rules": ["low <= mid", "mid < high", "low <= x", "low <= y", "at_least_one(x, y)"],
+        "required": ["low", "mid", "high", "x", "y"],
+        "additionalProperties": false,
+        "properties": {
+            "low": {"type": "number", "minimum": -100, "maximum": 100},
+            "mid": {"type": "number"},
+            "high": {"type": "integer", "maximum": 10},
+            "x": {"type": ["integer", "null"], "maximum": 8},
+            "y": {"type": ["number", "null"], "maximum": 9.5}
+        }
+    }))
+    .expect("schema");
+    assert!(contract.rules_in_mask());
+    let grammar = contract
+        .mask_grammar()
+        .expect("a grammar holding the rules");
+    let start = std::time::Instant::now();
+    let t = walks_of(&e, &grammar, count(300), 17, false, |text| {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
+            Violations::one(contract_core::Violation::new(
+                "",
+                ViolationKind::JsonInvalid,
+                err.to_string(),
+            ))
+        })?;
+        contract.validate(&value)
+    });
+    check("runtime, a chain of rules", &t, start);
 }
 
 /// The filter's token classes and shortcuts change nothing: on walks over contracts with

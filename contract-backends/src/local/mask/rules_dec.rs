@@ -7,6 +7,7 @@
 //! between 0.3 and the next double", the exact set of literals that parse to at most `0.3`.
 
 use std::cmp::Ordering;
+use std::sync::LazyLock;
 
 use contract_core::decimal::Decimal;
 use contract_core::CmpOp;
@@ -98,20 +99,25 @@ impl Interval {
 
     /// The magnitudes of the part at or above zero (`neg == false`) or below it.
     fn magnitudes(&self, neg: bool) -> Option<Interval> {
-        // A negative literal writes a value below zero: zero is written `0`, never `-0`, which
-        // llguidance's number ranges do not take. With `-0` allowed, the filter let a model
-        // write `-` where only `-0` kept a rule, and the JSON Schema mask of a runtime contract
-        // then allowed no digit after it (`mask_soundness`, the runtime walks).
+        // A negative literal writes a value the validator reads below zero: zero is written
+        // `0`, never `-0`, which llguidance's number ranges do not take. With `-0` allowed, the
+        // filter let a model write `-` where only `-0` kept a rule, and the JSON Schema mask of
+        // a runtime contract then allowed no digit after it (`mask_soundness`, the runtime
+        // walks). Nor `-0.000…03` under `y >= 0`: the literals between it and zero that parse
+        // to `-0.0` have over 300 digits, past `MAX_NUMBER_LEN`, and the runtime walks found
+        // that one too.
         let zero = Interval {
-            lo: if neg {
-                End::Open(Decimal::ZERO)
-            } else {
-                End::Closed(Decimal::ZERO)
-            },
+            lo: End::Closed(Decimal::ZERO),
             hi: End::Unbounded,
         };
+        // Below zero as the validator reads it, computed once: its end is the exact midpoint
+        // between zero and the least double, a decimal of some 750 digits.
+        static BELOW_ZERO: LazyLock<Interval> = LazyLock::new(|| {
+            let below = permitted(CmpOp::Lt, &Decimal::ZERO);
+            below.first().map_or_else(Interval::all, Clone::clone)
+        });
         let part = if neg {
-            self.mirror().intersect(&zero)
+            self.intersect(&BELOW_ZERO).mirror().intersect(&zero)
         } else {
             self.intersect(&zero)
         };
@@ -293,7 +299,9 @@ impl NumPrefix {
             if edigits.len() > MAX_EXP_DIGITS {
                 return false;
             }
-            return parts.iter().any(|p| exp_feasible(&m, esign, edigits, p));
+            return parts
+                .iter()
+                .any(|p| exp_feasible(&m, esign, edigits, p, usize::MAX));
         }
         let tmin = if syntax.exponent { -max_exp() } else { 0 };
         let tmax = if syntax.exponent {
@@ -329,6 +337,62 @@ impl NumPrefix {
         }
     }
 
+    /// Whether the prefix, already [feasible](NumPrefix::feasible_in), can end inside the set
+    /// within `room` more bytes (the filter's cap on a literal's length). Without it a prefix
+    /// could be feasible only through a literal past the cap: under `9 <= mid < 10` with
+    /// exponents, `0.08999999999999999214582147790` still reaches `9` as `…e2`, and with one
+    /// byte left nothing could follow it (found by the runtime walks in `mask_soundness`).
+    /// The completions looked for are more digits (a point among them where none is written),
+    /// then, where the syntax has exponents, an exponent: the exponents tried for each length of
+    /// the mantissa are those of a window the set's ends give, all of it when it is at most 48
+    /// wide, else its 24 at each end and those from -3 to 3.
+    pub(crate) fn completes_within(&self, room: usize, syntax: NumSyntax, split: &Parts) -> bool {
+        let t = &self.text;
+        let (neg, rest) = match t.split_first() {
+            Some((b'-', r)) => (true, r),
+            _ => (false, &t[..]),
+        };
+        let parts = if neg { &split.neg } else { &split.pos };
+        if rest.is_empty() {
+            // Only a sign, at most one byte into the cap: feasibility decides.
+            return true;
+        }
+        let epos = rest.iter().position(|&c| c == b'e' || c == b'E');
+        let mantissa = &rest[..epos.unwrap_or(rest.len())];
+        let (int, frac) = match mantissa.iter().position(|&c| c == b'.') {
+            Some(p) => (&mantissa[..p], Some(&mantissa[p + 1..])),
+            None => (mantissa, None),
+        };
+        let mut digits = int.to_vec();
+        digits.extend_from_slice(frac.unwrap_or(&[]));
+        let k = -(frac.map_or(0, <[u8]>::len) as i64);
+        if let Some(epos) = epos {
+            let Some(m) = Decimal::from_scaled(false, &digits, k) else {
+                return false;
+            };
+            let e = &rest[epos + 1..];
+            let (esign, edigits) = match e.split_first() {
+                Some((b'-', r)) => (Some(true), r),
+                Some((b'+', r)) => (Some(false), r),
+                _ => (None, e),
+            };
+            return parts
+                .iter()
+                .any(|p| exp_feasible(&m, esign, edigits, p, room));
+        }
+        if parts
+            .iter()
+            .any(|p| digits_reach(int, frac, room, syntax.fraction, p))
+        {
+            return true;
+        }
+        syntax.exponent
+            && room >= 2
+            && parts
+                .iter()
+                .any(|p| mantissa_and_exponent_reach(int, frac, room, p))
+    }
+
     /// Whether the finished literal lies inside `set`.
     pub(crate) fn complete_in(&self, set: &[Interval]) -> bool {
         let literal = std::str::from_utf8(&self.text).ok();
@@ -336,6 +400,147 @@ impl NumPrefix {
             .and_then(Decimal::from_json_literal)
             .is_some_and(|v| set.iter().any(|i| i.contains(&v)))
     }
+}
+
+/// Whether the mantissa `int`[`.frac`] reaches `part` (magnitudes) with at most `room` more
+/// digits, a point among them where none is written and `fraction` allows one.
+fn digits_reach(
+    int: &[u8],
+    frac: Option<&[u8]>,
+    room: usize,
+    fraction: bool,
+    part: &Interval,
+) -> bool {
+    let mut digits = int.to_vec();
+    match frac {
+        Some(f) => {
+            digits.extend_from_slice(f);
+            // A point needs a digit after it.
+            (!f.is_empty() || room > 0) && grid_meets(&digits, room, (f.len() + room) as i64, part)
+        }
+        None => {
+            // No digit after a leading zero but the point's.
+            let most = if int == b"0" { 0 } else { room };
+            (0..=most).any(|j| {
+                grid_meets(&digits, j, 0, part)
+                    || (fraction && room >= j + 2 && {
+                        let q = room - j - 1;
+                        grid_meets(&digits, j + q, q as i64, part)
+                    })
+            })
+        }
+    }
+}
+
+/// Whether some integer `N` from `M × 10^k` to `(M + 1) × 10^k - 1` (`M`: the ASCII `digits`)
+/// has `N × 10^-q` in `part`: the values `k` more digits after `M` write with `q` of all the
+/// digits after the point. Where the integers overflow (not within the length cap), yes.
+fn grid_meets(digits: &[u8], k: usize, q: i64, part: &Interval) -> bool {
+    let m = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse::<i128>().ok());
+    let step = 10i128.checked_pow(k as u32);
+    let Some((lo, hi)) = m
+        .zip(step)
+        .and_then(|(m, step)| Some((m.checked_mul(step)?, step)))
+        .and_then(|(lo, step)| Some((lo, lo.checked_add(step - 1)?)))
+    else {
+        return true;
+    };
+    let n_min = match &part.lo {
+        End::Unbounded => lo,
+        End::Closed(l) | End::Open(l) => {
+            let a = l.shifted(q);
+            let n = if matches!(part.lo, End::Open(_)) && a.is_integer() {
+                succ(&a)
+            } else {
+                ceil(&a)
+            };
+            match n.to_i128() {
+                Some(n) => n,
+                None if a.is_negative() => lo,
+                None => return false,
+            }
+        }
+    };
+    let n_max = match &part.hi {
+        End::Unbounded => hi,
+        End::Closed(h) | End::Open(h) => {
+            let b = h.shifted(q);
+            let n = if matches!(part.hi, End::Open(_)) && b.is_integer() {
+                pred(&b)
+            } else {
+                floor(&b)
+            };
+            match n.to_i128() {
+                Some(n) => n,
+                None if b.is_negative() => return false,
+                None => hi,
+            }
+        }
+    };
+    lo.max(n_min) <= hi.min(n_max)
+}
+
+/// Whether the mantissa `int`[`.frac`], with more digits (and a point after a lone `0`), then
+/// an exponent, all within `room` more bytes, reaches `part` (magnitudes). Where the point
+/// goes matters only for its byte: the exponent moves the value, so more digits go before it.
+fn mantissa_and_exponent_reach(
+    int: &[u8],
+    frac: Option<&[u8]>,
+    room: usize,
+    part: &Interval,
+) -> bool {
+    let mut digits = int.to_vec();
+    digits.extend_from_slice(frac.unwrap_or(&[]));
+    let f = frac.map_or(0, <[u8]>::len);
+    let width = |n: i128| n.max(1).to_string().len() as i64;
+    for n in 0..=room.saturating_sub(2) {
+        // `k` digits added, `f_tot` of the mantissa's digits after its point.
+        let (k, f_tot) = match frac {
+            Some(fr) if fr.is_empty() && n == 0 => continue,
+            Some(_) => (n, f + n),
+            None if int == b"0" && n == 1 => continue,
+            None if int == b"0" && n > 1 => (n - 1, n - 1),
+            None => (n, 0),
+        };
+        let e_room = room - n - 1;
+        let Some((lo_n, hi_n)) = std::str::from_utf8(&digits)
+            .ok()
+            .and_then(|s| s.parse::<i128>().ok())
+            .zip(10i128.checked_pow(k as u32))
+            .and_then(|(m, step)| Some((m.checked_mul(step)?, m.checked_mul(step)? + step - 1)))
+        else {
+            return true;
+        };
+        // The scales `a` at which some N from lo_n to hi_n has N·10^a in the part, widened by
+        // one at each end; the exponent is `a + f_tot`.
+        let a_lo = match &part.lo {
+            End::Closed(l) | End::Open(l) if !l.is_zero() => l.exponent() - width(hi_n) - 1,
+            _ => -(max_exp() + f_tot as i64),
+        };
+        let a_hi = match &part.hi {
+            End::Closed(h) | End::Open(h) => h.exponent() - width(lo_n) + 1,
+            End::Unbounded => max_exp(),
+        };
+        let most = |d: usize| 10i64.pow(d.min(MAX_EXP_DIGITS) as u32) - 1;
+        let e_min = if e_room >= 2 { -most(e_room - 1) } else { 0 };
+        let e_max = most(e_room);
+        let (from, to) = (
+            (a_lo + f_tot as i64).max(e_min),
+            (a_hi + f_tot as i64).min(e_max),
+        );
+        if from > to {
+            continue;
+        }
+        let mut tried = (from..=to.min(from + 23))
+            .chain((to - 23).max(from)..=to)
+            .chain((-3..=3).filter(|e| (from..=to).contains(e)));
+        if tried.any(|e| grid_meets(&digits, k, f_tot as i64 - e, part)) {
+            return true;
+        }
+    }
+    false
 }
 
 fn max_exp() -> i64 {
@@ -449,7 +654,8 @@ fn has_int(i: &Interval) -> bool {
     i.contains(&c)
 }
 
-fn ceil(d: &Decimal) -> Decimal {
+/// The least integer at or above `d`.
+pub(crate) fn ceil(d: &Decimal) -> Decimal {
     let t = d.trunc();
     if d.is_integer() || d.is_negative() {
         t
@@ -458,10 +664,27 @@ fn ceil(d: &Decimal) -> Decimal {
     }
 }
 
+/// The greatest integer at or below `d`.
+pub(crate) fn floor(d: &Decimal) -> Decimal {
+    let t = d.trunc();
+    if d.is_integer() || !d.is_negative() {
+        t
+    } else {
+        pred(&t)
+    }
+}
+
 /// `d + 1` for an integer `d` that fits `i128`; `d` itself past that.
-fn succ(d: &Decimal) -> Decimal {
+pub(crate) fn succ(d: &Decimal) -> Decimal {
     d.to_i128()
         .and_then(|v| v.checked_add(1))
+        .map_or_else(|| d.clone(), Decimal::from_i128)
+}
+
+/// `d - 1` for an integer `d` that fits `i128`; `d` itself past that.
+pub(crate) fn pred(d: &Decimal) -> Decimal {
+    d.to_i128()
+        .and_then(|v| v.checked_sub(1))
         .map_or_else(|| d.clone(), Decimal::from_i128)
 }
 
@@ -473,8 +696,15 @@ fn has_reachable_int_or_any(part: &Interval, syntax: NumSyntax) -> bool {
     }
 }
 
-/// Whether `m × 10^k` lies in `part` for an exponent `k` the written exponent prefix allows.
-fn exp_feasible(m: &Decimal, esign: Option<bool>, edigits: &[u8], part: &Interval) -> bool {
+/// Whether `m × 10^k` lies in `part` for an exponent `k` the written exponent prefix allows
+/// within `room` more bytes.
+fn exp_feasible(
+    m: &Decimal,
+    esign: Option<bool>,
+    edigits: &[u8],
+    part: &Interval,
+    room: usize,
+) -> bool {
     if m.is_zero() {
         return part.contains(m);
     }
@@ -511,19 +741,27 @@ fn exp_feasible(m: &Decimal, esign: Option<bool>, edigits: &[u8], part: &Interva
     }
     let cap = MAX_EXP_DIGITS;
     let mut ranges: Vec<(i64, i64)> = Vec::new();
+    // The largest exponent of at most `d` digits (`d` at least 1).
+    let most = |d: usize| 10i64.pow(d.min(cap) as u32) - 1;
     if edigits.is_empty() {
-        let m = max_exp();
         match esign {
-            Some(true) => ranges.push((-m, 0)),
-            Some(false) => ranges.push((0, m)),
-            None => ranges.push((-m, m)),
+            Some(true) if room >= 1 => ranges.push((-most(room), 0)),
+            Some(false) if room >= 1 => ranges.push((0, most(room))),
+            None if room >= 1 => {
+                ranges.push((0, most(room)));
+                // A minus sign takes a byte of its own.
+                if room >= 2 {
+                    ranges.push((-most(room - 1), 0));
+                }
+            }
+            _ => {}
         }
     } else {
         let e: i64 = std::str::from_utf8(edigits)
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        for r in 0..=(cap - edigits.len()) {
+        for r in 0..=(cap.saturating_sub(edigits.len())).min(room) {
             let p = 10i64.pow(r as u32);
             let (a, b) = (e * p, (e + 1) * p - 1);
             if esign == Some(true) {

@@ -10,10 +10,14 @@
 //! What a rule permits for the field being written: its own domain; a `null` partner in a
 //! `both_or_neither` group forbids values and a non-null one forbids `null`; a finished partner
 //! of a comparison bounds it (`high >= low`, decided exactly on the digits, see
-//! `rules_dec`); a partner still to come is kept satisfiable (`low <= max(high)`); `null` or a
-//! value only where every `both_or_neither` and `at_least_one` rule of the object can still hold,
-//! decided over all of them at once (`permit.rs`, `Rules::nulls_hold`). Numbers of every field are also kept finite and inside their bounds as the
-//! validator reads them (`1e999` does not parse, `1e-400` is `0`), and exponents are capped.
+//! `rules_dec`); the partners still to come are kept satisfiable through every chain of
+//! comparisons (`low <= mid`, `mid <= high`, `high <= 10`: `low` at most 10 before `mid` is
+//! written; `chains.rs`, `Rules::numbers_hold`); `null` or a value only where every
+//! `both_or_neither` and `at_least_one` rule of the object can still hold, decided over all of
+//! them at once (`permit.rs`, `Rules::nulls_hold`), and where the numbers it leaves to be given
+//! can still be. Numbers of every field are also kept finite and inside their bounds as the
+//! validator reads them (`1e999` does not parse, `1e-400` is `0`), exponents are capped, and a
+//! literal must be able to end inside its set within [`MAX_NUMBER_LEN`] bytes.
 //!
 //! Strings in comparisons (ISO dates: `effective_date <= expiry_date`) are compared as the
 //! validator does, byte by byte; a prefix that ties with the partner is kept only while the
@@ -24,10 +28,12 @@
 //! empty before the grammar accepts.
 //!
 //! This module holds the scanner (where values start and end in the output); the grammar
-//! compiled for it is in `plan`, what the rules permit for a field in `permit`, the number sets
-//! in `numbers`, and one step's checks over a mask's tokens in `probe` (which reads the scanner;
-//! the scanner does not read it).
+//! compiled for it is in `plan`, what the rules permit for a field in `permit` (comparisons
+//! followed through the object in `chains`, an `impl` of permit's `Rules` kept in its own
+//! file), the number sets in `numbers`, and one step's checks over a mask's tokens in `probe`
+//! (which reads the scanner; the scanner does not read it).
 
+mod chains;
 mod numbers;
 mod permit;
 mod plan;

@@ -122,18 +122,29 @@ impl NumSet {
 
     /// Whether number byte `b` may follow `text` (the scanner's check inside a number).
     fn may_follow(&self, text: &[u8], b: u8) -> bool {
-        // Bounded length: a digit fits within MAX_NUMBER_LEN; a sign, point or exponent only
-        // with room left for the digits it needs after it.
-        let room = if b.is_ascii_digit() { 0 } else { 2 };
-        if text.len() + 1 + room > MAX_NUMBER_LEN {
+        // Bounded length: the literal must be able to end inside the set within the cap.
+        if text.len() + 1 > MAX_NUMBER_LEN {
             return false;
         }
         let mut buf = [0u8; MAX_NUMBER_LEN];
         let next = &mut buf[..text.len() + 1];
         next[..text.len()].copy_from_slice(text);
         next[text.len()] = b;
-        // At the cap the number must be one the field accepts as it stands.
-        self.feasible(next) && (next.len() < MAX_NUMBER_LEN || self.is_literal(next))
+        self.feasible(next) && (next.len() < 12 || self.is_literal(next) || self.fits(next))
+    }
+
+    /// Whether the feasible prefix `text` can end inside the set within [`MAX_NUMBER_LEN`].
+    fn fits(&self, text: &[u8]) -> bool {
+        let room = MAX_NUMBER_LEN - text.len();
+        match &self.kind {
+            NumKind::Intervals(syntax, _, parts) => NumPrefix {
+                text: text.to_vec(),
+            }
+            .completes_within(room, *syntax, parts),
+            NumKind::Choices(c) => c
+                .iter()
+                .any(|t| t.starts_with(text) && t.len() <= MAX_NUMBER_LEN),
+        }
     }
 
     /// [`NumSet::may_follow`], from `known` (what is known of `text`) or else computed into it.

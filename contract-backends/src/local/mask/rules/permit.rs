@@ -28,9 +28,6 @@ pub(super) fn number_set(
     slot_id: SlotId,
     rules: Option<&Rules<'_>>,
 ) -> Option<Arc<NumSet>> {
-    if rules.is_some_and(|r| !r.non_null_ok()) {
-        return None;
-    }
     let key = rules.map_or((usize::MAX, slot_id), |r| (r.obj, r.field));
     plan.remembered_number_set(
         key,
@@ -70,6 +67,9 @@ fn num_set(slot: Option<&Slot>, rules: Option<&Rules<'_>>) -> Option<NumSet> {
             NumSet::new(NumKind::Choices(choices))
         }
         _ => {
+            if rules.is_some_and(|r| !r.non_null_ok()) {
+                return None;
+            }
             let set = vec![Interval::all()];
             let parts = Parts::of(&set);
             NumSet::new(NumKind::Intervals(
@@ -93,50 +93,74 @@ pub(super) struct Rules<'a> {
 }
 
 impl Rules<'_> {
-    fn fp(&self, f: usize) -> &FieldPlan {
+    pub(super) fn fp(&self, f: usize) -> &FieldPlan {
         &self.plan.objects[self.obj].fields[f]
     }
 
-    fn val(&self, f: usize) -> &Done {
+    pub(super) fn val(&self, f: usize) -> &Done {
         self.vals.get(f).unwrap_or(&Done::Pending)
     }
 
-    fn slot(&self, f: usize) -> &Slot {
+    pub(super) fn slot(&self, f: usize) -> &Slot {
         &self.plan.slots[self.fp(f).slot]
     }
 
-    /// What the number set of this field depends on: the values of its rule partners, a
-    /// pending one as [`Done::PendingGiven`] where the object's rules make it necessary
-    /// ([`Rules::forced_non_null`]: that can follow from fields that are not partners).
+    /// What the number set (and [`Rules::numbers_hold`]) of this field depends on: the values
+    /// of the object's compared fields where comparisons are followed through it, else those
+    /// of its own partners; and whether each other field whose null decides another's is
+    /// null, given or pending.
     pub(super) fn partners(&self) -> impl Iterator<Item = &Done> {
-        static PENDING_GIVEN: Done = Done::PendingGiven;
-        let me = self.fp(self.field);
-        let partners = me
+        static STATES: [Done; 3] = [Done::Pending, Done::Null, Done::PendingGiven];
+        let obj = &self.plan.objects[self.obj];
+        let chained = self.chained();
+        let compared = obj.compared.iter().filter(move |_| chained);
+        let ruled = (0..obj.fields.len()).filter(move |&f| {
+            obj.null_ruled[f] && (!chained || obj.fields[f].compares.is_empty())
+        });
+        let pairs = self
+            .fp(self.field)
             .compares
             .iter()
-            .map(|&(_, g)| g)
-            .chain(me.both_or_neither.iter().flatten().copied());
-        partners.map(|g| match self.val(g) {
-            Done::Pending if self.forced_non_null(g) => &PENDING_GIVEN,
-            done => done,
-        })
+            .filter(move |_| !chained);
+        compared
+            .map(|&g| self.val(g))
+            .chain(pairs.map(|&(_, g)| self.val(g)))
+            .chain(ruled.map(|f| match self.val(f) {
+                Done::Pending => &STATES[0],
+                Done::Null => &STATES[1],
+                _ => &STATES[2],
+            }))
+    }
+
+    /// Whether this field's values depend on the object's comparisons: it is compared, or its
+    /// being given decides another field's, in an object with comparisons.
+    /// In an object whose comparisons are only pairs ([`ObjPlan::pairs_only`](super::plan::ObjPlan)),
+    /// never: a pending partner bounds the field by its own bounds where it must be given,
+    /// which is exact there and spares the value starts the search.
+    fn chained(&self) -> bool {
+        let obj = &self.plan.objects[self.obj];
+        !obj.pairs_only
+            && !obj.compared.is_empty()
+            && (obj.null_ruled[self.field] || !self.fp(self.field).compares.is_empty())
     }
 
     pub(super) fn is_compared(&self) -> bool {
         !self.fp(self.field).compares.is_empty()
     }
 
+    /// Whether this field may be null: the object's null rules hold, and so do its
+    /// comparisons where its being null forces another number to be given.
     fn null_ok(&self) -> bool {
         self.nulls_hold(&[(self.field, true)])
+            && (!self.chained()
+                || !self.plan.objects[self.obj].null_ruled[self.field]
+                || self.numbers_hold(true).is_some())
     }
 
+    /// Whether this field may be given, under the object's null rules and comparisons.
     pub(super) fn non_null_ok(&self) -> bool {
         self.nulls_hold(&[(self.field, false)])
-    }
-
-    /// Whether partner `g` must end up non-null once this field is.
-    fn forced_non_null(&self, g: usize) -> bool {
-        *self.val(g) == Done::Pending && !self.nulls_hold(&[(self.field, false), (g, true)])
+            && (!self.chained() || self.numbers_hold(false).is_some())
     }
 
     /// Whether the object's `both_or_neither` and `at_least_one` rules can all still hold with
@@ -149,7 +173,7 @@ impl Rules<'_> {
     /// Before it, the filter looked one rule deep: under `at_least_one(mid, high)` and
     /// `both_or_neither(low, high)`, after `"mid": null` it let `low` be null and left `high`
     /// no value (found by the runtime walks in `mask_soundness`).
-    fn nulls_hold(&self, assume: &[(usize, bool)]) -> bool {
+    pub(super) fn nulls_hold(&self, assume: &[(usize, bool)]) -> bool {
         let obj = &self.plan.objects[self.obj];
         let n = obj.fields.len();
         let (mut null, mut given) = (vec![false; n], vec![false; n]);
@@ -177,54 +201,38 @@ impl Rules<'_> {
     }
 
     /// The interval sets a number here must lie in (all of them); `None` when numbers are out.
+    /// A finished partner bounds it exactly as the validator compares (`!=` too); the others
+    /// through the object's comparisons ([`Rules::numbers_hold`]), or in an object of pairs
+    /// by their own bounds where they must be given.
     fn num_constraints(&self) -> Option<Vec<Vec<Interval>>> {
-        if !self.non_null_ok() {
+        if !self.nulls_hold(&[(self.field, false)]) {
             return None;
         }
         let mut out = Vec::new();
+        let chained = self.chained();
+        if chained {
+            let ranges = self.numbers_hold(false)?;
+            out.push(self.chained_set(&ranges));
+        }
         for &(op, g) in &self.fp(self.field).compares {
-            match self.val(g) {
-                Done::Num(p) => out.push(permitted(op, p)),
-                Done::Pending if self.forced_non_null(g) => {
-                    let (sup, inf, domain) = match &self.slot(g).kind {
-                        Kind::Num(n) => (n.sup.clone(), n.inf.clone(), n.domain.clone()),
-                        Kind::Enum(e) if !e.nums.is_empty() => {
-                            let max = e.nums.iter().map(|(_, v)| v).max().cloned();
-                            let min = e.nums.iter().map(|(_, v)| v).min().cloned();
-                            let (Some(max), Some(min)) = (max, min) else {
-                                continue;
-                            };
-                            let points = e
-                                .nums
-                                .iter()
-                                .flat_map(|(_, v)| permitted(CmpOp::Eq, v))
-                                .collect();
-                            ((max, false), (min, false), points)
-                        }
-                        _ => continue,
-                    };
-                    match op {
-                        CmpOp::Le | CmpOp::Lt => {
-                            let (sup, strict) = &sup;
-                            let op = if *strict || op == CmpOp::Lt {
-                                CmpOp::Lt
-                            } else {
-                                CmpOp::Le
-                            };
-                            out.push(permitted(op, sup));
-                        }
-                        CmpOp::Ge | CmpOp::Gt => {
-                            let (inf, strict) = &inf;
-                            let op = if *strict || op == CmpOp::Gt {
-                                CmpOp::Gt
-                            } else {
-                                CmpOp::Ge
-                            };
-                            out.push(permitted(op, inf));
-                        }
-                        CmpOp::Eq => out.push(domain),
-                        CmpOp::Ne => {}
-                    }
+            match (self.val(g), &self.slot(g).kind) {
+                (Done::Num(p), _) => out.push(permitted(op, p)),
+                // Equal to an enum that must be given: one of its numbers, not only between them.
+                (Done::Pending, Kind::Enum(e))
+                    if op == CmpOp::Eq
+                        && !e.nums.is_empty()
+                        && !self.nulls_hold(&[(self.field, false), (g, true)]) =>
+                {
+                    out.push(
+                        e.nums
+                            .iter()
+                            .flat_map(|(_, v)| permitted(CmpOp::Eq, v))
+                            .collect(),
+                    )
+                }
+                // A pair's partner that must be given (it is in no null rule): its own bounds.
+                (Done::Pending, _) if !chained && !self.slot(g).nullable => {
+                    out.extend(self.partner_bounds(op, g));
                 }
                 _ => {}
             }

@@ -41,11 +41,19 @@ pub struct RulePlan {
     /// by the key's hash ([`NumKey::hash_of`]), compared against the partners' values in place:
     /// a lookup allocates nothing (a `Vec<Done>` key built for each, with a `Decimal`'s digits
     /// cloned into it, was a third of the filter's work at a value start).
-    num_memo: Mutex<NumMemo>,
+    num_memo: Mutex<KeyMemo<Option<Arc<NumSet>>>>,
+    /// The verdicts of [`Rules::numbers_hold`](super::permit::Rules), by field, whether it is
+    /// null, and the values it reads: asked at every value start, by every token that starts
+    /// a value.
+    hold_memo: Mutex<KeyMemo<Option<Arc<[Range]>>>>,
 }
 
-/// [`RulePlan`]'s number sets, by their key's hash (a list for the keys that share one).
-type NumMemo = Memo<u64, Vec<(NumKey, Arc<NumSet>)>>;
+/// A memo by [`NumKey`], looked up by the key's hash (a list for the keys that share one).
+type KeyMemo<T> = Memo<u64, Vec<(NumKey, T)>>;
+
+/// A number's lowest and highest value as the comparisons leave them, each with whether it is
+/// only approached (`None`: no bound but a double's own).
+pub(super) type Range = (Option<(Decimal, bool)>, Option<(Decimal, bool)>);
 
 /// What a number set depends on: the object and field (or `usize::MAX` and the slot, outside
 /// rules), and the values of the field's rule partners ([`Rules::partners`]).
@@ -100,10 +108,12 @@ pub(super) enum Kind {
 pub(super) struct NumSlot {
     pub(super) syntax: NumSyntax,
     pub(super) domain: Vec<Interval>,
-    /// Largest value in the domain, and whether it is only approached (`exclusive_maximum`).
-    pub(super) sup: (Decimal, bool),
-    /// Smallest value in the domain, likewise.
-    pub(super) inf: (Decimal, bool),
+    /// The bound below which the domain's values lie, and whether it is only approached
+    /// (`exclusive_maximum`); `None` where the schema sets none (the domain still stops at the
+    /// largest double).
+    pub(super) sup: Option<(Decimal, bool)>,
+    /// The bound above which they lie, likewise.
+    pub(super) inf: Option<(Decimal, bool)>,
 }
 
 /// What a string field accepts, for "can the partner's value still be written here?".
@@ -148,6 +158,15 @@ pub(super) struct ObjPlan {
     pub(super) classes: Vec<usize>,
     /// The object's `at_least_one` groups, each once.
     pub(super) at_least_one: Vec<Vec<usize>>,
+    /// The fields some comparison names, in order.
+    pub(super) compared: Vec<usize>,
+    /// Whether each field's being null or given decides another's: it shares a
+    /// `both_or_neither` class or an `at_least_one` group.
+    pub(super) null_ruled: Vec<bool>,
+    /// Whether the comparisons tie the fields in pairs only (each compared field has one
+    /// partner) and no compared field is in a null rule: then a field's comparisons can be read
+    /// one partner deep, exactly.
+    pub(super) pairs_only: bool,
 }
 
 #[derive(Debug)]
@@ -166,6 +185,7 @@ impl RulePlan {
             objects: Vec::new(),
             root: OPAQUE,
             num_memo: Mutex::new(Memo::default()),
+            hold_memo: Mutex::new(Memo::default()),
         };
         let mut object_slots = Vec::new();
         for object in &grammar.objects {
@@ -184,6 +204,9 @@ impl RulePlan {
                 has_rules: !object.rules.is_empty(),
                 classes: Vec::new(),
                 at_least_one: Vec::new(),
+                compared: Vec::new(),
+                null_ruled: Vec::new(),
+                pairs_only: true,
             });
         }
         plan.objects = object_slots;
@@ -228,6 +251,23 @@ impl RulePlan {
             }
             // A group naming no field of the object asks nothing of it.
             obj.at_least_one = alo.into_iter().filter(|g| !g.is_empty()).collect();
+            obj.compared = (0..fields.len())
+                .filter(|&f| !fields[f].compares.is_empty())
+                .collect();
+            let classes = &obj.classes;
+            obj.null_ruled = (0..fields.len())
+                .map(|f| {
+                    classes
+                        .iter()
+                        .enumerate()
+                        .any(|(g, &c)| g != f && c == classes[f])
+                        || obj.at_least_one.iter().any(|group| group.contains(&f))
+                })
+                .collect();
+            obj.pairs_only = obj.compared.iter().all(|&f| {
+                let first = fields[f].compares[0].1;
+                !obj.null_ruled[f] && fields[f].compares.iter().all(|&(_, g)| g == first)
+            });
         }
         plan.root = plan.slot(&grammar.root);
         plan
@@ -255,8 +295,8 @@ impl RulePlan {
                     Kind::Num(NumSlot {
                         syntax,
                         domain,
-                        sup: (hi, false),
-                        inf: (lo, false),
+                        sup: (*max < i128::MAX).then_some((hi, false)),
+                        inf: (*min > i128::MIN).then_some((lo, false)),
                     }),
                 )
             }
@@ -268,19 +308,24 @@ impl RulePlan {
                     &permitted(CmpOp::Le, &max),
                     &permitted(CmpOp::Ge, &max.negated()),
                 );
-                let mut sup = (max.clone(), false);
-                let mut inf = (max.negated(), false);
+                let mut sup: Option<(Decimal, bool)> = None;
+                let mut inf: Option<(Decimal, bool)> = None;
                 for (op, bound) in bounds.each() {
                     let Some(b) = num(bound) else {
                         continue;
                     };
                     domain = intersect(&domain, &permitted(op, &b));
+                    let strict = matches!(op, CmpOp::Lt | CmpOp::Gt);
                     match op {
-                        CmpOp::Le | CmpOp::Lt if b < sup.0 || (b == sup.0 && op == CmpOp::Lt) => {
-                            sup = (b, op == CmpOp::Lt)
+                        CmpOp::Le | CmpOp::Lt
+                            if sup.as_ref().is_none_or(|s| b < s.0 || (b == s.0 && strict)) =>
+                        {
+                            sup = Some((b, strict))
                         }
-                        CmpOp::Ge | CmpOp::Gt if b > inf.0 || (b == inf.0 && op == CmpOp::Gt) => {
-                            inf = (b, op == CmpOp::Gt)
+                        CmpOp::Ge | CmpOp::Gt
+                            if inf.as_ref().is_none_or(|i| b > i.0 || (b == i.0 && strict)) =>
+                        {
+                            inf = Some((b, strict))
                         }
                         _ => {}
                     }
@@ -361,36 +406,59 @@ pub(super) fn number_value(n: &serde_json::Number) -> Option<Decimal> {
 impl RulePlan {
     /// The number set of field `field` of object `obj` (or `usize::MAX` and the slot, outside
     /// rules) whose rule partners hold `partners`: the one remembered, else `make`'s, then
-    /// remembered. `None` when `make` finds numbers out.
+    /// remembered. `None` when numbers are out.
     pub(super) fn remembered_number_set<'d, P: Iterator<Item = &'d Done>>(
         &self,
-        (obj, field): (usize, usize),
+        key: (usize, usize),
         partners: impl Fn() -> P,
         make: impl FnOnce() -> Option<NumSet>,
     ) -> Option<Arc<NumSet>> {
-        let hash = NumKey::hash_of(obj, field, partners());
-        let found = |memo: &NumMemo| {
-            let bucket = memo.get(&hash)?;
-            let (_, set) = bucket.iter().find(|(k, _)| k.is(obj, field, partners()))?;
-            Some(set.clone())
-        };
-        if let Some(set) = self.num_memo.lock().ok().and_then(|m| found(&m)) {
-            return Some(set);
-        }
-        let set = Arc::new(make()?);
-        if let Ok(mut memo) = self.num_memo.lock() {
-            if memo.len() > 4096 {
-                memo.clear();
-            }
-            let key = NumKey {
-                obj,
-                field,
-                partners: partners().cloned().collect(),
-            };
-            memo.entry(hash).or_default().push((key, set.clone()));
-        }
-        Some(set)
+        remembered(&self.num_memo, key, partners, || make().map(Arc::new))
     }
+
+    /// [`Rules::numbers_hold`](super::permit::Rules)'s verdict for field `field` of object
+    /// `obj`, null or not, whose rules read `partners`: remembered, else `make`'s.
+    pub(super) fn remembered_hold<'d, P: Iterator<Item = &'d Done>>(
+        &self,
+        (obj, field, null): (usize, usize, bool),
+        partners: impl Fn() -> P,
+        make: impl FnOnce() -> Option<Vec<Range>>,
+    ) -> Option<Arc<[Range]>> {
+        let key = (obj, 2 * field + usize::from(null));
+        remembered(&self.hold_memo, key, partners, || make().map(Arc::from))
+    }
+}
+
+/// The value remembered in `memo` for `(obj, field)` and `partners`, else `make`'s, then
+/// remembered. A lookup allocates nothing.
+fn remembered<'d, T: Clone, P: Iterator<Item = &'d Done>>(
+    memo: &Mutex<KeyMemo<T>>,
+    (obj, field): (usize, usize),
+    partners: impl Fn() -> P,
+    make: impl FnOnce() -> T,
+) -> T {
+    let hash = NumKey::hash_of(obj, field, partners());
+    let found = |memo: &KeyMemo<T>| {
+        let bucket = memo.get(&hash)?;
+        let (_, value) = bucket.iter().find(|(k, _)| k.is(obj, field, partners()))?;
+        Some(value.clone())
+    };
+    if let Some(value) = memo.lock().ok().and_then(|m| found(&m)) {
+        return value;
+    }
+    let value = make();
+    if let Ok(mut memo) = memo.lock() {
+        if memo.len() > 4096 {
+            memo.clear();
+        }
+        let key = NumKey {
+            obj,
+            field,
+            partners: partners().cloned().collect(),
+        };
+        memo.entry(hash).or_default().push((key, value.clone()));
+    }
+    value
 }
 
 /// Each of `n` fields' class under the `both_or_neither` `groups`: the index of one field of

@@ -333,16 +333,31 @@ fn numbers_are_bounded_in_length() {
     assert!(!allowed(&p, pre, &format!("{digits}1")));
     let full = at(&p, &format!("{pre}{digits}"));
     assert!(full.allows(&p, b","));
-    // A point or an exponent only with room for the digits after it: never a dead end.
+    // A point or an exponent only with room for a digit after it: never a dead end.
     let short = "1".repeat(MAX_NUMBER_LEN - 3);
     assert!(allowed(&p, pre, &format!("{short}.")));
     assert!(allowed(&p, pre, &format!("{short}.5")));
-    assert!(!allowed(&p, pre, &format!("{short}1.")));
-    assert!(!allowed(&p, pre, &format!("{short}1e")));
+    assert!(allowed(&p, pre, &format!("{short}1.")));
+    assert!(allowed(&p, pre, &format!("{short}1.5")));
+    assert!(!allowed(&p, pre, &format!("{short}11.")));
+    assert!(allowed(&p, pre, &format!("{short}1e5")));
+    assert!(!allowed(&p, pre, &format!("{short}11e")));
+    assert!(!allowed(&p, pre, &format!("{short}1e-")));
     // At the cap only a number the field accepts: `0.000…0` is not above 0, `0.000…1` is.
     let zeros = format!("0.{}", "0".repeat(MAX_NUMBER_LEN - 3));
     assert!(!allowed(&p, pre, &format!("{zeros}0")));
     assert!(allowed(&p, pre, &format!("{zeros}1")));
+    // A prefix that reaches the set only past the cap is refused: above 9, `0.0999…9` ends
+    // as `…e2` while two bytes are left, and nowhere with one.
+    let p2 = RulePlan::new(&grammar(
+        vec![("a", unbounded()), ("b", unbounded())],
+        vec![cmp("a", "<", "b")],
+    ));
+    let long = format!("0.0{}", "9".repeat(MAX_NUMBER_LEN - 5));
+    let pre2 = r#"{"a": 9, "b": "#;
+    assert!(allowed(&p2, pre2, &format!("{long}e2")));
+    assert!(!allowed(&p2, pre2, &format!("{long}9")));
+    assert!(!allowed(&p2, pre2, &format!("{long}e1")));
     // The same cap for `high` after a long `low`.
     assert!(allowed(
         &p,
@@ -762,4 +777,112 @@ fn a_partner_forced_by_another_rule_is_seen() {
     assert!(!allowed(&p, r#"{"mid": null, "low": "#, "50,"));
     assert!(allowed(&p, r#"{"mid": null, "low": "#, "20,"));
     assert!(allowed(&p, r#"{"mid": 3, "low": "#, "50,"));
+}
+
+fn at_most(max: i64) -> Shape {
+    Shape::Number {
+        bounds: NumberBounds {
+            maximum: Some(max.into()),
+            ..NumberBounds::default()
+        },
+    }
+}
+
+#[test]
+fn a_chain_of_comparisons_is_followed() {
+    // `low <= mid <= high`, `high` at most 10: before `mid` is written, `low` may not pass 10.
+    let chain = |order: [&str; 3]| {
+        let shape = |name: &str| match name {
+            "high" => Shape::Integer { min: 0, max: 10 },
+            _ => unbounded(),
+        };
+        RulePlan::new(&grammar(
+            order.iter().map(|&n| (n, shape(n))).collect(),
+            vec![cmp("low", "<=", "mid"), cmp("mid", "<=", "high")],
+        ))
+    };
+    let p = chain(["low", "mid", "high"]);
+    assert!(!allowed(&p, r#"{"low": "#, "30,"));
+    assert!(!allowed(&p, r#"{"low": "#, "10.5,"));
+    assert!(allowed(&p, r#"{"low": "#, "10,"));
+    assert!(allowed(&p, r#"{"low": "#, "-4,"));
+    // The one partner it has seen before (`mid`) allows any number.
+    assert!(allowed(&p, r#"{"low": 3, "mid": "#, "10,"));
+    assert!(!allowed(&p, r#"{"low": 3, "mid": "#, "11,"));
+    // A finished value bounds a field through a partner still to come: with `low` 5, `high`
+    // below 5 leaves `mid` nothing.
+    let p = chain(["low", "high", "mid"]);
+    assert!(!allowed(&p, r#"{"low": 5, "high": "#, "3,"));
+    assert!(allowed(&p, r#"{"low": 5, "high": "#, "5,"));
+    let p = chain(["mid", "low", "high"]);
+    assert!(!allowed(&p, r#"{"mid": "#, "11,"));
+
+    // Strict comparisons between integers leave room for each: `a < b < c`, `c` at most 3.
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("a", Shape::Integer { min: 0, max: 100 }),
+            ("b", Shape::Integer { min: 0, max: 100 }),
+            ("c", Shape::Integer { min: 0, max: 3 }),
+        ],
+        vec![cmp("a", "<", "b"), cmp("b", "<", "c")],
+    ));
+    assert!(!allowed(&p, r#"{"a": "#, "2,"));
+    assert!(allowed(&p, r#"{"a": "#, "1,"));
+    assert!(!allowed(&p, r#"{"a": 1, "b": "#, "3,"));
+    assert!(allowed(&p, r#"{"a": 1, "b": "#, "2,"));
+    // ... and between doubles: no double lies between 0.30000000000000004 and the next one.
+    let p = RulePlan::new(&grammar(
+        vec![("a", unbounded()), ("b", unbounded()), ("c", at_most(1))],
+        vec![cmp("a", "<", "b"), cmp("b", "<", "c")],
+    ));
+    assert!(allowed(&p, r#"{"a": "#, "0.9999,"));
+    assert!(!allowed(&p, r#"{"a": "#, "1,"));
+    assert!(!allowed(&p, r#"{"a": "#, "0.9999999999999999,"));
+
+    // A null partner breaks the chain: `mid` may still be null, so `low` is free...
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("low", unbounded()),
+            ("mid", nullable(unbounded())),
+            ("high", Shape::Integer { min: 0, max: 10 }),
+        ],
+        vec![cmp("low", "<=", "mid"), cmp("mid", "<=", "high")],
+    ));
+    assert!(allowed(&p, r#"{"low": "#, "30,"));
+    assert!(!allowed(&p, r#"{"low": 30, "mid": "#, "30,"));
+    assert!(allowed(&p, r#"{"low": 30, "mid": "#, "null,"));
+    // ... unless another rule needs it: one of `mid` and `x` is given, each at most 10 or 5.
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("low", unbounded()),
+            ("mid", nullable(at_most(10))),
+            ("x", nullable(at_most(5))),
+        ],
+        vec![
+            cmp("low", "<=", "mid"),
+            cmp("low", "<=", "x"),
+            Rule::AtLeastOne(vec!["mid".into(), "x".into()]),
+        ],
+    ));
+    assert!(!allowed(&p, r#"{"low": "#, "30,"));
+    assert!(allowed(&p, r#"{"low": "#, "8,"));
+    assert!(!allowed(&p, r#"{"low": 8, "mid": "#, "null"));
+    assert!(allowed(&p, r#"{"low": 4, "mid": "#, "null"));
+    assert!(allowed(&p, r#"{"low": 8, "mid": "#, "9,"));
+    // A null that forces a compared number to be given: with `low` 30, `mid` null would
+    // leave `high` (at most 10) to be given, and above 30.
+    let p = RulePlan::new(&grammar(
+        vec![
+            ("low", unbounded()),
+            ("mid", nullable(unbounded())),
+            ("high", nullable(Shape::Integer { min: 0, max: 10 })),
+        ],
+        vec![
+            cmp("low", "<=", "high"),
+            Rule::AtLeastOne(vec!["mid".into(), "high".into()]),
+        ],
+    ));
+    assert!(!allowed(&p, r#"{"low": 30, "mid": "#, "null"));
+    assert!(allowed(&p, r#"{"low": 30, "mid": "#, "1,"));
+    assert!(allowed(&p, r#"{"low": 3, "mid": "#, "null"));
 }
