@@ -363,6 +363,51 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
         contract.validate(&value)
     });
     check("runtime, a chain of rules", &t, start);
+    // Rules on inline objects below the root, held over the schema's own mask: an optional
+    // object of two types with a chain, inside it another object with a rule of its own.
+    let contract = DynContract::from_schema(serde_json::json!({
+        "type": "object",
+        "required": ["range"],
+        "additionalProperties": false,
+        "properties": {
+            "name": {"type": "string", "maxLength": 8},
+            "range": {
+                "type": ["object", "null"],
+                "x-rules": ["low <= mid", "mid <= high", "both_or_neither(low, high)"],
+                "required": ["low", "mid"],
+                "additionalProperties": false,
+                "properties": {
+                    "low": {"type": ["number", "null"], "minimum": -50, "maximum": 50},
+                    "mid": {"type": "integer"},
+                    "high": {"type": ["integer", "null"], "maximum": 10},
+                    "inner": {
+                        "type": "object",
+                        "x-rules": ["a < b"],
+                        "required": ["a", "b"],
+                        "additionalProperties": false,
+                        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "maximum": 3}}
+                    }
+                }
+            }
+        }
+    }))
+    .expect("schema");
+    assert!(contract.rules_in_mask());
+    let grammar = contract
+        .mask_grammar()
+        .expect("a grammar holding the rules");
+    let start = std::time::Instant::now();
+    let t = walks_of(&e, &grammar, count(300), 19, false, |text| {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
+            Violations::one(contract_core::Violation::new(
+                "",
+                ViolationKind::JsonInvalid,
+                err.to_string(),
+            ))
+        })?;
+        contract.validate(&value)
+    });
+    check("runtime, rules on inline objects", &t, start);
 }
 
 /// The filter's token classes and shortcuts change nothing: on walks over contracts with

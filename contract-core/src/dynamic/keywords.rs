@@ -105,9 +105,10 @@ pub(super) const RULES_IN_TYPED_MASK: &str = "cross-field rules: this schema dec
      typed grammar, whose mask on the local model holds them while decoding; a JSON Schema mask \
      (a server's) does not carry them, and the validator checks every reply";
 
-/// The note of a root `x-rules` gap in a schema that keeps its own JSON Schema mask, the rules
+/// The note of an `x-rules` gap in a schema that keeps its own JSON Schema mask, the rules
 /// held over it by the local backend's value filter
-/// ([`DynContract::rules_in_mask`](super::DynContract::rules_in_mask), not typed).
+/// ([`DynContract::rules_in_mask`](super::DynContract::rules_in_mask), not typed): the root's,
+/// and an inline object's below it that the filter takes in.
 pub(super) const RULES_OVER_SCHEMA_MASK: &str = "cross-field rules: this schema decodes under its \
      own JSON Schema, and the local model's value filter holds them over that mask while \
      decoding; a server's mask does not carry them, and the validator checks every reply";

@@ -272,19 +272,24 @@ impl DynContract {
             validator,
         };
         // The note says whether the local mask holds the rules: under either typed grammar, the
-        // root's alone. An inline object below the root is lowered to any value there (a
-        // runtime contract's nested objects are not contracts of their own), so its `x-rules`
-        // are the validator's only.
-        let has_rules = contract.gaps.iter().any(|g| g.keyword == "x-rules");
-        let held = match has_rules.then(|| contract.mask()) {
-            Some(typed::Mask::Grounded) => Some(keywords::RULES_IN_GROUNDED_MASK),
-            Some(typed::Mask::Rules) => Some(keywords::RULES_IN_TYPED_MASK),
-            Some(typed::Mask::RulesOverSchema) => Some(keywords::RULES_OVER_SCHEMA_MASK),
-            Some(typed::Mask::JsonSchema) | None => None,
-        };
-        if let Some(note) = held {
+        // root's alone (an inline object below the root is lowered to any value there: a
+        // runtime contract's nested objects are not contracts of their own, so its `x-rules`
+        // are the validator's only); over the schema's own mask, the root's and those of the
+        // inline objects the value filter takes in (`typed::held_rule_paths`).
+        if contract.gaps.iter().any(|g| g.keyword == "x-rules") {
+            let mut spec = contract.root_spec();
+            values::adopt_value_types(&mut spec);
+            let (note, paths) = match typed::mask(&spec) {
+                typed::Mask::Grounded => (keywords::RULES_IN_GROUNDED_MASK, vec![String::new()]),
+                typed::Mask::Rules => (keywords::RULES_IN_TYPED_MASK, vec![String::new()]),
+                typed::Mask::RulesOverSchema => (
+                    keywords::RULES_OVER_SCHEMA_MASK,
+                    typed::held_rule_paths(&spec.node),
+                ),
+                typed::Mask::JsonSchema => ("", Vec::new()),
+            };
             for gap in contract.gaps.iter_mut().filter(|g| g.keyword == "x-rules") {
-                if gap.path.is_empty() {
+                if paths.contains(&gap.path) {
                     gap.note = note.to_owned();
                 }
             }
@@ -323,15 +328,18 @@ impl DynContract {
         matches!(self.mask(), typed::Mask::Grounded | typed::Mask::Rules)
     }
 
-    /// Whether the local model's mask holds the root's `x-rules` while decoding: under the
-    /// typed grammar ([`decodes_typed`](Self::decodes_typed)), or over the schema's own JSON
+    /// Whether the local model's mask holds `x-rules` while decoding: the root's under the
+    /// typed grammar ([`decodes_typed`](Self::decodes_typed)); or over the schema's own JSON
     /// Schema mask, by the value filter, when the schema would lose a keyword in the typed
     /// grammar but every field a rule names is of one shape the grammar keeps whole (one type,
     /// no combinators, no `multipleOf`, no inline object), and the root has no alternatives,
-    /// enum or pattern properties. There a rule's optional field is taken as one that may still
-    /// be written: a value no value of it could keep the rule with is refused, even where the
-    /// model would leave it out. A server's JSON Schema mask never holds the rules; the
-    /// validator checks every reply.
+    /// enum or pattern properties: the root's rules, and those of each inline object below it
+    /// of the same kind (an object, or an object or `null`, with no alternatives, enum or
+    /// pattern properties, its rules' fields carried whole), which [`gaps`](Self::gaps) name.
+    /// There a rule's optional field is taken as one that may still be written: a value no
+    /// value of it could keep the rule with is refused, even where the model would leave it
+    /// out. A server's JSON Schema mask never holds the rules; the validator checks every
+    /// reply.
     pub fn rules_in_mask(&self) -> bool {
         self.mask() != typed::Mask::JsonSchema
     }

@@ -477,13 +477,52 @@ fn the_rules_note_follows_the_mask_the_schema_decodes_under() {
     let mut spec = contract(nested).root_spec();
     crate::dynamic::values::adopt_value_types(&mut spec);
     assert!(crate::grammar::Grammar::of(&spec).rules().is_empty());
-    // Rules nested in an ungrounded schema: no typed grammar holds them.
+    // Rules nested in an ungrounded schema: no typed grammar holds them, but the value filter
+    // holds them over the schema's own mask, the inline object one of the filter's own. (This
+    // asserted "validator only" until the filter took in inline objects.)
     let nested = json!({"type": "object", "required": ["range"], "properties": {
         "range": {"type": "object", "x-rules": ["low <= high"],
                   "properties": {"low": field(false), "high": field(false)}}}});
     let (grounded, text) = note(nested.clone());
-    assert!(!grounded && !contract(nested).decodes_typed());
+    let c = contract(nested.clone());
+    assert!(!grounded && !c.decodes_typed() && c.rules_in_mask());
+    assert!(text.contains("value filter"), "{text}");
+    let grammar = c
+        .mask_grammar()
+        .expect("a grammar holding the nested rules");
+    assert_eq!(grammar.rules().len(), 1);
+    // ... also where the object may be null, and where the root has rules of its own.
+    let mut nullable = nested.clone();
+    nullable["properties"]["range"]["type"] = json!(["object", "null"]);
+    assert!(note(nullable).1.contains("value filter"));
+    let mut both = nested.clone();
+    both["x-rules"] = json!(["a <= b"]);
+    both["properties"]["a"] = field(false);
+    both["properties"]["b"] = field(false);
+    let c = contract(both);
+    let notes: Vec<&str> = c
+        .gaps()
+        .iter()
+        .filter(|g| g.keyword == "x-rules")
+        .map(|g| g.note.as_str())
+        .collect();
+    assert_eq!(notes.len(), 2);
+    assert!(
+        notes.iter().all(|n| n.contains("value filter")),
+        "{notes:?}"
+    );
+    assert_eq!(c.mask_grammar().expect("a grammar").rules().len(), 2);
+    // An inline object whose rule names a field the grammar cannot carry whole (`multipleOf`),
+    // or one with alternatives, is any value to the filter: its rules the validator's.
+    let mut lossy = nested.clone();
+    lossy["properties"]["range"]["properties"]["low"]["multipleOf"] = json!(0.5);
+    let (_, text) = note(lossy.clone());
     assert!(text.contains("validator only"), "{text}");
+    assert!(!contract(lossy).rules_in_mask());
+    let mut alternatives = nested;
+    alternatives["properties"]["range"]["anyOf"] =
+        json!([{"required": ["low"]}, {"required": ["high"]}]);
+    assert!(note(alternatives).1.contains("validator only"));
 }
 
 /// The typed grammar `Extractor::runtime` decodes a flat ungrounded schema under holds the

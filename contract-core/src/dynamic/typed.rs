@@ -12,8 +12,9 @@
 //! JSON Schema mask enforces ([`lossless`]); otherwise it keeps its JSON Schema and the
 //! validator alone checks the rules, unless the fields the rules name are carried without loss
 //! (each of one shape the grammar keeps whole): then the schema's own mask is kept and
-//! the local backend's value filter holds the rules over it ([`Mask::RulesOverSchema`]). A
-//! grounded schema decodes under the typed grammar regardless: grounding needs it.
+//! the local backend's value filter holds the rules over it ([`Mask::RulesOverSchema`]), those
+//! of the inline objects below the root that qualify the same way too ([`inline_rules_held`]).
+//! A grounded schema decodes under the typed grammar regardless: grounding needs it.
 
 use serde_json::Value;
 
@@ -50,9 +51,11 @@ pub(crate) fn mask(spec: &ContractSpec) -> Mask {
         Mask::JsonSchema
     } else if crate::ground::has_grounding(spec) {
         Mask::Grounded
-    } else if object.rules.is_empty() {
+    } else if object.rules.is_empty()
+        && !object.properties.iter().any(|f| inline_rules_held(&f.node))
+    {
         Mask::JsonSchema
-    } else if lossless(&spec.node) {
+    } else if !object.rules.is_empty() && lossless(&spec.node) {
         Mask::Rules
     } else if rule_fields_lossless(&spec.node) {
         Mask::RulesOverSchema
@@ -66,7 +69,11 @@ pub(crate) fn mask(spec: &ContractSpec) -> Mask {
 pub(crate) fn mask_grammar(spec: &ContractSpec, schema: impl FnOnce() -> Value) -> Option<Grammar> {
     match mask(spec) {
         Mask::Grounded | Mask::Rules => Some(Grammar::of(spec)),
-        Mask::RulesOverSchema => Some(Grammar::rules_over_schema(spec, schema())),
+        Mask::RulesOverSchema => Some(Grammar::rules_over_schema(
+            spec,
+            schema(),
+            inline_rules_held,
+        )),
         Mask::JsonSchema => None,
     }
 }
@@ -82,9 +89,61 @@ pub(crate) fn mask_grammar(spec: &ContractSpec, schema: impl FnOnce() -> Value) 
 /// not be 30 even where the model would leave `high` out (the validator would take that). Other
 /// fields are any value to the filter.
 fn rule_fields_lossless(root: &Node) -> bool {
-    let Some(object) = plain_object(root) else {
-        return false;
-    };
+    plain_object(root).is_some_and(|object| {
+        rules_writable(object)
+            && (!object.rules.is_empty()
+                || object.properties.iter().any(|f| inline_rules_held(&f.node)))
+    })
+}
+
+/// Whether the value filter holds the rules of the inline object `node` (a property's schema,
+/// below the root) over the schema's own mask, as [`rule_fields_lossless`] does the root's: the
+/// property is an object (or `null`), with no alternatives or enum, nothing narrowing its
+/// listed properties, every field its rules name carried without loss; and it has rules, or an
+/// inline object of its own whose rules are held. Its other properties are any value to the
+/// filter; an inline object whose rules are not held is too (the validator checks them).
+pub(crate) fn inline_rules_held(node: &Node) -> bool {
+    let types: Vec<JsonType> = node.value_types().collect();
+    types == [JsonType::Object]
+        && node.enumeration.is_none()
+        && plain_object(node).is_some_and(|object| {
+            rules_writable(object)
+                && (!object.rules.is_empty()
+                    || object.properties.iter().any(|f| inline_rules_held(&f.node)))
+        })
+}
+
+/// The JSON pointers of the subschemas whose `x-rules` the value filter holds when `root`
+/// decodes under [`Mask::RulesOverSchema`]: the root's (`""`) and those of the inline objects
+/// below it ([`inline_rules_held`], `/properties/range`).
+pub(crate) fn held_rule_paths(root: &Node) -> Vec<String> {
+    fn walk(object: &ObjectNode, path: &str, out: &mut Vec<String>) {
+        if !object.rules.is_empty() {
+            out.push(path.to_owned());
+        }
+        for f in &object.properties {
+            if inline_rules_held(&f.node) {
+                if let Some(inner) = f.node.object.as_deref() {
+                    let properties = crate::validate::join_pointer(path, "properties");
+                    walk(
+                        inner,
+                        &crate::validate::join_pointer(&properties, &f.name),
+                        out,
+                    );
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(object) = plain_object(root) {
+        walk(object, "", &mut out);
+    }
+    out
+}
+
+/// Whether every field `object`'s rules name is listed and carried without loss, with a value
+/// other than `null`.
+fn rules_writable(object: &ObjectNode) -> bool {
     object.rules.iter().flat_map(|r| r.fields()).all(|name| {
         object.field(name).is_some_and(|f| {
             value(&f.node)

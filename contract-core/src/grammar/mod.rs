@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::attrs::{Form, Format, Grounding, Rule};
 use crate::ir::ContractSpec;
-use crate::ir::{Document, JsonType, Node, NumberBounds, Structure, Target};
+use crate::ir::{Document, JsonType, Node, NumberBounds, ObjectNode, Structure, Target};
 
 pub mod lark;
 #[cfg(test)]
@@ -255,10 +255,21 @@ impl Grammar {
 
     /// The grammar of `spec` rendered with `options`.
     pub fn with_options(spec: &ContractSpec, options: GrammarOptions) -> Grammar {
+        Grammar::build(spec, options, None)
+    }
+
+    /// [`Grammar::with_options`], with the inline objects `inline` picks lowered to objects of
+    /// their own (the others are any value).
+    fn build(
+        spec: &ContractSpec,
+        options: GrammarOptions,
+        inline: Option<fn(&Node) -> bool>,
+    ) -> Grammar {
         let mut builder = Builder {
             options,
             objects: Vec::new(),
             index: HashMap::new(),
+            inline,
         };
         let root = builder.contract(spec);
         let mut grammar = Grammar {
@@ -279,28 +290,36 @@ impl Grammar {
     }
 
     /// A runtime contract's own JSON Schema `schema` as the syntax mask, with the value filter
-    /// holding its root's rules over it: the shapes of `spec` (the contract's root, value
-    /// types adopted; no default caps on strings and lists) with every root field no rule
+    /// holding its rules over it: the shapes of `spec` (the contract's root, value types
+    /// adopted; no default caps on strings and lists) with every field no rule of its object
     /// names made any value (the filter does not look inside), so that the filter refuses
-    /// nothing but what breaks a rule. Sound only when the schema constrains each field a rule
-    /// names no more than its shape says (`dynamic::typed` decides; otherwise the filter could
-    /// leave a partner no value the schema allows).
-    pub fn rules_over_schema(spec: &ContractSpec, schema: Value) -> Grammar {
+    /// nothing but what breaks a rule. The inline objects below the root that `inline_rules`
+    /// picks keep their shape, each an object of the grammar with its own rules, treated the
+    /// same way; any other inline object is any value. Sound only when the schema constrains
+    /// each field a rule names no more than its shape says (`dynamic::typed` decides, and
+    /// picks the inline objects; otherwise the filter could leave a partner no value the
+    /// schema allows).
+    pub fn rules_over_schema(
+        spec: &ContractSpec,
+        schema: Value,
+        inline_rules: fn(&Node) -> bool,
+    ) -> Grammar {
         // No default caps on strings and lists: the shapes say what the schema says, no more.
         let options = GrammarOptions {
             max_string_len: None,
             max_items: None,
             ..GrammarOptions::default()
         };
-        let mut grammar = Grammar::with_options(spec, options);
-        if let Shape::Object { index } = grammar.root {
-            if let Some(root) = grammar.objects.get_mut(index) {
-                let named: Vec<String> = root
-                    .rules
-                    .iter()
-                    .flat_map(|r| r.fields().into_iter().cloned())
-                    .collect();
-                for field in root.fields.iter_mut().filter(|f| !named.contains(&f.name)) {
+        let mut grammar = Grammar::build(spec, options, Some(inline_rules));
+        for object in &mut grammar.objects {
+            let named: Vec<String> = object
+                .rules
+                .iter()
+                .flat_map(|r| r.fields().into_iter().cloned())
+                .collect();
+            for field in object.fields.iter_mut() {
+                let inline = matches!(field.shape.strip_nullable().0, Shape::Object { .. });
+                if !inline && !named.contains(&field.name) {
                     field.shape = Shape::External { schema: json!({}) };
                 }
             }
@@ -444,6 +463,9 @@ struct Builder {
     options: GrammarOptions,
     objects: Vec<ObjectShape>,
     index: HashMap<*const ContractSpec, usize>,
+    /// Which inline objects (below the root, not contracts of their own) become objects of the
+    /// grammar; `None`: none, they are any value.
+    inline: Option<fn(&Node) -> bool>,
 }
 
 impl Builder {
@@ -457,10 +479,15 @@ impl Builder {
         if let Some(&index) = self.index.get(&key) {
             return Shape::Object { index };
         }
+        self.index.insert(key, self.objects.len());
+        self.object(&spec.name, object)
+    }
+
+    /// A new object of the grammar for `object`, its fields' shapes built.
+    fn object(&mut self, name: &str, object: &ObjectNode) -> Shape {
         let index = self.objects.len();
-        self.index.insert(key, index);
         self.objects.push(ObjectShape {
-            name: spec.name.clone(),
+            name: name.to_owned(),
             fields: Vec::new(),
             rules: object.rules.clone(),
             paths: Vec::new(),
@@ -502,6 +529,11 @@ impl Builder {
         }
         if let Some(spec) = node.contract() {
             return self.contract(spec);
+        }
+        if let (Some(object), Some(keep)) = (node.object.as_deref(), self.inline) {
+            if keep(node) {
+                return self.object("inline", object);
+            }
         }
         if let Some(values) = &node.enumeration {
             let values = values.iter().filter(|v| !v.is_null()).cloned().collect();

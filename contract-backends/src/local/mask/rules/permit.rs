@@ -114,9 +114,8 @@ impl Rules<'_> {
         let obj = &self.plan.objects[self.obj];
         let chained = self.chained();
         let compared = obj.compared.iter().filter(move |_| chained);
-        let ruled = (0..obj.fields.len()).filter(move |&f| {
-            obj.null_ruled[f] && (!chained || obj.fields[f].compares.is_empty())
-        });
+        let ruled = (0..obj.fields.len())
+            .filter(move |&f| obj.null_ruled[f] && (!chained || obj.fields[f].compares.is_empty()));
         let pairs = self
             .fp(self.field)
             .compares

@@ -886,3 +886,55 @@ fn a_chain_of_comparisons_is_followed() {
     assert!(allowed(&p, r#"{"low": 30, "mid": "#, "1,"));
     assert!(allowed(&p, r#"{"low": 3, "mid": "#, "null"));
 }
+
+/// A runtime contract's rules on an inline object below the root are held over its own JSON
+/// Schema mask: the object is one of the filter's, its rules checked where it is written,
+/// whatever the order of its keys; a sibling object without rules is any value.
+#[test]
+fn a_runtime_contracts_nested_rules_hold_over_its_own_schema_mask() {
+    use contract_core::DynContract;
+
+    let contract = DynContract::from_schema(json!({
+        "type": "object",
+        "required": ["range"],
+        "properties": {
+            "name": {"type": "string"},
+            "range": {
+                "type": ["object", "null"],
+                "x-rules": ["low <= high"],
+                "properties": {
+                    "low": {"type": "integer", "maximum": 10},
+                    "high": {"type": "integer"},
+                    "inner": {"type": "object", "x-rules": ["a < b"],
+                              "properties": {"a": {"type": "number"}, "b": {"type": "number", "maximum": 1}}}
+                }
+            },
+            "free": {"type": "object", "properties": {"low": {"type": "integer"}}}
+        }
+    }))
+    .unwrap_or_else(|e| panic!("schema: {e}"));
+    assert!(!contract.decodes_typed() && contract.rules_in_mask());
+    let grammar = contract
+        .mask_grammar()
+        .expect("a grammar holding the rules");
+    let p = RulePlan::new(&grammar);
+    let pre = r#"{"name": "x", "range": {"low": 5, "high": "#;
+    assert!(!allowed(&p, pre, "4,"));
+    assert!(allowed(&p, pre, "5,"));
+    // Keys in another order: `high` first bounds `low`, through the key the model writes.
+    let pre = r#"{"range": {"high": 5, "low": "#;
+    assert!(!allowed(&p, pre, "6,"));
+    assert!(allowed(&p, pre, "5}"));
+    // An inline object inside the inline object, its own rule: `a` below `b`, at most 1.
+    let pre = r#"{"range": {"inner": {"a": "#;
+    assert!(!allowed(&p, pre, "1,"));
+    assert!(allowed(&p, pre, "0.5,"));
+    // The object without rules, and the root's other fields, are any value.
+    assert!(allowed(&p, r#"{"free": {"low": "#, "-7}"));
+    assert!(at(&p, r#"{"range": null, "name": "y"}"#).can_end(&p));
+    assert!(at(
+        &p,
+        r#"{"range": {"low": 1, "high": 2, "extra": [1, {"a": 2}]}}"#
+    )
+    .can_end(&p));
+}
