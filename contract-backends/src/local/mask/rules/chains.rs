@@ -18,7 +18,9 @@
 //! others' ranges. For comparisons without offsets between intervals, this is exact (the
 //! ranges are the projections of the solutions); with enums it is arc consistency, which can
 //! still admit a value a cycle through `=` rules out. `!=` between two pending numbers is not
-//! followed. Strings and booleans are still compared with their finished partners only.
+//! followed. A string is also held to the finished strings its chains reach through partners
+//! that must be given ([`Rules::chained_strings`]), a necessary condition only (the fields'
+//! patterns are not searched); booleans are compared with their finished partners only.
 
 use std::sync::Arc;
 
@@ -190,6 +192,70 @@ impl Rules<'_> {
                 .collect(),
             CmpOp::Ne => Vec::new(),
         }
+    }
+
+    /// The finished strings a string here must still compare with through the partners still
+    /// to come (`start <= signed <= end`, `start` written: `end >= start` before `signed` is).
+    /// Each follows by transitivity along comparisons of one direction (`<=` or `<`, `>=` or
+    /// `>`, `=` either way; strict where one step is) through pending string fields that the
+    /// null rules force to be given, so it refuses only a value no completion could keep. It
+    /// does not know the fields' domains: under `start < signed < end`, two dates a day apart
+    /// still leave `signed` none (the numbers' search above knows integers and doubles; strings
+    /// have no such step).
+    pub(super) fn chained_strings(&self) -> Vec<(CmpOp, Arc<Vec<u8>>)> {
+        let obj = &self.plan.objects[self.obj];
+        let me = self.field;
+        let is_string = |g: usize| match &self.slot(g).kind {
+            Kind::Str(_) => true,
+            Kind::Enum(e) => !e.strs.is_empty(),
+            _ => false,
+        };
+        // (field, the direction: above (`>=`) or below (`<=`), strict so far)
+        let mut seen: Vec<(usize, bool, bool)> = Vec::new();
+        let mut queue: Vec<(usize, bool, bool)> = Vec::new();
+        let mut out = Vec::new();
+        for above in [true, false] {
+            queue.push((me, above, false));
+        }
+        while let Some((f, above, strict)) = queue.pop() {
+            for &(op, g) in &obj.fields[f].compares {
+                let step = match op {
+                    CmpOp::Ge => Some((true, false)),
+                    CmpOp::Gt => Some((true, true)),
+                    CmpOp::Le => Some((false, false)),
+                    CmpOp::Lt => Some((false, true)),
+                    CmpOp::Eq => Some((above, false)),
+                    CmpOp::Ne => None,
+                };
+                let Some((dir, s)) = step else { continue };
+                if dir != above || g == me {
+                    continue;
+                }
+                let strict = strict || s;
+                match self.val(g) {
+                    // A finished partner of this field itself is read directly.
+                    Done::Str(p) if f != me => {
+                        let op = match (above, strict) {
+                            (true, true) => CmpOp::Gt,
+                            (true, false) => CmpOp::Ge,
+                            (false, true) => CmpOp::Lt,
+                            (false, false) => CmpOp::Le,
+                        };
+                        out.push((op, p.clone()));
+                    }
+                    Done::Pending
+                        if is_string(g)
+                            && !self.nulls_hold(&[(me, false), (g, true)])
+                            && !seen.contains(&(g, above, strict)) =>
+                    {
+                        seen.push((g, above, strict));
+                        queue.push((g, above, strict));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
     }
 
     /// Whether field `f` holds a number that comparisons bound: a number slot, or an enum with

@@ -21,7 +21,9 @@
 //!
 //! Strings in comparisons (ISO dates: `effective_date <= expiry_date`) are compared as the
 //! validator does, byte by byte; a prefix that ties with the partner is kept only while the
-//! partner itself is a valid value of the field (so it can still be written in full).
+//! partner itself is a valid value of the field (so it can still be written in full). A
+//! finished string bounds a string through a chain of pending ones too (`start <= signed <=
+//! end`: `end >= start` before `signed` is written), where the null rules force them given.
 //!
 //! Invariant: the text so far is a prefix of an output that satisfies the grammar and the rules;
 //! llguidance always offers a token continuing such an output, so the filtered mask is never

@@ -249,15 +249,27 @@ impl Rules<'_> {
             })
     }
 
+    /// The finished strings this string must compare with, and how: its finished partners',
+    /// and those reached through partners still to come that must be given
+    /// ([`Rules::chained_strings`]).
     pub(super) fn str_compares(&self) -> Vec<(CmpOp, Arc<Vec<u8>>)> {
-        self.fp(self.field)
+        let mut out: Vec<(CmpOp, Arc<Vec<u8>>)> = self
+            .fp(self.field)
             .compares
             .iter()
             .filter_map(|&(op, g)| match self.val(g) {
                 Done::Str(p) => Some((op, p.clone())),
                 _ => None,
             })
-            .collect()
+            .collect();
+        if !self.plan.objects[self.obj].pairs_only {
+            for c in self.chained_strings() {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        out
     }
 }
 

@@ -938,3 +938,46 @@ fn a_runtime_contracts_nested_rules_hold_over_its_own_schema_mask() {
     )
     .can_end(&p));
 }
+
+/// Dates in a chain: with `start` written, `end` may not come before it while `signed`, which
+/// must lie between them, is still to come; a `signed` that may be null breaks the chain.
+#[test]
+fn a_chain_of_dates_is_followed() {
+    let date = || Shape::String {
+        min_len: None,
+        max_len: None,
+        patterns: vec![format!(
+            "^(?:{})$",
+            contract_core::grammar::format_regex(Format::Date).unwrap()
+        )],
+        format: None,
+    };
+    let rules = || vec![cmp("start", "<=", "signed"), cmp("signed", "<=", "end")];
+    let plan = |signed: Shape| {
+        RulePlan::new(&grammar(
+            vec![("start", date()), ("end", date()), ("signed", signed)],
+            rules(),
+        ))
+    };
+    let p = plan(date());
+    let pre = r#"{"start": "2024-05-01", "end": ""#;
+    assert!(!allowed(&p, pre, "2024-04"));
+    assert!(!allowed(&p, pre, r#"2024-04-30""#));
+    assert!(allowed(&p, pre, r#"2024-05-01""#));
+    assert!(allowed(&p, pre, "2025"));
+    // The other way: `end` written first bounds `start` from above.
+    let p = RulePlan::new(&grammar(
+        vec![("end", date()), ("start", date()), ("signed", date())],
+        rules(),
+    ));
+    let pre = r#"{"end": "2024-05-01", "start": ""#;
+    assert!(!allowed(&p, pre, r#"2024-05-02""#));
+    assert!(allowed(&p, pre, r#"2024-05-01""#));
+    // `signed` may be null: the rules hold with it left out, so `end` is free.
+    let p = plan(nullable(date()));
+    assert!(allowed(
+        &p,
+        r#"{"start": "2024-05-01", "end": ""#,
+        "2024-04"
+    ));
+}
