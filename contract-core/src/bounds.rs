@@ -149,8 +149,9 @@ impl NumberBounds {
         const WIDE: i128 = i32::MAX as i128;
         let (lo, lo_src) = self.integer_lower(type_min);
         let (hi, hi_src) = self.integer_upper(type_max);
-        let lower = (lo_src != Source::Type || lo.abs() < WIDE).then(|| (lo.to_string(), false));
-        let upper = (hi_src != Source::Type || hi.abs() < WIDE).then(|| (hi.to_string(), false));
+        let narrow = |v: i128| v.unsigned_abs() < WIDE.unsigned_abs();
+        let lower = (lo_src != Source::Type || narrow(lo)).then(|| (lo.to_string(), false));
+        let upper = (hi_src != Source::Type || narrow(hi)).then(|| (hi.to_string(), false));
         range_words(lower, upper)
     }
 }

@@ -557,6 +557,19 @@ fn a_flat_schema_with_rules_lowers_to_a_grammar_holding_them() {
     let plain = contract(json!({"type": "object", "required": ["low"],
         "properties": {"low": {"type": "number"}}}));
     assert!(!plain.decodes_typed());
+    // An integer bounded on one side only: the mask's schema bounds it on that side alone
+    // (its missing lower bound, `i128::MIN`, overflowed `abs` and became `"minimum": 0`).
+    let c = contract(json!({"type": "object", "x-rules": ["low <= high"],
+        "required": ["low", "high"],
+        "properties": {"low": {"type": "integer", "maximum": 10}, "high": {"type": "integer"}}}));
+    assert!(c.decodes_typed());
+    let schema = c
+        .mask_grammar()
+        .expect("the typed grammar")
+        .schema()
+        .to_string();
+    assert!(!schema.contains("minimum"), "{schema}");
+    assert!(schema.contains(r#""maximum":10"#), "{schema}");
 }
 
 #[test]

@@ -615,10 +615,12 @@ pub(crate) fn shape_schema(
         Shape::Integer { min, max } => {
             let mut map = Map::new();
             map.insert("type".into(), "integer".into());
-            if min.abs() <= EXACT_INT {
+            // `unsigned_abs`: an integer with no lower bound has `i128::MIN`, whose `abs`
+            // overflows (a release build wrapped it and wrote `"minimum": 0`).
+            if min.unsigned_abs() <= EXACT_INT.unsigned_abs() {
                 map.insert("minimum".into(), json!(*min as i64));
             }
-            if max.abs() <= EXACT_INT {
+            if max.unsigned_abs() <= EXACT_INT.unsigned_abs() {
                 map.insert("maximum".into(), json!(*max as i64));
             }
             Value::Object(map)
