@@ -447,37 +447,27 @@ fn grid_meets(digits: &[u8], k: usize, q: i64, part: &Interval) -> bool {
     else {
         return true;
     };
-    let n_min = match &part.lo {
-        End::Unbounded => lo,
-        End::Closed(l) | End::Open(l) => {
-            let a = l.shifted(q);
-            let n = if matches!(part.lo, End::Open(_)) && a.is_integer() {
-                succ(&a)
-            } else {
-                ceil(&a)
-            };
-            match n.to_i128() {
-                Some(n) => n,
-                None if a.is_negative() => lo,
-                None => return false,
-            }
+    // The least (`lower`) or greatest N whose N·10^-q is inside the end `e`; `away` where the
+    // end bounds nothing here, `None` where it leaves no N (past i128 on the far side).
+    let end = |e: &End, lower: bool, away: i128| -> Option<i128> {
+        let (End::Closed(v) | End::Open(v)) = e else {
+            return Some(away);
+        };
+        let a = v.shifted(q);
+        let n = match (matches!(e, End::Open(_)) && a.is_integer(), lower) {
+            (true, true) => succ(&a),
+            (true, false) => pred(&a),
+            (false, true) => ceil(&a),
+            (false, false) => floor(&a),
+        };
+        match n.to_i128() {
+            Some(n) => Some(n),
+            None if a.is_negative() == lower => Some(away),
+            None => None,
         }
     };
-    let n_max = match &part.hi {
-        End::Unbounded => hi,
-        End::Closed(h) | End::Open(h) => {
-            let b = h.shifted(q);
-            let n = if matches!(part.hi, End::Open(_)) && b.is_integer() {
-                pred(&b)
-            } else {
-                floor(&b)
-            };
-            match n.to_i128() {
-                Some(n) => n,
-                None if b.is_negative() => return false,
-                None => hi,
-            }
-        }
+    let (Some(n_min), Some(n_max)) = (end(&part.lo, true, lo), end(&part.hi, false, hi)) else {
+        return false;
     };
     lo.max(n_min) <= hi.min(n_max)
 }
