@@ -310,22 +310,17 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
     }))
     .expect("schema");
     assert!(!contract.decodes_typed() && contract.rules_in_mask());
+    runtime_walks(
+        &e,
+        &contract,
+        count(1_000),
+        9,
+        "runtime, rules over its schema",
+    );
+    // A few walks with every step's mask also computed token by token.
     let grammar = contract
         .mask_grammar()
         .expect("a grammar holding the rules");
-    let start = std::time::Instant::now();
-    let t = walks_of(&e, &grammar, count(1_000), 9, false, |text| {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
-            Violations::one(contract_core::Violation::new(
-                "",
-                ViolationKind::JsonInvalid,
-                err.to_string(),
-            ))
-        })?;
-        contract.validate(&value)
-    });
-    check("runtime, rules over its schema", &t, start);
-    // A few walks with every step's mask also computed token by token.
     let t = walks_of(&e, &grammar, 10, 10, true, |_| Ok(()));
     assert!(t.mismatches.is_empty(), "{:?}", t.mismatches);
     assert!(t.compared > 0);
@@ -348,21 +343,7 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
     }))
     .expect("schema");
     assert!(contract.rules_in_mask());
-    let grammar = contract
-        .mask_grammar()
-        .expect("a grammar holding the rules");
-    let start = std::time::Instant::now();
-    let t = walks_of(&e, &grammar, count(300), 17, false, |text| {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
-            Violations::one(contract_core::Violation::new(
-                "",
-                ViolationKind::JsonInvalid,
-                err.to_string(),
-            ))
-        })?;
-        contract.validate(&value)
-    });
-    check("runtime, a chain of rules", &t, start);
+    runtime_walks(&e, &contract, count(300), 17, "runtime, a chain of rules");
     // Rules on inline objects below the root, held over the schema's own mask: an optional
     // object of two types with a chain, inside it another object with a rule of its own.
     let contract = DynContract::from_schema(serde_json::json!({
@@ -393,21 +374,13 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
     }))
     .expect("schema");
     assert!(contract.rules_in_mask());
-    let grammar = contract
-        .mask_grammar()
-        .expect("a grammar holding the rules");
-    let start = std::time::Instant::now();
-    let t = walks_of(&e, &grammar, count(300), 19, false, |text| {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
-            Violations::one(contract_core::Violation::new(
-                "",
-                ViolationKind::JsonInvalid,
-                err.to_string(),
-            ))
-        })?;
-        contract.validate(&value)
-    });
-    check("runtime, rules on inline objects", &t, start);
+    runtime_walks(
+        &e,
+        &contract,
+        count(300),
+        19,
+        "runtime, rules on inline objects",
+    );
     // Dates in a chain, the middle one last: `end` may not come before `start`. (ISO-shaped by
     // a pattern: under `"format": "date"` the schema's own mask, llguidance's built-in format,
     // lets `9733-02-29` through, which the validator refuses, rules or none.)
@@ -426,21 +399,7 @@ fn runtime_rules_over_their_schema_mask_walks_are_sound() {
     }))
     .expect("schema");
     assert!(contract.rules_in_mask());
-    let grammar = contract
-        .mask_grammar()
-        .expect("a grammar holding the rules");
-    let start = std::time::Instant::now();
-    let t = walks_of(&e, &grammar, count(300), 23, false, |text| {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
-            Violations::one(contract_core::Violation::new(
-                "",
-                ViolationKind::JsonInvalid,
-                err.to_string(),
-            ))
-        })?;
-        contract.validate(&value)
-    });
-    check("runtime, a chain of dates", &t, start);
+    runtime_walks(&e, &contract, count(300), 23, "runtime, a chain of dates");
 }
 
 /// The filter's token classes and shortcuts change nothing: on walks over contracts with
@@ -472,6 +431,26 @@ fn filter_matches_its_reference() {
             "{name}: the filter differs from its reference"
         );
     }
+}
+
+/// `n` walks over a runtime contract's mask grammar (its rules held by the value filter), each
+/// output checked by `DynContract::validate`, asserted sound ([`check`]).
+fn runtime_walks(e: &Arc<MaskEngine>, contract: &DynContract, n: usize, seed: u64, name: &str) {
+    let grammar = contract
+        .mask_grammar()
+        .expect("a grammar holding the rules");
+    let start = std::time::Instant::now();
+    let t = walks_of(e, &grammar, n, seed, false, |text| {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
+            Violations::one(contract_core::Violation::new(
+                "",
+                ViolationKind::JsonInvalid,
+                err.to_string(),
+            ))
+        })?;
+        contract.validate(&value)
+    });
+    check(name, &t, start);
 }
 
 /// One random walk's output under the contract mask (uniform among the allowed tokens).

@@ -237,6 +237,72 @@ impl Parts {
     }
 }
 
+impl Parts {
+    /// The magnitudes of the negative part (`neg`) or of the other.
+    fn of_sign(&self, neg: bool) -> &[Interval] {
+        if neg {
+            &self.neg
+        } else {
+            &self.pos
+        }
+    }
+}
+
+/// A number literal's prefix read into its parts: sign, integer digits, fraction digits after a
+/// point, and the exponent's sign and digits after an `e`.
+struct Written<'a> {
+    neg: bool,
+    /// Everything after the sign.
+    rest: &'a [u8],
+    int: &'a [u8],
+    frac: Option<&'a [u8]>,
+    /// The exponent's sign (`Some(true)`: `-`) and digits, once an `e` is written.
+    exponent: Option<(Option<bool>, &'a [u8])>,
+}
+
+impl<'a> Written<'a> {
+    fn of(t: &'a [u8]) -> Written<'a> {
+        let (neg, rest) = match t.split_first() {
+            Some((b'-', r)) => (true, r),
+            _ => (false, t),
+        };
+        let epos = rest.iter().position(|&c| c == b'e' || c == b'E');
+        let mantissa = &rest[..epos.unwrap_or(rest.len())];
+        let (int, frac) = match mantissa.iter().position(|&c| c == b'.') {
+            Some(p) => (&mantissa[..p], Some(&mantissa[p + 1..])),
+            None => (mantissa, None),
+        };
+        let exponent = epos.map(|epos| {
+            let e = &rest[epos + 1..];
+            match e.split_first() {
+                Some((b'-', r)) => (Some(true), r),
+                Some((b'+', r)) => (Some(false), r),
+                _ => (None, e),
+            }
+        });
+        Written {
+            neg,
+            rest,
+            int,
+            frac,
+            exponent,
+        }
+    }
+
+    /// Whether only a sign (or nothing) is written.
+    fn is_sign(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// The mantissa's value, its point where written.
+    fn mantissa(&self) -> Option<Decimal> {
+        let mut digits = self.int.to_vec();
+        digits.extend_from_slice(self.frac.unwrap_or(&[]));
+        let k = -(self.frac.map_or(0, <[u8]>::len) as i64);
+        Decimal::from_scaled(false, &digits, k)
+    }
+}
+
 /// What a number literal may still become: the grammar's number syntax for the field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NumSyntax {
@@ -264,37 +330,19 @@ impl NumPrefix {
 
     /// [`NumPrefix::feasible`] with the set already split by sign.
     pub(crate) fn feasible_in(&self, syntax: NumSyntax, split: &Parts) -> bool {
-        let t = &self.text;
-        let (neg, rest) = match t.split_first() {
-            Some((b'-', r)) => (true, r),
-            _ => (false, &t[..]),
-        };
-        let parts = if neg { &split.neg } else { &split.pos };
+        let t = Written::of(&self.text);
+        let parts = split.of_sign(t.neg);
         if parts.is_empty() {
             return false;
         }
-        if rest.is_empty() {
+        if t.is_sign() {
             // Only a sign: any magnitude (with a fraction, any value; else any integer).
             return parts.iter().any(|p| has_reachable_int_or_any(p, syntax));
         }
-        let epos = rest.iter().position(|&c| c == b'e' || c == b'E');
-        let mantissa = &rest[..epos.unwrap_or(rest.len())];
-        let (int, frac) = match mantissa.iter().position(|&c| c == b'.') {
-            Some(p) => (&mantissa[..p], Some(&mantissa[p + 1..])),
-            None => (mantissa, None),
-        };
-        if let Some(epos) = epos {
-            let mut digits = int.to_vec();
-            digits.extend_from_slice(frac.unwrap_or(&[]));
-            let k = -(frac.map_or(0, <[u8]>::len) as i64);
-            let Some(m) = Decimal::from_scaled(false, &digits, k) else {
+        let (int, frac) = (t.int, t.frac);
+        if let Some((esign, edigits)) = t.exponent {
+            let Some(m) = t.mantissa() else {
                 return false;
-            };
-            let e = &rest[epos + 1..];
-            let (esign, edigits) = match e.split_first() {
-                Some((b'-', r)) => (Some(true), r),
-                Some((b'+', r)) => (Some(false), r),
-                _ => (None, e),
             };
             if edigits.len() > MAX_EXP_DIGITS {
                 return false;
@@ -347,34 +395,16 @@ impl NumPrefix {
     /// the mantissa are those of a window the set's ends give, all of it when it is at most 48
     /// wide, else its 24 at each end and those from -3 to 3.
     pub(crate) fn completes_within(&self, room: usize, syntax: NumSyntax, split: &Parts) -> bool {
-        let t = &self.text;
-        let (neg, rest) = match t.split_first() {
-            Some((b'-', r)) => (true, r),
-            _ => (false, &t[..]),
-        };
-        let parts = if neg { &split.neg } else { &split.pos };
-        if rest.is_empty() {
+        let t = Written::of(&self.text);
+        let parts = split.of_sign(t.neg);
+        if t.is_sign() {
             // Only a sign, at most one byte into the cap: feasibility decides.
             return true;
         }
-        let epos = rest.iter().position(|&c| c == b'e' || c == b'E');
-        let mantissa = &rest[..epos.unwrap_or(rest.len())];
-        let (int, frac) = match mantissa.iter().position(|&c| c == b'.') {
-            Some(p) => (&mantissa[..p], Some(&mantissa[p + 1..])),
-            None => (mantissa, None),
-        };
-        let mut digits = int.to_vec();
-        digits.extend_from_slice(frac.unwrap_or(&[]));
-        let k = -(frac.map_or(0, <[u8]>::len) as i64);
-        if let Some(epos) = epos {
-            let Some(m) = Decimal::from_scaled(false, &digits, k) else {
+        let (int, frac) = (t.int, t.frac);
+        if let Some((esign, edigits)) = t.exponent {
+            let Some(m) = t.mantissa() else {
                 return false;
-            };
-            let e = &rest[epos + 1..];
-            let (esign, edigits) = match e.split_first() {
-                Some((b'-', r)) => (Some(true), r),
-                Some((b'+', r)) => (Some(false), r),
-                _ => (None, e),
             };
             return parts
                 .iter()

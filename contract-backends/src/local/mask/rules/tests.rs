@@ -547,8 +547,9 @@ fn the_filters_shortcuts_agree_with_the_scanner() {
 }
 
 /// `effective <= expiry` over two ISO dates.
-fn dates_plan() -> RulePlan {
-    let date = || Shape::String {
+/// A string holding an ISO date, as the grammar lowers `format: date`.
+fn date() -> Shape {
+    Shape::String {
         min_len: None,
         max_len: None,
         patterns: vec![format!(
@@ -556,7 +557,10 @@ fn dates_plan() -> RulePlan {
             contract_core::grammar::format_regex(Format::Date).unwrap()
         )],
         format: None,
-    };
+    }
+}
+
+fn dates_plan() -> RulePlan {
     RulePlan::new(&grammar(
         vec![("effective", date()), ("expiry", date())],
         vec![cmp("effective", "<=", "expiry")],
@@ -943,15 +947,6 @@ fn a_runtime_contracts_nested_rules_hold_over_its_own_schema_mask() {
 /// must lie between them, is still to come; a `signed` that may be null breaks the chain.
 #[test]
 fn a_chain_of_dates_is_followed() {
-    let date = || Shape::String {
-        min_len: None,
-        max_len: None,
-        patterns: vec![format!(
-            "^(?:{})$",
-            contract_core::grammar::format_regex(Format::Date).unwrap()
-        )],
-        format: None,
-    };
     let rules = || vec![cmp("start", "<=", "signed"), cmp("signed", "<=", "end")];
     let plan = |signed: Shape| {
         RulePlan::new(&grammar(
