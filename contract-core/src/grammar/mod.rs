@@ -918,6 +918,33 @@ fn rename_refs(value: &mut Value, prefix: &str) {
     }
 }
 
+/// `schema` with each `format` whose llguidance built-in accepts values the validator rejects
+/// written as the exact `pattern` of [`format_regex`] instead, where the subschema has no
+/// `pattern` of its own (a runtime contract's JSON Schema, compiled by llguidance as it is: its
+/// `"format": "date"` let a model write `9733-02-29`, which the validator refuses). Values
+/// (`const`, `enum`, `default`, `examples`) are left as they are.
+pub fn exact_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let exact = match (map.get("format"), map.get("pattern")) {
+                (Some(Value::String(name)), None) => Format::from_name(name).and_then(format_regex),
+                _ => None,
+            };
+            if let Some(rx) = exact {
+                map.remove("format");
+                map.insert("pattern".into(), Value::String(format!("^(?:{rx})$")));
+            }
+            for (key, value) in map.iter_mut() {
+                if !matches!(key.as_str(), "const" | "enum" | "default" | "examples") {
+                    exact_formats(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(exact_formats),
+        _ => {}
+    }
+}
+
 /// An exact regular expression for the formats whose llguidance built-in accepts values the
 /// validator rejects (`2023-02-29`, leap seconds at the wrong time).
 pub fn format_regex(format: Format) -> Option<&'static str> {

@@ -156,3 +156,47 @@ fn date_regex_matches_the_validator() {
         }
     }
 }
+
+/// A JSON Schema's inexact formats become their exact patterns, where the subschema has no
+/// pattern of its own; values and other formats are left alone.
+#[test]
+fn inexact_formats_become_exact_patterns() {
+    let mut schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "day": {"type": "string", "format": "date"},
+            "at": {"type": "string", "format": "date-time"},
+            "mail": {"type": "string", "format": "email"},
+            "coded": {"type": "string", "format": "date", "pattern": "^2"},
+            "format": {"type": "string", "format": "time"},
+            "fixed": {"const": {"format": "date"}, "enum": [{"format": "date"}]},
+            "list": {"type": "array", "items": [{"format": "date"}]}
+        }
+    });
+    super::exact_formats(&mut schema);
+    let p = &schema["properties"];
+    let date = format!(
+        "^(?:{})$",
+        super::format_regex(crate::Format::Date).unwrap()
+    );
+    assert_eq!(
+        p["day"],
+        serde_json::json!({"type": "string", "pattern": date})
+    );
+    assert!(p["at"]["pattern"]
+        .as_str()
+        .is_some_and(|s| s.contains("[tT]")));
+    assert!(p["at"].get("format").is_none());
+    assert_eq!(p["mail"]["format"], "email");
+    assert_eq!(
+        p["coded"],
+        serde_json::json!({"type": "string", "format": "date", "pattern": "^2"})
+    );
+    assert!(p["format"].get("format").is_none() && p["format"]["pattern"].is_string());
+    assert_eq!(p["fixed"]["const"], serde_json::json!({"format": "date"}));
+    assert_eq!(p["fixed"]["enum"][0], serde_json::json!({"format": "date"}));
+    assert_eq!(p["list"]["items"][0]["pattern"], serde_json::json!(date));
+    // The regex refuses the leap day of a common year, and takes a leap year's.
+    let rx = regex::Regex::new(&date).unwrap();
+    assert!(!rx.is_match("9733-02-29") && rx.is_match("2024-02-29"));
+}

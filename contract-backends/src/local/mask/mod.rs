@@ -220,10 +220,11 @@ impl MaskEngine {
             })
         };
         let prepared = self.prepared(text, shared, || {
-            let (schema, plan) = match what {
+            let (mut schema, plan) = match what {
                 Compiled::Grammar(g) => (g.schema(), Some(Arc::new(RulePlan::new(g)))),
                 Compiled::Schema(s) => (s.clone(), None),
             };
+            contract_core::grammar::exact_formats(&mut schema);
             let matcher = match think {
                 None => self.mask_for_schema(schema, None)?.matcher,
                 Some(t) => {
@@ -415,12 +416,16 @@ impl MaskEngine {
         Ok((segments, plan))
     }
 
-    /// A mask from an llguidance JSON Schema, with an optional rule plan.
+    /// A mask from an llguidance JSON Schema, with an optional rule plan. The schema's inexact
+    /// formats are compiled as their exact patterns
+    /// ([`exact_formats`](contract_core::grammar::exact_formats)), as every schema this engine
+    /// compiles is.
     pub fn mask_for_schema(
         self: &Arc<Self>,
-        schema: Value,
+        mut schema: Value,
         plan: Option<Arc<RulePlan>>,
     ) -> Result<ContractMask, LocalError> {
+        contract_core::grammar::exact_formats(&mut schema);
         let parser = self
             .factory
             .create_parser(TopLevelGrammar::from_json_schema(schema))
