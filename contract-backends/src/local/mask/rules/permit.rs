@@ -317,14 +317,51 @@ impl StrCons {
             Ordering::Less => matches!(op, CmpOp::Lt | CmpOp::Le | CmpOp::Ne),
             Ordering::Greater => matches!(op, CmpOp::Gt | CmpOp::Ge | CmpOp::Ne),
             Ordering::Equal if s.len() > p.len() => matches!(op, CmpOp::Gt | CmpOp::Ge | CmpOp::Ne),
-            Ordering::Equal => match op {
-                CmpOp::Ge | CmpOp::Le | CmpOp::Eq => p_writable,
-                CmpOp::Gt => free,
-                CmpOp::Lt | CmpOp::Ne => {
-                    (s.len() < p.len() && self.domain.as_ref().is_none_or(|d| d.accepts(s)))
-                        || (op == CmpOp::Ne && free)
+            Ordering::Equal => {
+                let shorter =
+                    s.len() < p.len() && self.domain.as_ref().is_none_or(|d| d.accepts(s));
+                match op {
+                    CmpOp::Eq => p_writable,
+                    CmpOp::Ge => p_writable || self.bumped(p, s, true),
+                    CmpOp::Le => p_writable || shorter || self.bumped(p, s, false),
+                    CmpOp::Gt => free || self.bumped(p, s, true),
+                    CmpOp::Lt => shorter || self.bumped(p, s, false),
+                    CmpOp::Ne => {
+                        free || shorter || self.bumped(p, s, false) || self.bumped(p, s, true)
+                    }
                 }
-            },
+            }
         }
+    }
+
+    /// Whether the field's domain holds a string that starts with `s` (a prefix of `p`) and
+    /// lies above `p` (`up`) or below it. The witness looked for is `p` with one byte after `s`
+    /// raised (lowered) to another printable ASCII byte, the last byte first (`2024-03-16`
+    /// above `2024-03-15`); a string only a longer change reaches is missed, and the prefix
+    /// refused. Before it, a prefix that tied with the partner was refused under `>` and `<`
+    /// whenever the field had a pattern or a format: under `effective < expiry` with ISO dates
+    /// and `effective` 2024-03-15, every `expiry` before the year 3000.
+    fn bumped(&self, p: &[u8], s: &[u8], up: bool) -> bool {
+        let accepts = |c: &[u8]| self.domain.as_ref().is_none_or(|d| d.accepts(c));
+        let mut cand = p.to_vec();
+        for i in (s.len()..p.len()).rev() {
+            let b = p[i];
+            let found = if up {
+                (b.saturating_add(1)..=0x7e).any(|c| {
+                    cand[i] = c;
+                    accepts(&cand)
+                })
+            } else {
+                (0x20..b).rev().any(|c| {
+                    cand[i] = c;
+                    accepts(&cand)
+                })
+            };
+            if found {
+                return true;
+            }
+            cand[i] = b;
+        }
+        false
     }
 }

@@ -976,3 +976,34 @@ fn a_chain_of_dates_is_followed() {
         "2024-04"
     ));
 }
+
+/// A strict comparison between dates: a prefix that ties with the partner can still pass it
+/// (`2024-03-1` to `2024-03-16`), where the date pattern allows; it was refused, and every
+/// `expiry` before the year 3000 with it.
+#[test]
+fn a_strict_date_may_start_like_its_partner() {
+    let p = RulePlan::new(&grammar(
+        vec![("effective", date()), ("expiry", date())],
+        vec![cmp("effective", "<", "expiry")],
+    ));
+    let pre = r#"{"effective": "2024-03-15", "expiry": ""#;
+    assert!(allowed(&p, pre, "2024-03-1"));
+    assert!(allowed(&p, pre, r#"2024-03-16""#));
+    assert!(allowed(&p, pre, r#"2025-01-01""#));
+    assert!(!allowed(&p, pre, r#"2024-03-15""#));
+    assert!(!allowed(&p, pre, "2024-03-14"));
+    // Nothing after the last day: a tie with it cannot pass it.
+    let top = r#"{"effective": "9999-12-31", "expiry": ""#;
+    assert!(!allowed(&p, top, "9999-12-3"));
+    // Below: `effective` written second, under `expiry` 2024-03-15.
+    let p = RulePlan::new(&grammar(
+        vec![("expiry", date()), ("effective", date())],
+        vec![cmp("effective", "<", "expiry")],
+    ));
+    let pre = r#"{"expiry": "2024-03-15", "effective": ""#;
+    assert!(allowed(&p, pre, "2024-03-1"));
+    assert!(allowed(&p, pre, r#"2024-03-14""#));
+    assert!(!allowed(&p, pre, r#"2024-03-15""#));
+    let bottom = r#"{"expiry": "0000-01-01", "effective": ""#;
+    assert!(!allowed(&p, bottom, "0000-01-0"));
+}
