@@ -21,7 +21,9 @@
 //!
 //! Strings in comparisons (ISO dates: `effective_date <= expiry_date`) are compared as the
 //! validator does, byte by byte; a prefix that ties with the partner is kept only while the
-//! partner itself is a valid value of the field (so it can still be written in full). A
+//! partner itself is a valid value of the field (so it can still be written in full), or the
+//! partner with one byte after the prefix raised or lowered is, as the comparison needs
+//! (`StrCons::bumped`: `2024-03-1` may still pass `2024-03-15` as `2024-03-16`). A
 //! finished string bounds a string through a chain of pending ones too (`start <= signed <=
 //! end`: `end >= start` before `signed` is written), where the null rules force them given.
 //!
