@@ -51,10 +51,6 @@ pub(crate) fn mask(spec: &ContractSpec) -> Mask {
         Mask::JsonSchema
     } else if crate::ground::has_grounding(spec) {
         Mask::Grounded
-    } else if object.rules.is_empty()
-        && !object.properties.iter().any(|f| inline_rules_held(&f.node))
-    {
-        Mask::JsonSchema
     } else if !object.rules.is_empty() && lossless(&spec.node) {
         Mask::Rules
     } else if rule_fields_lossless(&spec.node) {
@@ -88,12 +84,9 @@ pub(crate) fn mask_grammar(spec: &ContractSpec, schema: impl FnOnce() -> Value) 
 /// taken as one that may still be written: with `low <= high` and `high` at most 10, `low` may
 /// not be 30 even where the model would leave `high` out (the validator would take that). Other
 /// fields are any value to the filter.
+/// Without rules at the root or in an inline object the filter takes in, nothing to hold.
 fn rule_fields_lossless(root: &Node) -> bool {
-    plain_object(root).is_some_and(|object| {
-        rules_writable(object)
-            && (!object.rules.is_empty()
-                || object.properties.iter().any(|f| inline_rules_held(&f.node)))
-    })
+    plain_object(root).is_some_and(rules_held)
 }
 
 /// Whether the value filter holds the rules of the inline object `node` (a property's schema,
@@ -103,14 +96,16 @@ fn rule_fields_lossless(root: &Node) -> bool {
 /// inline object of its own whose rules are held. Its other properties are any value to the
 /// filter; an inline object whose rules are not held is too (the validator checks them).
 pub(crate) fn inline_rules_held(node: &Node) -> bool {
-    let types: Vec<JsonType> = node.value_types().collect();
-    types == [JsonType::Object]
-        && node.enumeration.is_none()
-        && plain_object(node).is_some_and(|object| {
-            rules_writable(object)
-                && (!object.rules.is_empty()
-                    || object.properties.iter().any(|f| inline_rules_held(&f.node)))
-        })
+    node.value_types().eq([JsonType::Object]) && plain_object(node).is_some_and(rules_held)
+}
+
+/// Whether the filter holds rules in `object` (the root's, or an inline object's that passed
+/// [`plain_object`]): every field its rules name carried without loss, and rules of its own or
+/// in an inline object below it that it holds.
+fn rules_held(object: &ObjectNode) -> bool {
+    rules_writable(object)
+        && (!object.rules.is_empty()
+            || object.properties.iter().any(|f| inline_rules_held(&f.node)))
 }
 
 /// The JSON pointers of the subschemas whose `x-rules` the value filter holds when `root`
