@@ -130,17 +130,8 @@ impl Rules<'_> {
         let mut partner_ends = Vec::new();
         for &(op, g) in &self.fp(self.field).compares {
             if let Done::Num(p) = self.val(g) {
-                let end = |strict: bool| Some((p.clone(), strict));
-                match op {
-                    CmpOp::Ge => partner_ends.push((end(false), false)),
-                    CmpOp::Gt => partner_ends.push((end(true), false)),
-                    CmpOp::Le => partner_ends.push((end(false), true)),
-                    CmpOp::Lt => partner_ends.push((end(true), true)),
-                    CmpOp::Eq => {
-                        partner_ends.push((end(false), false));
-                        partner_ends.push((end(false), true));
-                    }
-                    CmpOp::Ne => {}
+                for &(upper, strict) in sides(op) {
+                    partner_ends.push((Some((p.clone(), strict)), upper));
                 }
             }
         }
@@ -148,13 +139,7 @@ impl Rules<'_> {
         // One side of the set: all of it where the end is none or one the set holds anyway.
         let side = |end: &Bound, is_sup: bool| match end {
             Some((v, strict)) if !held.contains(&(end, is_sup)) => {
-                let op = match (is_sup, strict) {
-                    (true, true) => CmpOp::Lt,
-                    (true, false) => CmpOp::Le,
-                    (false, true) => CmpOp::Gt,
-                    (false, false) => CmpOp::Ge,
-                };
-                permitted(op, v)
+                permitted(bound_op(is_sup, *strict), v)
             }
             _ => vec![Interval::all()],
         };
@@ -175,23 +160,14 @@ impl Rules<'_> {
         let Some(r) = self.slot_range(g) else {
             return Vec::new();
         };
-        let side = |end: &Bound, strict_op: CmpOp, op: CmpOp| {
-            end.as_ref()
-                .map(|(v, strict)| permitted(if *strict { strict_op } else { op }, v))
-        };
-        let below = |op: CmpOp| side(&r.sup, CmpOp::Lt, op);
-        let above = |op: CmpOp| side(&r.inf, CmpOp::Gt, op);
-        match op {
-            CmpOp::Le => below(CmpOp::Le).into_iter().collect(),
-            CmpOp::Lt => below(CmpOp::Lt).into_iter().collect(),
-            CmpOp::Ge => above(CmpOp::Ge).into_iter().collect(),
-            CmpOp::Gt => above(CmpOp::Gt).into_iter().collect(),
-            CmpOp::Eq => below(CmpOp::Le)
-                .into_iter()
-                .chain(above(CmpOp::Ge))
-                .collect(),
-            CmpOp::Ne => Vec::new(),
-        }
+        sides(op)
+            .iter()
+            .filter_map(|&(upper, strict)| {
+                let end = if upper { &r.sup } else { &r.inf };
+                end.as_ref()
+                    .map(|(v, s)| permitted(bound_op(upper, strict || *s), v))
+            })
+            .collect()
     }
 
     /// The finished strings a string here must still compare with through the partners still
@@ -219,30 +195,17 @@ impl Rules<'_> {
         }
         while let Some((f, above, strict)) = queue.pop() {
             for &(op, g) in &obj.fields[f].compares {
-                let step = match op {
-                    CmpOp::Ge => Some((true, false)),
-                    CmpOp::Gt => Some((true, true)),
-                    CmpOp::Le => Some((false, false)),
-                    CmpOp::Lt => Some((false, true)),
-                    CmpOp::Eq => Some((above, false)),
-                    CmpOp::Ne => None,
+                // `f >= g` keeps going up the chain (`f` above), `f <= g` down.
+                let Some(&(_, s)) = sides(op).iter().find(|&&(upper, _)| upper != above) else {
+                    continue;
                 };
-                let Some((dir, s)) = step else { continue };
-                if dir != above || g == me {
+                if g == me {
                     continue;
                 }
                 let strict = strict || s;
                 match self.val(g) {
                     // A finished partner of this field itself is read directly.
-                    Done::Str(p) if f != me => {
-                        let op = match (above, strict) {
-                            (true, true) => CmpOp::Gt,
-                            (true, false) => CmpOp::Ge,
-                            (false, true) => CmpOp::Lt,
-                            (false, false) => CmpOp::Le,
-                        };
-                        out.push((op, p.clone()));
-                    }
+                    Done::Str(p) if f != me => out.push((bound_op(!above, strict), p.clone())),
                     Done::Pending
                         if is_string(g)
                             && !self.nulls_hold(&[(me, false), (g, true)])
@@ -310,16 +273,12 @@ impl Rules<'_> {
                 };
                 for &(op, g) in &obj.fields[f].compares {
                     let Some(p) = &ranges[g] else { continue };
-                    match op {
-                        CmpOp::Le => lower(&mut r.sup, &p.sup, false),
-                        CmpOp::Lt => lower(&mut r.sup, &p.sup, true),
-                        CmpOp::Ge => raise(&mut r.inf, &p.inf, false),
-                        CmpOp::Gt => raise(&mut r.inf, &p.inf, true),
-                        CmpOp::Eq => {
-                            lower(&mut r.sup, &p.sup, false);
-                            raise(&mut r.inf, &p.inf, false);
+                    for &(upper, strict) in sides(op) {
+                        if upper {
+                            lower(&mut r.sup, &p.sup, strict);
+                        } else {
+                            raise(&mut r.inf, &p.inf, strict);
                         }
-                        CmpOp::Ne => {}
                     }
                 }
                 let r = self.snap(r)?;
@@ -425,6 +384,31 @@ impl Rules<'_> {
             _ => false,
         };
         (!empty).then_some(r)
+    }
+}
+
+/// The bounds `field op partner` puts on the field from the partner's value: `(true, _)` from
+/// above (`<=`, `<`), `(false, _)` from below, with whether it is strict; `=` both, not strict;
+/// `!=` none. The one reading of an operator as bounds here.
+fn sides(op: CmpOp) -> &'static [(bool, bool)] {
+    match op {
+        CmpOp::Le => &[(true, false)],
+        CmpOp::Lt => &[(true, true)],
+        CmpOp::Ge => &[(false, false)],
+        CmpOp::Gt => &[(false, true)],
+        CmpOp::Eq => &[(true, false), (false, false)],
+        CmpOp::Ne => &[],
+    }
+}
+
+/// The comparison that keeps a value under (`upper`) or over a bound, strictly or not: what
+/// [`sides`] reads, written back.
+fn bound_op(upper: bool, strict: bool) -> CmpOp {
+    match (upper, strict) {
+        (true, true) => CmpOp::Lt,
+        (true, false) => CmpOp::Le,
+        (false, true) => CmpOp::Gt,
+        (false, false) => CmpOp::Ge,
     }
 }
 
