@@ -294,12 +294,22 @@ impl<'a> Written<'a> {
         self.rest.is_empty()
     }
 
-    /// The mantissa's value, its point where written.
-    fn mantissa(&self) -> Option<Decimal> {
+    /// The mantissa's digits, its point left out.
+    fn digits(&self) -> Vec<u8> {
         let mut digits = self.int.to_vec();
         digits.extend_from_slice(self.frac.unwrap_or(&[]));
+        digits
+    }
+
+    /// The mantissa's value, its point where written.
+    fn mantissa(&self) -> Option<Decimal> {
         let k = -(self.frac.map_or(0, <[u8]>::len) as i64);
-        Decimal::from_scaled(false, &digits, k)
+        Decimal::from_scaled(false, &self.digits(), k)
+    }
+
+    /// The mantissa's digits as one integer, its point left out; `None` past `i128`.
+    fn mantissa_int(&self) -> Option<i128> {
+        std::str::from_utf8(&self.digits()).ok()?.parse().ok()
     }
 }
 
@@ -401,7 +411,6 @@ impl NumPrefix {
             // Only a sign, at most one byte into the cap: feasibility decides.
             return true;
         }
-        let (int, frac) = (t.int, t.frac);
         if let Some((esign, edigits)) = t.exponent {
             let Some(m) = t.mantissa() else {
                 return false;
@@ -410,9 +419,11 @@ impl NumPrefix {
                 .iter()
                 .any(|p| exp_feasible(&m, esign, edigits, p, room));
         }
+        let m = t.mantissa_int();
+        let (lone_zero, frac) = (t.int == b"0", t.frac.map(<[u8]>::len));
         if parts
             .iter()
-            .any(|p| digits_reach(int, frac, room, syntax.fraction, p))
+            .any(|p| digits_reach(m, lone_zero, frac, room, syntax.fraction, p))
         {
             return true;
         }
@@ -420,7 +431,7 @@ impl NumPrefix {
             && room >= 2
             && parts
                 .iter()
-                .any(|p| mantissa_and_exponent_reach(int, frac, room, p))
+                .any(|p| mantissa_and_exponent_reach(m, lone_zero, frac, room, p))
     }
 
     /// Whether the finished literal lies inside `set`.
@@ -432,49 +443,47 @@ impl NumPrefix {
     }
 }
 
-/// Whether the mantissa `int`[`.frac`] reaches `part` (magnitudes) with at most `room` more
-/// digits, a point among them where none is written and `fraction` allows one.
+/// Whether the mantissa written, `m` as an integer (its point left out) with `frac` digits after
+/// its point (`None`: no point; `lone_zero`: the integer part is a lone `0`), reaches `part`
+/// (magnitudes) with at most `room` more digits, a point among them where none is written and
+/// `fraction` allows one.
 fn digits_reach(
-    int: &[u8],
-    frac: Option<&[u8]>,
+    m: Option<i128>,
+    lone_zero: bool,
+    frac: Option<usize>,
     room: usize,
     fraction: bool,
     part: &Interval,
 ) -> bool {
-    let mut digits = int.to_vec();
     match frac {
-        Some(f) => {
-            digits.extend_from_slice(f);
-            // A point needs a digit after it.
-            (!f.is_empty() || room > 0) && grid_meets(&digits, room, (f.len() + room) as i64, part)
-        }
+        // A point needs a digit after it.
+        Some(f) => (f > 0 || room > 0) && grid_meets(extended(m, room), (f + room) as i64, part),
         None => {
             // No digit after a leading zero but the point's.
-            let most = if int == b"0" { 0 } else { room };
+            let most = if lone_zero { 0 } else { room };
             (0..=most).any(|j| {
-                grid_meets(&digits, j, 0, part)
+                grid_meets(extended(m, j), 0, part)
                     || (fraction && room >= j + 2 && {
                         let q = room - j - 1;
-                        grid_meets(&digits, j + q, q as i64, part)
+                        grid_meets(extended(m, j + q), q as i64, part)
                     })
             })
         }
     }
 }
 
-/// Whether some integer `N` from `M × 10^k` to `(M + 1) × 10^k - 1` (`M`: the ASCII `digits`)
-/// has `N × 10^-q` in `part`: the values `k` more digits after `M` write with `q` of all the
-/// digits after the point. Where the integers overflow (not within the length cap), yes.
-fn grid_meets(digits: &[u8], k: usize, q: i64, part: &Interval) -> bool {
-    let m = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse::<i128>().ok());
-    let step = 10i128.checked_pow(k as u32);
-    let Some((lo, hi)) = m
-        .zip(step)
-        .and_then(|(m, step)| Some((m.checked_mul(step)?, step)))
-        .and_then(|(lo, step)| Some((lo, lo.checked_add(step - 1)?)))
-    else {
+/// The integers `k` more digits after the integer `m` write: `m × 10^k` to
+/// `(m + 1) × 10^k - 1`; `None` past `i128` (not within the length cap) or without `m`.
+fn extended(m: Option<i128>, k: usize) -> Option<(i128, i128)> {
+    let step = 10i128.checked_pow(k as u32)?;
+    let lo = m?.checked_mul(step)?;
+    Some((lo, lo.checked_add(step - 1)?))
+}
+
+/// Whether some integer `N` of `range` ([`extended`]) has `N × 10^-q` in `part`. Where the
+/// integers overflow (`None`), yes.
+fn grid_meets(range: Option<(i128, i128)>, q: i64, part: &Interval) -> bool {
+    let Some((lo, hi)) = range else {
         return true;
     };
     // The least (`lower`) or greatest N whose N·10^-q is inside the end `e`; `away` where the
@@ -502,35 +511,29 @@ fn grid_meets(digits: &[u8], k: usize, q: i64, part: &Interval) -> bool {
     lo.max(n_min) <= hi.min(n_max)
 }
 
-/// Whether the mantissa `int`[`.frac`], with more digits (and a point after a lone `0`), then
-/// an exponent, all within `room` more bytes, reaches `part` (magnitudes). Where the point
-/// goes matters only for its byte: the exponent moves the value, so more digits go before it.
+/// Whether the mantissa written ([`digits_reach`]'s `m`, `lone_zero`, `frac`), with more digits
+/// (and a point after a lone `0`), then an exponent, all within `room` more bytes, reaches
+/// `part` (magnitudes). Where the point goes matters only for its byte: the exponent moves the
+/// value, so more digits go before it.
 fn mantissa_and_exponent_reach(
-    int: &[u8],
-    frac: Option<&[u8]>,
+    m: Option<i128>,
+    lone_zero: bool,
+    frac: Option<usize>,
     room: usize,
     part: &Interval,
 ) -> bool {
-    let mut digits = int.to_vec();
-    digits.extend_from_slice(frac.unwrap_or(&[]));
-    let f = frac.map_or(0, <[u8]>::len);
     let width = |n: i128| n.max(1).to_string().len() as i64;
     for n in 0..=room.saturating_sub(2) {
         // `k` digits added, `f_tot` of the mantissa's digits after its point.
         let (k, f_tot) = match frac {
-            Some(fr) if fr.is_empty() && n == 0 => continue,
-            Some(_) => (n, f + n),
-            None if int == b"0" && n == 1 => continue,
-            None if int == b"0" && n > 1 => (n - 1, n - 1),
+            Some(0) if n == 0 => continue,
+            Some(f) => (n, f + n),
+            None if lone_zero && n == 1 => continue,
+            None if lone_zero && n > 1 => (n - 1, n - 1),
             None => (n, 0),
         };
         let e_room = room - n - 1;
-        let Some((lo_n, hi_n)) = std::str::from_utf8(&digits)
-            .ok()
-            .and_then(|s| s.parse::<i128>().ok())
-            .zip(10i128.checked_pow(k as u32))
-            .and_then(|(m, step)| Some((m.checked_mul(step)?, m.checked_mul(step)? + step - 1)))
-        else {
+        let Some((lo_n, hi_n)) = extended(m, k) else {
             return true;
         };
         // The scales `a` at which some N from lo_n to hi_n has N·10^a in the part, widened by
@@ -556,7 +559,7 @@ fn mantissa_and_exponent_reach(
         let mut tried = (from..=to.min(from + 23))
             .chain((to - 23).max(from)..=to)
             .chain((-3..=3).filter(|e| (from..=to).contains(e)));
-        if tried.any(|e| grid_meets(&digits, k, f_tot as i64 - e, part)) {
+        if tried.any(|e| grid_meets(Some((lo_n, hi_n)), f_tot as i64 - e, part)) {
             return true;
         }
     }
