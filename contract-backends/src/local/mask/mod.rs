@@ -224,10 +224,11 @@ impl MaskEngine {
                 Compiled::Grammar(g) => (g.schema(), Some(Arc::new(RulePlan::new(g)))),
                 Compiled::Schema(s) => (s.clone(), None),
             };
-            contract_core::grammar::exact_formats(&mut schema);
             let matcher = match think {
+                // `mask_for_schema` makes the formats exact.
                 None => self.mask_for_schema(schema, None)?.matcher,
                 Some(t) => {
+                    contract_core::grammar::exact_formats(&mut schema);
                     let lark = t
                         .wrap_lark(&format!("start: %json {schema}"))
                         .ok_or_else(|| mask_err("the contract's grammar has no start rule"))?;
