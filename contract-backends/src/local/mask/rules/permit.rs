@@ -110,7 +110,7 @@ impl Rules<'_> {
     /// of its own partners; and whether each other field whose null decides another's is
     /// null, given or pending.
     pub(super) fn partners(&self) -> impl Iterator<Item = &Done> {
-        static STATES: [Done; 3] = [Done::Pending, Done::Null, Done::PendingGiven];
+        static STATES: [Done; 3] = [Done::Pending, Done::Null, Done::Given];
         let obj = &self.plan.objects[self.obj];
         let chained = self.chained();
         let compared = obj.compared.iter().filter(move |_| chained);

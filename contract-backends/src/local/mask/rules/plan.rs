@@ -17,9 +17,9 @@ use super::numbers::{Memo, NumSet};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum Done {
     Pending,
-    /// Not finished, and it must be given (the rules allow it no null): only in the keys of
-    /// the number-set memo ([`Rules::partners`](super::permit::Rules::partners)).
-    PendingGiven,
+    /// Finished with a value whose only bearing is that it is not null: only in the keys of
+    /// the filter's memos ([`Rules::partners`](super::permit::Rules::partners)).
+    Given,
     Null,
     Num(Decimal),
     Str(Arc<Vec<u8>>),
